@@ -1,0 +1,2 @@
+//! The `iommulab` command-line tool.
+fn main() {}

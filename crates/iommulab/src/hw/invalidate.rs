@@ -1,0 +1,7 @@
+//! Placeholder.
+/// Placeholder.
+#[derive(Debug)]
+pub enum InvRequest {}
+/// Placeholder.
+#[derive(Debug)]
+pub enum InvalidationInterface {}

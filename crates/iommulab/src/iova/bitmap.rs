@@ -1,0 +1,4 @@
+//! Placeholder, replaced by the real allocator.
+/// Placeholder.
+#[derive(Debug)]
+pub struct Bitmap;

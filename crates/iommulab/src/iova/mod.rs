@@ -1,0 +1,159 @@
+//! IOVA allocators (S0.5): who hands out I/O virtual page ranges.
+//!
+//! - [`rbtree::RbTree`]: Linux VT-d's red-black tree of used ranges, top-down next-fit from a
+//!   cached node, one node per live range (nodes come from a recycled pool).
+//! - [`bitmap::Bitmap`]: one bit per I/O page, next-fit upward from the last allocation,
+//!   wrapping to the bottom; every wrap is counted (the per-lap flush hangs off it, S0.6).
+//! - [`magazine::Magazine`]: Linux's per-CPU range caches ("rcache", since 4.7) over any
+//!   allocator.
+//!
+//! All ranges are page ranges `[pfn, pfn + pages)`; exhaustion is an error value.
+
+pub mod bitmap;
+pub mod magazine;
+pub mod rbtree;
+
+use serde::{Deserialize, Serialize};
+
+use crate::addr::{CpuId, Iova, Pfn};
+use crate::hw::cost::Cycles;
+
+pub use bitmap::Bitmap;
+pub use magazine::{Magazine, MagazineConfig};
+pub use rbtree::RbTree;
+
+/// Errors of an IOVA allocator.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum IovaError {
+    /// A free of a range that is not allocated exactly as given.
+    #[error("free of {pages} page(s) at pfn {pfn:#x}, which is not an allocated range")]
+    NotAllocated {
+        /// First page of the range.
+        pfn: u64,
+        /// Length in pages.
+        pages: u64,
+    },
+    /// No free range of the requested size below the limit.
+    #[error("IOVA space exhausted: no free range of {pages} page(s) below pfn {limit:#x}")]
+    Exhausted {
+        /// Requested length in pages.
+        pages: u64,
+        /// Exclusive upper page limit of the request.
+        limit: u64,
+    },
+    /// A request for zero pages, or one that overflows the space.
+    #[error("invalid IOVA request of {pages} page(s) (the space holds {space} pages)")]
+    BadRequest {
+        /// Requested length in pages.
+        pages: u64,
+        /// Pages in the space.
+        space: u64,
+    },
+}
+
+/// Counters every allocator keeps. Counters are plain `u64`s in a single-threaded run (L13).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IovaStats {
+    /// Successful allocations.
+    pub allocs: u64,
+    /// Frees.
+    pub frees: u64,
+    /// Failed allocations (exhaustion).
+    pub failures: u64,
+    /// Times a next-fit allocator wrapped from the top back to the bottom of the space.
+    pub wraps: u64,
+    /// Metadata nodes taken from the system allocator (the rbtree's pool grows by this;
+    /// recycled nodes do not count).
+    pub node_allocs: u64,
+    /// Tree nodes visited during searches (rbtree), for the modeled software clock.
+    pub tree_visits: u64,
+    /// Rotations and recolourings (rbtree).
+    pub tree_rebalances: u64,
+    /// 64-bit bitmap words scanned (bitmap).
+    pub bitmap_words: u64,
+    /// Allocations served from a per-CPU magazine or the depot (magazine).
+    pub cache_hits: u64,
+    /// Allocations that fell through to the backing allocator (magazine).
+    pub cache_misses: u64,
+    /// Magazine pushes and pops (magazine).
+    pub magazine_ops: u64,
+    /// Lock acquisitions a kernel would make on this path (the global lock for rbtree and
+    /// bitmap; per-CPU and depot locks for magazines).
+    pub lock_acquisitions: u64,
+    /// Peak bytes of allocator metadata over the run.
+    pub peak_metadata_bytes: u64,
+}
+
+impl IovaStats {
+    /// Adds `other` into `self` (sweeps aggregate runs); the peak is the max of both.
+    pub fn merge(&mut self, other: &Self) {
+        self.allocs += other.allocs;
+        self.frees += other.frees;
+        self.failures += other.failures;
+        self.wraps += other.wraps;
+        self.node_allocs += other.node_allocs;
+        self.tree_visits += other.tree_visits;
+        self.tree_rebalances += other.tree_rebalances;
+        self.bitmap_words += other.bitmap_words;
+        self.cache_hits += other.cache_hits;
+        self.cache_misses += other.cache_misses;
+        self.magazine_ops += other.magazine_ops;
+        self.lock_acquisitions += other.lock_acquisitions;
+        self.peak_metadata_bytes = self.peak_metadata_bytes.max(other.peak_metadata_bytes);
+    }
+}
+
+/// Hands out and takes back ranges of I/O virtual pages.
+///
+/// Invariants every implementation keeps (tested generically in `tests/iova_props.rs`):
+/// - two live allocations never overlap, and every allocation lies in `[start, limit)`;
+/// - a freed range can be allocated again (space is returned);
+/// - a free of anything but a live allocation, with its exact length, is an error and changes
+///   nothing (magazines check what they can: see their module doc);
+/// - exhaustion is `Err(IovaError::Exhausted)`, never a panic.
+pub trait IovaAllocator {
+    /// Allocates `pages` contiguous pages that end at or below `limit` (exclusive), on
+    /// behalf of CPU `cpu` (only per-CPU caches care).
+    fn alloc(&mut self, cpu: CpuId, pages: u64, limit: Pfn<Iova>) -> Result<Pfn<Iova>, IovaError>;
+
+    /// Returns `[pfn, pfn + pages)`, which must be a live allocation of exactly that size.
+    fn free(&mut self, cpu: CpuId, pfn: Pfn<Iova>, pages: u64) -> Result<(), IovaError>;
+
+    /// Lets time-driven housekeeping run (the magazine depot is trimmed every 100 ms).
+    fn on_tick(&mut self, now: Cycles, ghz: f64);
+
+    /// The counters so far.
+    fn stats(&self) -> &IovaStats;
+
+    /// Bytes of metadata the allocator holds now (peak is in the stats).
+    fn metadata_bytes(&self) -> u64;
+
+    /// The exclusive top of the space, in pages (the largest `limit` worth asking for).
+    fn space_end(&self) -> Pfn<Iova>;
+
+    /// A short name for tables and JSON (`rbtree`, `bitmap`, `magazine+rbtree`, ...).
+    fn name(&self) -> &'static str;
+}
+
+/// Which allocator a configuration asks for (the configuration boundary, style L4).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AllocatorKind {
+    /// [`RbTree`].
+    Rbtree,
+    /// [`Bitmap`].
+    Bitmap,
+    /// [`Magazine`] over [`RbTree`], as Linux since 4.7.
+    Magazine,
+}
+
+impl AllocatorKind {
+    /// Config/CLI name.
+    pub const fn name(self) -> &'static str {
+        match self {
+            AllocatorKind::Rbtree => "rbtree",
+            AllocatorKind::Bitmap => "bitmap",
+            AllocatorKind::Magazine => "magazine",
+        }
+    }
+}

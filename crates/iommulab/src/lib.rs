@@ -1,0 +1,34 @@
+//! # iommulab
+//!
+//! A software model of IOMMU hardware (Intel VT-d page tables, IOTLB, invalidation) and of
+//! the OS software that drives it (the DMA API, IOVA allocators, IOTLB flush policies), with
+//! a modeled cycle clock and a measured wall clock (design.md).
+//!
+//! ```text
+//!  workload ──► DMA operations ──► DmaApi ──────────────────► IOMMU model ──► statistics
+//!  (generator     map/unmap/access   IOVA allocator            tables, IOTLB,   counters,
+//!   or trace)                        + flush policy            invalidation,    modeled cycles,
+//!                                    + dma-debug checker       fault log        wall time
+//! ```
+//!
+//! | module | what it holds |
+//! |---|---|
+//! | [`addr`] | `Iova`, `Hpa`, `Gpa`, `Pfn<A>`, `PageSize`, `DmaDirection`, `Perm`, `Bdf` |
+//! | [`hw`] | VT-d tables, IOTLB, invalidation, fault log, [`hw::cost`] presets |
+//! | [`iova`] | rbtree, bitmap and magazine IOVA allocators |
+//! | [`flush`] | strict, deferred, per-lap and flush-queue IOTLB flush policies |
+//! | [`dma`] | the DMA API (`map_single`, `map_sg`, ...) and the dma-debug checker |
+//! | [`device`] | devices that issue DMA and the stale-access oracle |
+//! | [`workload`] | built-in generators of DMA operations |
+//! | [`experiment`] | configs, the one place enums become types, the runner, results |
+//!
+//! Cargo features: `test-utils` exports the naive oracles in [`testing`].
+#![forbid(unsafe_code)]
+#![warn(missing_docs, missing_debug_implementations)]
+
+pub mod addr;
+pub mod hw;
+pub mod iova;
+
+#[cfg(any(test, feature = "test-utils"))]
+pub mod testing;

@@ -1,0 +1,1 @@
+//! Naive oracles and fixtures (feature `test-utils`), reused by tests and benches (style L8/L9).
