@@ -65,6 +65,12 @@ pub struct IovaStats {
     /// Metadata nodes taken from the system allocator (the rbtree's pool grows by this;
     /// recycled nodes do not count).
     pub node_allocs: u64,
+    /// IOVA nodes a kernel would take from its slab cache: one per tree insert (rbtree).
+    /// Recycled or not, Linux calls `alloc_iova_mem` for each; the modeled software clock
+    /// charges `slab_alloc` for each.
+    pub slab_allocs: u64,
+    /// IOVA nodes a kernel would return to its slab cache: one per tree erase (rbtree).
+    pub slab_frees: u64,
     /// Tree nodes visited during searches (rbtree), for the modeled software clock.
     pub tree_visits: u64,
     /// Rotations and recolourings (rbtree).
@@ -92,6 +98,8 @@ impl IovaStats {
         self.failures += other.failures;
         self.wraps += other.wraps;
         self.node_allocs += other.node_allocs;
+        self.slab_allocs += other.slab_allocs;
+        self.slab_frees += other.slab_frees;
         self.tree_visits += other.tree_visits;
         self.tree_rebalances += other.tree_rebalances;
         self.bitmap_words += other.bitmap_words;
