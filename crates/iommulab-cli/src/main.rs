@@ -1,2 +1,43 @@
-//! The `iommulab` command-line tool.
-fn main() {}
+//! The `iommulab` command-line tool: thin argument parsing and output around the library.
+
+mod args;
+mod cmd;
+mod output;
+mod plot;
+mod progress;
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use anyhow::Result;
+use clap::Parser;
+
+use args::{Cli, Command};
+
+/// Prints to stdout; a closed pipe (`| head`) is not an error (ripgrep).
+pub(crate) fn print_stdout(text: &str) -> Result<()> {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        r => Ok(r?),
+    }
+}
+
+fn run(cli: Cli) -> Result<()> {
+    match cli.command {
+        Command::Bench(a) => cmd::bench::run(&a, cli.quiet),
+        Command::Reproduce(a) => cmd::reproduce::run(&a, cli.quiet),
+    }
+}
+
+fn main() -> ExitCode {
+    // clap exits with code 2 and a clear message for a bad flag or value.
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -27,8 +27,16 @@
 #![warn(missing_docs, missing_debug_implementations)]
 
 pub mod addr;
+pub mod device;
+pub mod dma;
+pub mod error;
+pub mod experiment;
+pub mod flush;
 pub mod hw;
 pub mod iova;
+pub mod workload;
+
+pub use error::{Error, Result};
 
 #[cfg(any(test, feature = "test-utils"))]
 pub mod testing;

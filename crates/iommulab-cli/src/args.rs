@@ -1,0 +1,208 @@
+//! Command-line arguments (clap derive). CLI-only value enums convert into core types; the
+//! core never depends on clap (style L11).
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use iommulab::experiment::{NamedConfig, SoftwareClock};
+use iommulab::hw::cost::CostPreset;
+use iommulab::hw::invalidate::InvalidationInterface;
+
+/// IOMMU and DMA-mapping lab.
+#[derive(Debug, Parser)]
+#[command(name = "iommulab", version, about = "IOMMU and DMA-mapping lab", propagate_version = true)]
+pub struct Cli {
+    /// No progress bar.
+    #[arg(long, short, global = true)]
+    pub quiet: bool,
+    /// The subcommand.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the pseudo-driver benchmark (S0.8) and print a table.
+    Bench(BenchArgs),
+    /// Rerun a paper's experiments and write its report.
+    Reproduce(ReproduceArgs),
+}
+
+/// A named configuration (S0.7 + modern).
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum ConfigArg {
+    /// IOMMU off: DMA addresses are physical.
+    Disabled,
+    /// rbtree + deferred flush (250 entries / 10 ms).
+    Default,
+    /// rbtree + invalidation at every unmap.
+    Strict,
+    /// bitmap + flush once per lap.
+    Bitmap,
+    /// bitmap + invalidation at every unmap.
+    StrictBitmap,
+    /// per-CPU magazines + per-CPU flush queues.
+    Modern,
+}
+
+impl From<ConfigArg> for NamedConfig {
+    fn from(c: ConfigArg) -> Self {
+        match c {
+            ConfigArg::Disabled => NamedConfig::Disabled,
+            ConfigArg::Default => NamedConfig::Default,
+            ConfigArg::Strict => NamedConfig::Strict,
+            ConfigArg::Bitmap => NamedConfig::Bitmap,
+            ConfigArg::StrictBitmap => NamedConfig::StrictBitmap,
+            ConfigArg::Modern => NamedConfig::Modern,
+        }
+    }
+}
+
+/// A cost preset.
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum CostArg {
+    /// Fujita & Mori's Core 2 Duo + Q35 (2008).
+    #[value(name = "vtd-2008")]
+    Vtd2008,
+    /// Yassour et al.'s Core 2 + VT-d (2010, S1.10).
+    #[value(name = "kvm-2010")]
+    Kvm2010,
+    /// A current server.
+    Modern,
+}
+
+impl From<CostArg> for CostPreset {
+    fn from(c: CostArg) -> Self {
+        match c {
+            CostArg::Vtd2008 => CostPreset::Vtd2008,
+            CostArg::Kvm2010 => CostPreset::Kvm2010,
+            CostArg::Modern => CostPreset::Modern,
+        }
+    }
+}
+
+/// An invalidation interface.
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum InvalidationArg {
+    /// One register write and poll per invalidation.
+    Register,
+    /// Descriptors in a queue, one wait per batch.
+    Queued,
+}
+
+impl From<InvalidationArg> for InvalidationInterface {
+    fn from(c: InvalidationArg) -> Self {
+        match c {
+            InvalidationArg::Register => InvalidationInterface::Register,
+            InvalidationArg::Queued => InvalidationInterface::Queued,
+        }
+    }
+}
+
+/// Which clock the software part of `iops` uses.
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum ClockArg {
+    /// Counted kernel primitives × the preset's costs (deterministic).
+    Modeled,
+    /// iommulab's own measured wall time.
+    Measured,
+}
+
+impl From<ClockArg> for SoftwareClock {
+    fn from(c: ClockArg) -> Self {
+        match c {
+            ClockArg::Modeled => SoftwareClock::Modeled,
+            ClockArg::Measured => SoftwareClock::Measured,
+        }
+    }
+}
+
+/// `iommulab bench`.
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// Configurations to run, comma separated [default: all six].
+    #[arg(long = "config", value_delimiter = ',')]
+    pub configs: Vec<ConfigArg>,
+    /// A TOML file with a full bench configuration (see docs/configuration.md); flags given
+    /// on the command line override it.
+    #[arg(long, value_name = "FILE")]
+    pub config_file: Option<PathBuf>,
+    /// I/Os to run (each is one map + one unmap).
+    #[arg(long, default_value_t = 200_000, conflicts_with = "duration")]
+    pub ops: u64,
+    /// Run for this many seconds of modeled time instead of a number of I/Os.
+    #[arg(long, value_name = "SECONDS")]
+    pub duration: Option<f64>,
+    /// Bytes per I/O.
+    #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u64).range(1..))]
+    pub io_size: u64,
+    /// I/Os in flight.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    pub outstanding: u32,
+    /// Simulated CPUs issuing I/Os round-robin (per-CPU magazines and flush queues).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=1024))]
+    pub threads: u16,
+    /// Let the device access each buffer once while it is mapped.
+    #[arg(long)]
+    pub touch: bool,
+    /// A malicious device: retries every just-unmapped address and its neighbours.
+    #[arg(long)]
+    pub malicious: bool,
+    /// Pages on each side of an unmapped page a malicious device probes.
+    #[arg(long, default_value_t = 1)]
+    pub neighbours: u64,
+    /// Cost preset of the modeled machine.
+    #[arg(long, value_enum, default_value = "vtd-2008")]
+    pub cost: CostArg,
+    /// Page-table levels (3, 4, 5) [default: the preset's].
+    #[arg(long, value_parser = clap::value_parser!(u8).range(3..=5))]
+    pub levels: Option<u8>,
+    /// Invalidation interface [default: the preset's].
+    #[arg(long, value_enum)]
+    pub invalidation: Option<InvalidationArg>,
+    /// Which clock the software part of `iops` uses.
+    #[arg(long, value_enum, default_value = "modeled")]
+    pub software_clock: ClockArg,
+    /// Run the dma-debug checker on every call.
+    #[arg(long)]
+    pub dma_debug: bool,
+    /// Workload seed.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Runs per configuration (seeds seed, seed+1, ...); the table shows means.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub repeats: u32,
+    /// Print JSON (an object, or an array when several configurations run) instead of a table.
+    #[arg(long)]
+    pub json: bool,
+    /// Also write the per-run results as JSON to this file.
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+    /// Also write the per-run results as CSV to this file.
+    #[arg(long, value_name = "FILE")]
+    pub csv: Option<PathBuf>,
+}
+
+/// A paper to reproduce.
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum Paper {
+    /// Fujita & Mori, "IOMMU performance evaluation in Linux" (2008): Figure 4.
+    Fujita2008,
+    /// Every reproduction that exists.
+    All,
+}
+
+/// `iommulab reproduce`.
+#[derive(Debug, Args)]
+pub struct ReproduceArgs {
+    /// Which paper.
+    #[arg(value_enum)]
+    pub paper: Paper,
+    /// A shorter run (fewer repeats, less modeled time) for CI and a first look.
+    #[arg(long)]
+    pub quick: bool,
+    /// Where the results go (a folder per paper inside).
+    #[arg(long, default_value = "results")]
+    pub out: PathBuf,
+}

@@ -1,0 +1,107 @@
+//! `iommulab bench`: the pseudo-driver benchmark (S0.8).
+
+use anyhow::{Context, Result};
+use iommulab::device::DeviceMode;
+use iommulab::experiment::{BenchConfig, NamedConfig, RunResult, run_bench};
+
+use crate::args::BenchArgs;
+use crate::output::{csv, table, write_atomic};
+use crate::progress::Progress;
+
+/// Builds the base configuration from the TOML file (if any) and the flags.
+pub fn base_config(args: &BenchArgs) -> Result<BenchConfig> {
+    let mut cfg = match &args.config_file {
+        Some(path) => {
+            let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+            BenchConfig::from_toml(&text).with_context(|| format!("in {}", path.display()))?
+        }
+        None => BenchConfig::default(),
+    };
+    cfg.workload.ios = args.ops;
+    cfg.duration_s = args.duration;
+    cfg.workload.io_size = args.io_size;
+    cfg.workload.outstanding = args.outstanding;
+    cfg.workload.cpus = args.threads;
+    cfg.workload.touch = args.touch;
+    cfg.workload.seed = args.seed;
+    if args.malicious {
+        cfg.device = DeviceMode::Malicious {
+            neighbours: args.neighbours,
+        };
+    }
+    cfg.hardware.cost = args.cost.into();
+    if let Some(l) = args.levels {
+        cfg.hardware.levels = Some(l);
+    }
+    if let Some(i) = args.invalidation {
+        cfg.hardware.invalidation = Some(i.into());
+    }
+    cfg.software_clock = args.software_clock.into();
+    cfg.dma_debug |= args.dma_debug;
+    cfg.validate()?;
+    Ok(cfg)
+}
+
+/// Runs every configuration `repeats` times with seeds `seed..seed+repeats`.
+pub fn run_configs(
+    base: &BenchConfig,
+    configs: &[NamedConfig],
+    repeats: u32,
+    quiet: bool,
+) -> Result<Vec<RunResult>> {
+    let per_run = if base.duration_s.is_some() { 0 } else { base.workload.ios };
+    let mut progress = Progress::new(per_run * configs.len() as u64 * u64::from(repeats), quiet);
+    let mut results = Vec::new();
+    for &c in configs {
+        for r in 0..repeats {
+            let cfg = BenchConfig {
+                configuration: c,
+                workload: iommulab::workload::PseudoScsiConfig {
+                    seed: base.workload.seed + u64::from(r),
+                    ..base.workload
+                },
+                ..base.clone()
+            };
+            progress.start_run(c.name());
+            let result = run_bench(&cfg, &mut |done, _| progress.update(done))
+                .with_context(|| format!("configuration `{}`", c.name()))?;
+            results.push(result);
+        }
+    }
+    progress.finish();
+    RunResult::fill_relative(&mut results);
+    Ok(results)
+}
+
+/// `iommulab bench`.
+pub fn run(args: &BenchArgs, quiet: bool) -> Result<()> {
+    let base = base_config(args)?;
+    let configs: Vec<NamedConfig> = if args.configs.is_empty() {
+        if args.config_file.is_some() {
+            vec![base.configuration]
+        } else {
+            NamedConfig::ALL.to_vec()
+        }
+    } else {
+        args.configs.iter().map(|&c| c.into()).collect()
+    };
+    let results = run_configs(&base, &configs, args.repeats, quiet)?;
+    if let Some(path) = &args.out {
+        write_atomic(path, serde_json::to_string_pretty(&results)?.as_bytes())?;
+    }
+    if let Some(path) = &args.csv {
+        write_atomic(path, csv(&results).as_bytes())?;
+    }
+    let text = if args.json {
+        let mut t = if results.len() == 1 {
+            serde_json::to_string_pretty(&results[0])?
+        } else {
+            serde_json::to_string_pretty(&results)?
+        };
+        t.push('\n');
+        t
+    } else {
+        table(&results)
+    };
+    crate::print_stdout(&text)
+}

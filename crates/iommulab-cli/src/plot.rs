@@ -1,0 +1,156 @@
+//! Report figures drawn by the CLI itself (plotters: SVG and PNG), so a reproduction needs
+//! no Python. One drawing function per figure kind; SVG and PNG come from the same code.
+
+use std::path::Path;
+use std::sync::Once;
+
+use anyhow::{Context, Result, anyhow};
+use plotters::coord::Shift;
+use plotters::prelude::*;
+
+use crate::output::write_atomic;
+
+static FONT: Once = Once::new();
+
+/// DejaVu Sans, shipped with the CLI (assets/DejaVuSans.LICENSE), so PNG text renders on a
+/// machine without fonts.
+fn register_font() {
+    FONT.call_once(|| {
+        let bytes: &'static [u8] = include_bytes!("../assets/DejaVuSans.ttf");
+        // A failure here only loses PNG text; SVG text never needs the font file.
+        let _ = plotters::style::register_font("sans-serif", FontStyle::Normal, bytes);
+    });
+}
+
+/// One group of bars: ours, and the published value if there is one.
+#[derive(Debug, Clone)]
+pub struct BarGroup {
+    /// Category label (the configuration).
+    pub label: String,
+    /// Our value.
+    pub ours: f64,
+    /// Our spread (standard deviation over repeats), drawn as an error bar.
+    pub ours_err: f64,
+    /// The paper's value.
+    pub paper: Option<f64>,
+}
+
+const W: u32 = 900;
+const H: u32 = 520;
+const OURS: RGBColor = RGBColor(31, 119, 180);
+const PAPER: RGBColor = RGBColor(255, 127, 14);
+
+fn draw<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, title: &str, y_label: &str, groups: &[BarGroup]) -> Result<()>
+where
+    DB::ErrorType: 'static,
+{
+    root.fill(&WHITE).map_err(|e| anyhow!("{e:?}"))?;
+    let y_max = groups
+        .iter()
+        .flat_map(|g| [g.ours + g.ours_err, g.paper.unwrap_or(0.0)])
+        .fold(0.0f64, f64::max)
+        .max(1e-9)
+        * 1.15;
+    let n = groups.len().max(1);
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title, ("sans-serif", 22))
+        .margin(15)
+        .x_label_area_size(45)
+        .y_label_area_size(70)
+        .build_cartesian_2d(0.0..n as f64, 0.0..y_max)
+        .map_err(|e| anyhow!("{e:?}"))?;
+    let labels: Vec<String> = groups.iter().map(|g| g.label.clone()).collect();
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .x_labels(n * 2 + 1)
+        .x_label_formatter(&|x| {
+            let i = x.floor() as usize;
+            if (x - i as f64 - 0.5).abs() < 0.01 {
+                labels.get(i).cloned().unwrap_or_default()
+            } else {
+                String::new()
+            }
+        })
+        .y_desc(y_label)
+        .label_style(("sans-serif", 15))
+        .draw()
+        .map_err(|e| anyhow!("{e:?}"))?;
+    let has_paper = groups.iter().any(|g| g.paper.is_some());
+    let (w, off_ours, off_paper) = if has_paper { (0.35, 0.12, 0.5) } else { (0.6, 0.2, 0.0) };
+    chart
+        .draw_series(groups.iter().enumerate().map(|(i, g)| {
+            let x0 = i as f64 + off_ours;
+            Rectangle::new([(x0, 0.0), (x0 + w, g.ours)], OURS.filled())
+        }))
+        .map_err(|e| anyhow!("{e:?}"))?
+        .label("iommulab")
+        .legend(|(x, y)| Rectangle::new([(x, y - 6), (x + 14, y + 6)], OURS.filled()));
+    chart
+        .draw_series(groups.iter().enumerate().filter(|(_, g)| g.ours_err > 0.0).map(|(i, g)| {
+            let x = i as f64 + off_ours + w / 2.0;
+            PathElement::new(vec![(x, g.ours - g.ours_err), (x, g.ours + g.ours_err)], BLACK.stroke_width(2))
+        }))
+        .map_err(|e| anyhow!("{e:?}"))?;
+    chart
+        .draw_series(groups.iter().enumerate().map(|(i, g)| {
+            let x = i as f64 + off_ours + w / 2.0;
+            Text::new(format!("{:.2}", g.ours), (x - 0.12, g.ours + y_max * 0.03), ("sans-serif", 14))
+        }))
+        .map_err(|e| anyhow!("{e:?}"))?;
+    if has_paper {
+        chart
+            .draw_series(groups.iter().enumerate().filter_map(|(i, g)| {
+                g.paper.map(|p| {
+                    let x0 = i as f64 + off_paper;
+                    Rectangle::new([(x0, 0.0), (x0 + w, p)], PAPER.filled())
+                })
+            }))
+            .map_err(|e| anyhow!("{e:?}"))?
+            .label("paper")
+            .legend(|(x, y)| Rectangle::new([(x, y - 6), (x + 14, y + 6)], PAPER.filled()));
+        chart
+            .draw_series(groups.iter().enumerate().filter_map(|(i, g)| {
+                g.paper.map(|p| {
+                    let x = i as f64 + off_paper + w / 2.0;
+                    Text::new(format!("{p:.2}"), (x - 0.12, p + y_max * 0.03), ("sans-serif", 14))
+                })
+            }))
+            .map_err(|e| anyhow!("{e:?}"))?;
+    }
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .label_font(("sans-serif", 15))
+        .position(SeriesLabelPosition::UpperRight)
+        .draw()
+        .map_err(|e| anyhow!("{e:?}"))?;
+    root.present().map_err(|e| anyhow!("{e:?}"))?;
+    Ok(())
+}
+
+/// Writes a grouped bar chart as `stem.svg` and `stem.png` in `dir`.
+pub fn bar_chart(dir: &Path, stem: &str, title: &str, y_label: &str, groups: &[BarGroup]) -> Result<()> {
+    register_font();
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (W, H)).into_drawing_area();
+        draw(root, title, y_label, groups).context("drawing the SVG figure")?;
+    }
+    write_atomic(&dir.join(format!("{stem}.svg")), svg.as_bytes())?;
+
+    let png = dir.join(format!("{stem}.png"));
+    let tmp = dir.join(format!(".{stem}.tmp-{}.png", std::process::id()));
+    let drawn = (|| -> Result<()> {
+        let root = BitMapBackend::new(&tmp, (W, H)).into_drawing_area();
+        draw(root, title, y_label, groups).context("drawing the PNG figure")
+    })();
+    match drawn.and_then(|()| std::fs::rename(&tmp, &png).with_context(|| format!("cannot write {}", png.display()))) {
+        Ok(()) => Ok(()),
+        Err(e) => {
+            let _ = std::fs::remove_file(&tmp);
+            Err(e)
+        }
+    }
+}

@@ -1,0 +1,44 @@
+//! The progress bar: shown on a terminal, hidden with `--quiet` or when stderr is not a TTY.
+
+use std::io::IsTerminal;
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+/// A progress bar over I/Os for a batch of runs.
+#[derive(Debug)]
+pub struct Progress {
+    bar: ProgressBar,
+    done_before: u64,
+}
+
+impl Progress {
+    /// A bar for `total` I/Os in all (0 = unknown: a spinner).
+    pub fn new(total: u64, quiet: bool) -> Self {
+        let bar = if total > 0 { ProgressBar::new(total) } else { ProgressBar::new_spinner() };
+        if quiet || !std::io::stderr().is_terminal() {
+            bar.set_draw_target(ProgressDrawTarget::hidden());
+        }
+        if let Ok(style) =
+            ProgressStyle::with_template("{msg:>16} [{bar:40}] {pos}/{len} I/Os ({per_sec}, eta {eta})")
+        {
+            bar.set_style(style.progress_chars("=> "));
+        }
+        Self { bar, done_before: 0 }
+    }
+
+    /// Names the run in progress.
+    pub fn start_run(&mut self, name: &str) {
+        self.done_before = self.bar.position();
+        self.bar.set_message(name.to_string());
+    }
+
+    /// Called by the runner with I/Os done in the current run.
+    pub fn update(&self, done: u64) {
+        self.bar.set_position(self.done_before + done);
+    }
+
+    /// Clears the bar.
+    pub fn finish(&self) {
+        self.bar.finish_and_clear();
+    }
+}

@@ -1,0 +1,627 @@
+//! The DMA API (S0.4): `map_single`/`unmap_single` and `map_sg`/`unmap_sg` over an IOMMU,
+//! built from an IOVA allocator `A` and a flush policy `F` (monomorphised: no dynamic
+//! dispatch on the per-operation path).
+//!
+//! One domain per device. A mapping of `len` bytes at physical address `phys` takes
+//! `ceil((phys % 4096 + len) / 4096)` I/O pages; the returned DMA address keeps the sub-page
+//! offset, as Linux's does. The direction sets the page permission (to-device → read,
+//! from-device → write). After non-present → present PTE changes only a write-buffer flush
+//! is needed, never an IOTLB invalidation (S1.10); unmaps hand the range to the flush policy.
+//!
+//! In `Passthrough` mode ("disabled", `intel_iommu=off`) the DMA address is the physical
+//! address and devices reach all memory.
+
+pub mod debug;
+
+use serde::{Deserialize, Serialize};
+
+use crate::addr::{Access, Bdf, CpuId, DmaDirection, DomainId, Hpa, Iova, PAGE_4K, Pfn};
+use crate::device::{AccessOutcome, StaleOracle};
+use crate::flush::{FlushCtx, FlushPolicy, Unmapped};
+use crate::hw::cost::Cycles;
+use crate::hw::vtd::{Iommu, MapError};
+use crate::iova::{IovaAllocator, IovaError};
+
+pub use debug::{DmaDebug, DmaDebugError, MapKind};
+
+/// Errors the DMA API returns to a driver. On any of them nothing has changed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DmaError {
+    /// The dma-debug checker found a driver bug.
+    #[error(transparent)]
+    Debug(#[from] DmaDebugError),
+    /// The IOVA allocator failed (exhausted even after draining the flush policy).
+    #[error(transparent)]
+    Iova(#[from] IovaError),
+    /// The I/O page tables refused the change.
+    #[error(transparent)]
+    Map(#[from] MapError),
+    /// A device index that was never attached.
+    #[error("no device with index {0}")]
+    NoSuchDevice(u16),
+    /// A scatterlist with no entries.
+    #[error("empty scatterlist")]
+    EmptyScatterlist,
+    /// A mapping of zero bytes, or one whose end overflows the address space.
+    #[error("bad mapping length {len} at physical address {phys:#x}")]
+    BadLength {
+        /// Physical address.
+        phys: u64,
+        /// Length in bytes.
+        len: u64,
+    },
+}
+
+/// Whether DMA goes through the IOMMU.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Translation {
+    /// DMA addresses are IOVAs translated by the IOMMU.
+    Iommu,
+    /// DMA addresses are physical addresses (`intel_iommu=off`, S0.7 "disabled").
+    Passthrough,
+}
+
+/// A device attached to the DMA layer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct DeviceHandle(u16);
+
+impl DeviceHandle {
+    /// The device's index.
+    pub const fn index(self) -> u16 {
+        self.0
+    }
+}
+
+/// One scatterlist entry: the driver fills `phys`/`len`, `map_sg` fills `dma`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct SgEntry {
+    /// Physical address of the segment.
+    pub phys: Hpa,
+    /// Length in bytes.
+    pub len: u64,
+    /// The DMA address `map_sg` assigned.
+    pub dma: Iova,
+}
+
+/// Counters of the DMA layer.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DmaStats {
+    /// `map_single` calls that succeeded.
+    pub maps: u64,
+    /// `unmap_single` calls that succeeded.
+    pub unmaps: u64,
+    /// `map_sg` calls that succeeded.
+    pub map_sgs: u64,
+    /// `unmap_sg` calls that succeeded.
+    pub unmap_sgs: u64,
+    /// I/O pages mapped.
+    pub pages_mapped: u64,
+    /// Calls refused with an error.
+    pub errors: u64,
+    /// Allocations that first failed and succeeded after draining the flush policy.
+    pub drain_retries: u64,
+    /// Bytes of mapped pages outside the buffers the driver asked for: what sub-page
+    /// mappings expose to the device (summed over all maps).
+    pub exposed_bytes: u64,
+}
+
+/// Parameters of the DMA layer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DmaConfig {
+    /// IOMMU or passthrough.
+    pub translation: Translation,
+    /// The device's DMA mask in bits: IOVAs stay below `2^dma_bits` (32, like the 2008 SCSI
+    /// adapters; Linux tries below 4 GiB first).
+    pub dma_bits: u8,
+    /// Run the dma-debug checker.
+    pub debug: bool,
+    /// Run the stale-access oracle (needed when devices access memory).
+    pub oracle: bool,
+}
+
+impl Default for DmaConfig {
+    fn default() -> Self {
+        Self {
+            translation: Translation::Iommu,
+            dma_bits: 32,
+            debug: false,
+            oracle: false,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Device {
+    bdf: Bdf,
+    domain: DomainId,
+    attached: bool,
+}
+
+/// The DMA API over IOVA allocator `A` and flush policy `F`.
+#[derive(Debug)]
+pub struct DmaApi<A, F> {
+    config: DmaConfig,
+    iommu: Iommu,
+    iova: A,
+    flush: F,
+    devices: Vec<Device>,
+    debug: Option<DmaDebug>,
+    oracle: Option<StaleOracle>,
+    limit: Pfn<Iova>,
+    now: Cycles,
+    last_wraps: u64,
+    stats: DmaStats,
+}
+
+impl<A: IovaAllocator, F: FlushPolicy> DmaApi<A, F> {
+    /// A DMA layer driving `iommu` with allocator `iova` and policy `flush`.
+    pub fn new(config: DmaConfig, iommu: Iommu, iova: A, flush: F) -> Self {
+        let bits = u32::from(config.dma_bits.clamp(13, 63));
+        let limit = Pfn::new((1u64 << (bits - 12)).min(iova.space_end().get()));
+        Self {
+            config,
+            iommu,
+            last_wraps: iova.stats().wraps,
+            iova,
+            flush,
+            devices: Vec::new(),
+            debug: config.debug.then(DmaDebug::new),
+            oracle: config.oracle.then(StaleOracle::new),
+            limit,
+            now: Cycles::ZERO,
+            stats: DmaStats::default(),
+        }
+    }
+
+    /// Attaches the device `bdf` in a domain of its own.
+    pub fn attach(&mut self, bdf: Bdf) -> Result<DeviceHandle, DmaError> {
+        let index = u16::try_from(self.devices.len()).map_err(|_| DmaError::NoSuchDevice(u16::MAX))?;
+        let domain = DomainId::new(index + 1);
+        if self.config.translation == Translation::Iommu {
+            self.iommu.create_domain(domain)?;
+            self.iommu.attach(bdf, domain)?;
+        }
+        self.devices.push(Device {
+            bdf,
+            domain,
+            attached: true,
+        });
+        Ok(DeviceHandle(index))
+    }
+
+    /// Detaches a device: tears down every mapping it still holds, drains the flush policy
+    /// and reports leaked mappings through the dma-debug checker (`Err(Leaked)`; the device
+    /// is detached and the state consistent either way).
+    pub fn detach(&mut self, dev: DeviceHandle) -> Result<(), DmaError> {
+        let d = self.device(dev)?;
+        let leaked = self.debug.as_ref().map(|dbg| dbg.live_of(dev.0)).unwrap_or_default();
+        for (addr, len, _, kind) in &leaked {
+            let pages = match kind {
+                MapKind::Single => PAGE_4K.pages_spanned(addr.page_offset(PAGE_4K), *len),
+                MapKind::Sg { .. } => len.div_ceil(PAGE_4K.bytes()),
+            };
+            self.teardown(CpuId::new(0), d, addr.pfn(PAGE_4K), pages)?;
+        }
+        self.drain()?;
+        if self.config.translation == Translation::Iommu {
+            self.iommu.detach(d.bdf)?;
+        }
+        self.devices[usize::from(dev.0)].attached = false;
+        match self.debug.as_mut() {
+            Some(dbg) => dbg.on_detach(dev.0).map_err(DmaError::from),
+            None => Ok(()),
+        }
+    }
+
+    fn device(&self, dev: DeviceHandle) -> Result<Device, DmaError> {
+        match self.devices.get(usize::from(dev.0)) {
+            Some(d) if d.attached => Ok(*d),
+            _ => Err(DmaError::NoSuchDevice(dev.0)),
+        }
+    }
+
+    /// Sets the modeled time (the runner advances it) and lets expired timers fire.
+    pub fn tick(&mut self, now: Cycles) -> Result<(), DmaError> {
+        self.now = now;
+        let ghz = self.iommu.config().cost.ghz;
+        self.iova.on_tick(now, ghz);
+        let mut ctx = FlushCtx {
+            iommu: &mut self.iommu,
+            iova: &mut self.iova,
+            now,
+        };
+        self.flush.on_tick(&mut ctx)?;
+        Ok(())
+    }
+
+    /// Flushes and frees everything the flush policy holds.
+    pub fn drain(&mut self) -> Result<(), DmaError> {
+        let mut ctx = FlushCtx {
+            iommu: &mut self.iommu,
+            iova: &mut self.iova,
+            now: self.now,
+        };
+        self.flush.drain(&mut ctx)?;
+        Ok(())
+    }
+
+    /// Allocates `pages` IOVA pages, draining the flush policy and retrying once if the
+    /// space is exhausted (freed ranges may be waiting for a flush), and runs the wrap flush
+    /// before the range can be mapped.
+    fn alloc_iova(&mut self, cpu: CpuId, pages: u64) -> Result<Pfn<Iova>, DmaError> {
+        let pfn = match self.iova.alloc(cpu, pages, self.limit) {
+            Ok(p) => p,
+            Err(IovaError::Exhausted { .. }) if self.flush.pending() > 0 => {
+                self.drain()?;
+                self.stats.drain_retries += 1;
+                self.iova.alloc(cpu, pages, self.limit)?
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let wraps = self.iova.stats().wraps;
+        if wraps != self.last_wraps {
+            self.last_wraps = wraps;
+            let mut ctx = FlushCtx {
+                iommu: &mut self.iommu,
+                iova: &mut self.iova,
+                now: self.now,
+            };
+            self.flush.on_wrap(&mut ctx)?;
+        }
+        Ok(pfn)
+    }
+
+    /// Allocates an IOVA range and maps `[phys_pfn, phys_pfn + pages)` there.
+    fn map_pages(
+        &mut self,
+        cpu: CpuId,
+        d: Device,
+        phys: Pfn<Hpa>,
+        pages: u64,
+        dir: DmaDirection,
+    ) -> Result<Pfn<Iova>, DmaError> {
+        let pfn = self.alloc_iova(cpu, pages)?;
+        if let Err(e) = self.iommu.map_range(d.domain, pfn, phys, pages, dir.perm()) {
+            // The range was never mapped, so it cannot be cached: free it at once.
+            self.iova.free(cpu, pfn, pages)?;
+            return Err(e.into());
+        }
+        // S1.10: non-present → present needs a write-buffer flush, no IOTLB invalidation.
+        self.iommu.flush_write_buffer();
+        self.stats.pages_mapped += pages;
+        Ok(pfn)
+    }
+
+    /// Clears the PTEs of a range and hands its IOVA to the flush policy.
+    fn teardown(&mut self, cpu: CpuId, d: Device, pfn: Pfn<Iova>, pages: u64) -> Result<(), DmaError> {
+        self.iommu.unmap_range(d.domain, pfn, pages)?;
+        let mut ctx = FlushCtx {
+            iommu: &mut self.iommu,
+            iova: &mut self.iova,
+            now: self.now,
+        };
+        self.flush.on_unmap(
+            &mut ctx,
+            cpu,
+            Unmapped {
+                domain: d.domain,
+                pfn,
+                pages,
+            },
+        )?;
+        Ok(())
+    }
+
+    fn check_len(phys: Hpa, len: u64) -> Result<(), DmaError> {
+        if len == 0 || phys.checked_add(len).is_none() {
+            return Err(DmaError::BadLength {
+                phys: phys.get(),
+                len,
+            });
+        }
+        Ok(())
+    }
+
+    /// `dma_map_single`: maps `len` bytes at `phys` for `dir`, on behalf of CPU `cpu`.
+    pub fn map_single(
+        &mut self,
+        dev: DeviceHandle,
+        cpu: CpuId,
+        phys: Hpa,
+        len: u64,
+        dir: DmaDirection,
+    ) -> Result<Iova, DmaError> {
+        let r = self.map_single_inner(dev, cpu, phys, len, dir);
+        self.count(r.is_ok(), |s| s.maps += 1);
+        r
+    }
+
+    fn map_single_inner(
+        &mut self,
+        dev: DeviceHandle,
+        cpu: CpuId,
+        phys: Hpa,
+        len: u64,
+        dir: DmaDirection,
+    ) -> Result<Iova, DmaError> {
+        let d = self.device(dev)?;
+        Self::check_len(phys, len)?;
+        let offset = phys.page_offset(PAGE_4K);
+        let pages = PAGE_4K.pages_spanned(offset, len);
+        let addr = match self.config.translation {
+            Translation::Passthrough => Iova::new(phys.get()),
+            Translation::Iommu => {
+                let pfn = self.map_pages(cpu, d, phys.pfn(PAGE_4K), pages, dir)?;
+                Iova::new(pfn.base(PAGE_4K).get() | offset)
+            }
+        };
+        if let Some(dbg) = self.debug.as_mut() {
+            if let Err(e) = dbg.check_map(dev.0, addr) {
+                self.undo_map(cpu, d, addr, pages)?;
+                return Err(e.into());
+            }
+            dbg.record_map(dev.0, addr, len, dir, MapKind::Single);
+        }
+        self.stats.exposed_bytes += pages * PAGE_4K.bytes() - len;
+        if let Some(o) = self.oracle.as_mut() {
+            o.on_map(dev.0, addr, len, pages);
+        }
+        Ok(addr)
+    }
+
+    /// Reverses a map that the checker refused (cannot happen unless the layer is buggy).
+    fn undo_map(&mut self, cpu: CpuId, d: Device, addr: Iova, pages: u64) -> Result<(), DmaError> {
+        if self.config.translation == Translation::Iommu {
+            self.teardown(cpu, d, addr.pfn(PAGE_4K), pages)?;
+        }
+        Ok(())
+    }
+
+    /// `dma_unmap_single`.
+    pub fn unmap_single(
+        &mut self,
+        dev: DeviceHandle,
+        cpu: CpuId,
+        addr: Iova,
+        len: u64,
+        dir: DmaDirection,
+    ) -> Result<(), DmaError> {
+        let r = self.unmap_single_inner(dev, cpu, addr, len, dir);
+        self.count(r.is_ok(), |s| s.unmaps += 1);
+        r
+    }
+
+    fn unmap_single_inner(
+        &mut self,
+        dev: DeviceHandle,
+        cpu: CpuId,
+        addr: Iova,
+        len: u64,
+        dir: DmaDirection,
+    ) -> Result<(), DmaError> {
+        let d = self.device(dev)?;
+        if len == 0 {
+            return Err(DmaError::BadLength {
+                phys: addr.get(),
+                len,
+            });
+        }
+        if let Some(dbg) = self.debug.as_mut() {
+            dbg.check_unmap(dev.0, addr, len, dir, MapKind::Single)?;
+        }
+        let pages = PAGE_4K.pages_spanned(addr.page_offset(PAGE_4K), len);
+        if self.config.translation == Translation::Iommu {
+            self.teardown(cpu, d, addr.pfn(PAGE_4K), pages)?;
+        }
+        if let Some(o) = self.oracle.as_mut() {
+            o.on_unmap(dev.0, addr, pages);
+        }
+        Ok(())
+    }
+
+    /// `dma_map_sg`: maps every segment into one contiguous IOVA range (as intel-iommu does)
+    /// and fills each entry's `dma`. Returns the number of entries mapped.
+    pub fn map_sg(
+        &mut self,
+        dev: DeviceHandle,
+        cpu: CpuId,
+        sg: &mut [SgEntry],
+        dir: DmaDirection,
+    ) -> Result<usize, DmaError> {
+        let r = self.map_sg_inner(dev, cpu, sg, dir);
+        self.count(r.is_ok(), |s| s.map_sgs += 1);
+        r
+    }
+
+    fn sg_pages(sg: &[SgEntry]) -> u64 {
+        sg.iter()
+            .map(|e| PAGE_4K.pages_spanned(e.phys.page_offset(PAGE_4K), e.len))
+            .sum()
+    }
+
+    fn map_sg_inner(
+        &mut self,
+        dev: DeviceHandle,
+        cpu: CpuId,
+        sg: &mut [SgEntry],
+        dir: DmaDirection,
+    ) -> Result<usize, DmaError> {
+        let d = self.device(dev)?;
+        if sg.is_empty() {
+            return Err(DmaError::EmptyScatterlist);
+        }
+        for e in sg.iter() {
+            Self::check_len(e.phys, e.len)?;
+        }
+        let total_pages = Self::sg_pages(sg);
+        match self.config.translation {
+            Translation::Passthrough => {
+                for e in sg.iter_mut() {
+                    e.dma = Iova::new(e.phys.get());
+                }
+            }
+            Translation::Iommu => {
+                let base = self.alloc_iova(cpu, total_pages)?;
+                let mut next = base;
+                for i in 0..sg.len() {
+                    let e = sg[i];
+                    let pages = PAGE_4K.pages_spanned(e.phys.page_offset(PAGE_4K), e.len);
+                    if let Err(err) = self.iommu.map_range(d.domain, next, e.phys.pfn(PAGE_4K), pages, dir.perm()) {
+                        // Undo the segments already mapped; nothing was used yet, so no flush.
+                        let done = next.pages_since(base).unwrap_or(0);
+                        if done > 0 {
+                            self.iommu.unmap_range(d.domain, base, done)?;
+                        }
+                        self.iova.free(cpu, base, total_pages)?;
+                        return Err(err.into());
+                    }
+                    sg[i].dma = Iova::new(next.base(PAGE_4K).get() | e.phys.page_offset(PAGE_4K));
+                    next = next.add(pages);
+                }
+                self.iommu.flush_write_buffer();
+                self.stats.pages_mapped += total_pages;
+            }
+        }
+        let len_total: u64 = sg.iter().map(|e| e.len).sum();
+        if let Some(dbg) = self.debug.as_mut() {
+            dbg.record_map(dev.0, sg[0].dma, len_total, dir, MapKind::Sg { nents: sg.len() });
+        }
+        self.stats.exposed_bytes += total_pages * PAGE_4K.bytes() - len_total;
+        if let Some(o) = self.oracle.as_mut() {
+            for e in sg.iter() {
+                o.on_map(dev.0, e.dma, e.len, PAGE_4K.pages_spanned(e.dma.page_offset(PAGE_4K), e.len));
+            }
+        }
+        Ok(sg.len())
+    }
+
+    /// `dma_unmap_sg`: unmaps what `map_sg` mapped for the same list.
+    pub fn unmap_sg(
+        &mut self,
+        dev: DeviceHandle,
+        cpu: CpuId,
+        sg: &[SgEntry],
+        dir: DmaDirection,
+    ) -> Result<(), DmaError> {
+        let r = self.unmap_sg_inner(dev, cpu, sg, dir);
+        self.count(r.is_ok(), |s| s.unmap_sgs += 1);
+        r
+    }
+
+    fn unmap_sg_inner(
+        &mut self,
+        dev: DeviceHandle,
+        cpu: CpuId,
+        sg: &[SgEntry],
+        dir: DmaDirection,
+    ) -> Result<(), DmaError> {
+        let d = self.device(dev)?;
+        let Some(first) = sg.first() else {
+            return Err(DmaError::EmptyScatterlist);
+        };
+        let len_total: u64 = sg.iter().map(|e| e.len).sum();
+        if let Some(dbg) = self.debug.as_mut() {
+            dbg.check_unmap(dev.0, first.dma, len_total, dir, MapKind::Sg { nents: sg.len() })?;
+        }
+        if self.config.translation == Translation::Iommu {
+            self.teardown(cpu, d, first.dma.pfn(PAGE_4K), Self::sg_pages(sg))?;
+        }
+        if let Some(o) = self.oracle.as_mut() {
+            for e in sg {
+                o.on_unmap(dev.0, e.dma, PAGE_4K.pages_spanned(e.dma.page_offset(PAGE_4K), e.len));
+            }
+        }
+        Ok(())
+    }
+
+    /// The device behind `dev` reads or writes `len` bytes at DMA address `addr`, one
+    /// translation per page touched. The oracle classifies each page access.
+    pub fn device_access(
+        &mut self,
+        dev: DeviceHandle,
+        addr: Iova,
+        len: u64,
+        access: Access,
+    ) -> Result<AccessOutcome, DmaError> {
+        let d = match self.devices.get(usize::from(dev.0)) {
+            Some(d) => *d,
+            None => return Err(DmaError::NoSuchDevice(dev.0)),
+        };
+        let mut out = AccessOutcome::default();
+        let pages = PAGE_4K.pages_spanned(addr.page_offset(PAGE_4K), len.max(1));
+        for i in 0..pages {
+            let page_addr = if i == 0 {
+                addr
+            } else {
+                addr.pfn(PAGE_4K).add(i).base(PAGE_4K)
+            };
+            let ok = match self.config.translation {
+                Translation::Passthrough => true,
+                Translation::Iommu => self.iommu.translate(d.bdf, page_addr, access).is_ok(),
+            };
+            if let Some(o) = self.oracle.as_mut() {
+                o.classify(dev.0, page_addr, ok, &mut out);
+            } else if ok {
+                out.succeeded += 1;
+            } else {
+                out.faulted += 1;
+            }
+        }
+        Ok(out)
+    }
+
+    fn count(&mut self, ok: bool, f: impl FnOnce(&mut DmaStats)) {
+        if ok {
+            f(&mut self.stats);
+        } else {
+            self.stats.errors += 1;
+        }
+    }
+
+    /// The DMA layer's counters.
+    pub fn stats(&self) -> &DmaStats {
+        &self.stats
+    }
+
+    /// The IOMMU model (stats, cycles, faults).
+    pub fn iommu(&self) -> &Iommu {
+        &self.iommu
+    }
+
+    /// The IOVA allocator.
+    pub fn allocator(&self) -> &A {
+        &self.iova
+    }
+
+    /// The flush policy.
+    pub fn flush_policy(&self) -> &F {
+        &self.flush
+    }
+
+    /// Ranges the flush policy holds, waiting for an invalidation.
+    pub fn flush_policy_pending(&self) -> usize {
+        self.flush.pending()
+    }
+
+    /// The dma-debug checker, if enabled.
+    pub fn debug(&self) -> Option<&DmaDebug> {
+        self.debug.as_ref()
+    }
+
+    /// The stale-access oracle, if enabled.
+    pub fn oracle(&self) -> Option<&StaleOracle> {
+        self.oracle.as_ref()
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &DmaConfig {
+        &self.config
+    }
+
+    /// The domain of a device (for invariant checks in tests).
+    pub fn domain_of(&self, dev: DeviceHandle) -> Option<DomainId> {
+        self.devices.get(usize::from(dev.0)).map(|d| d.domain)
+    }
+}

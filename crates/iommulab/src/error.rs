@@ -1,0 +1,26 @@
+//! The crate-wide error: one variant per module error (style L6).
+
+use crate::dma::DmaError;
+use crate::experiment::ConfigError;
+use crate::hw::vtd::MapError;
+use crate::iova::IovaError;
+
+/// Any error of the library.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum Error {
+    /// A configuration problem.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The DMA layer refused an operation.
+    #[error(transparent)]
+    Dma(#[from] DmaError),
+    /// An IOVA allocator error.
+    #[error(transparent)]
+    Iova(#[from] IovaError),
+    /// An I/O page-table error.
+    #[error(transparent)]
+    Map(#[from] MapError),
+}
+
+/// `Result` with the crate's [`Error`].
+pub type Result<T> = std::result::Result<T, Error>;

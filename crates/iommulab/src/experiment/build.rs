@@ -1,0 +1,93 @@
+//! The one place where configuration enums become concrete generic types (design.md,
+//! style L4). Everything below [`run_bench`] is monomorphised: the per-I/O loop has no
+//! dynamic dispatch and no allocation.
+
+use crate::addr::{Iova, Pfn};
+use crate::dma::{DmaApi, DmaConfig};
+use crate::error::Error;
+use crate::flush::{Deferred, FlushConfig, FlushPolicy, FlushQueue, PerLap, Strict};
+use crate::hw::vtd::Iommu;
+use crate::iova::{AllocatorKind, Bitmap, IovaAllocator, Magazine, RbTree};
+use crate::workload::PseudoScsi;
+
+use super::config::BenchConfig;
+use super::result::RunResult;
+use super::runner::{self, RunLabels};
+
+/// The first IOVA page handed out: pfn 0 never is (Linux's `IOVA_START_PFN`).
+pub const IOVA_START_PFN: u64 = 1;
+
+/// The allocator's space for a device with a `dma_bits` mask: `[1, 2^(dma_bits - 12))`
+/// pages (4 GiB → 2^20 pages, a 128 KiB bitmap, S0.5).
+pub fn iova_space_end(dma_bits: u8) -> Pfn<Iova> {
+    Pfn::new(1u64 << (u32::from(dma_bits.clamp(13, 64)) - 12).min(52))
+}
+
+/// Runs the pseudo-driver benchmark for one configuration.
+///
+/// `progress(done, total)` is called as I/Os complete.
+pub fn run_bench(cfg: &BenchConfig, progress: &mut dyn FnMut(u64, u64)) -> Result<RunResult, Error> {
+    cfg.validate()?;
+    let m = cfg.mechanisms();
+    let iommu_cfg = cfg.hardware.resolve()?;
+    let ghz = iommu_cfg.cost.ghz;
+    let start = Pfn::new(IOVA_START_PFN);
+    let end = iova_space_end(cfg.dma_bits);
+    let cpus = usize::from(cfg.workload.cpus.max(1));
+    let go = Go { cfg, progress };
+    match m.allocator {
+        AllocatorKind::Rbtree => go.with_flush(RbTree::new(start, end)?, m.flush, cpus, ghz),
+        AllocatorKind::Bitmap => go.with_flush(Bitmap::new(start, end)?, m.flush, cpus, ghz),
+        AllocatorKind::Magazine => {
+            let magazine = crate::iova::MagazineConfig { cpus, ..m.magazine };
+            go.with_flush(Magazine::new(RbTree::new(start, end)?, magazine), m.flush, cpus, ghz)
+        }
+    }
+}
+
+struct Go<'a> {
+    cfg: &'a BenchConfig,
+    progress: &'a mut dyn FnMut(u64, u64),
+}
+
+impl Go<'_> {
+    fn with_flush<A: IovaAllocator>(self, a: A, flush: FlushConfig, cpus: usize, ghz: f64) -> Result<RunResult, Error> {
+        match flush {
+            FlushConfig::Strict => self.go(a, Strict::new()),
+            FlushConfig::Deferred(c) => self.go(a, Deferred::new(c, ghz)),
+            FlushConfig::PerLap => self.go(a, PerLap::new()),
+            FlushConfig::FlushQueue(c) => self.go(a, FlushQueue::new(c, cpus, ghz)),
+        }
+    }
+
+    fn go<A: IovaAllocator, F: FlushPolicy>(self, a: A, f: F) -> Result<RunResult, Error> {
+        let cfg = self.cfg;
+        let m = cfg.mechanisms();
+        let iommu = Iommu::new(cfg.hardware.resolve()?)?;
+        let dma = DmaConfig {
+            translation: m.translation,
+            dma_bits: cfg.dma_bits,
+            debug: cfg.dma_debug,
+            oracle: cfg.workload.touch || !matches!(cfg.device, crate::device::DeviceMode::Benign),
+        };
+        let mut api = DmaApi::new(dma, iommu, a, f);
+        let (workload, stop_at) = match cfg.duration_s {
+            Some(d) => (
+                crate::workload::PseudoScsiConfig { ios: u64::MAX, ..cfg.workload },
+                Some(api.iommu().config().cost.cycles_from_ns((d * 1e9) as u64)),
+            ),
+            None => (cfg.workload, None),
+        };
+        let mut w = PseudoScsi::new(workload);
+        let labels = RunLabels {
+            config: cfg.label(),
+            cost_preset: cfg.hardware.cost.name().to_string(),
+            seed: cfg.workload.seed,
+            io_size: cfg.workload.io_size,
+            outstanding: cfg.workload.outstanding,
+            cpus: cfg.workload.cpus,
+            touch: cfg.workload.touch,
+        };
+        Ok(runner::run(&mut api, &mut w, cfg.device, cfg.software_clock, labels, stop_at, self.progress)?)
+    }
+}

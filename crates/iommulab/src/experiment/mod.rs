@@ -1,0 +1,11 @@
+//! Experiments: the configuration schema, the one place configuration enums become types
+//! ([`build`]), the runner that keeps the two clocks, and [`RunResult`].
+
+pub mod build;
+pub mod config;
+pub mod result;
+pub mod runner;
+
+pub use build::run_bench;
+pub use config::{BenchConfig, ConfigError, HardwareConfig, Mechanisms, NamedConfig, SoftwareClock};
+pub use result::{ComponentStats, RunResult};

@@ -1,0 +1,163 @@
+//! `RunResult`: everything one run measured, serialisable to JSON and CSV.
+//!
+//! JSON shape (top level, all numbers):
+//! `config`, `allocator`, `flush`, `cost_preset`, `seed`, `ops` (I/Os completed), `io_size`,
+//! `outstanding`, `cpus`, `touch`, `malicious`, `software_clock`,
+//! `software_ns_per_op` (measured wall time of the run loop per I/O),
+//! `modeled_ns_per_op` (= `io_path_ns_per_op + modeled_hw_ns_per_op + modeled_sw_ns_per_op +
+//! device_ns_per_op`), its parts, `iops` (I/Os per second of the modeled machine, with the
+//! software part taken from `software_clock`), `measured_iops` (the same with the measured
+//! software time), `relative_to_disabled` (filled when a `disabled` run is in the same batch),
+//! `iotlb_invalidations`, `iotlb_flushes`, `write_buffer_flushes`, `peak_metadata_bytes`,
+//! `stale_accesses`, `subpage_accesses`, `exposed_bytes`, `faults`, `wall_seconds`,
+//! `modeled_seconds`, and `stats` with the per-component counters.
+
+use serde::{Deserialize, Serialize};
+
+use crate::device::AccessOutcome;
+use crate::dma::DmaStats;
+use crate::flush::FlushStats;
+use crate::hw::vtd::IommuStats;
+use crate::iova::IovaStats;
+
+/// The per-component counters of a run (style L13).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ComponentStats {
+    /// The IOMMU model.
+    pub iommu: IommuStats,
+    /// The IOVA allocator.
+    pub iova: IovaStats,
+    /// The flush policy.
+    pub flush: FlushStats,
+    /// The DMA layer.
+    pub dma: DmaStats,
+    /// Device accesses as the oracle classified them.
+    pub access: AccessOutcome,
+}
+
+/// What one run measured.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RunResult {
+    /// Configuration label (`default`, `strict`, ...).
+    pub config: String,
+    /// Allocator name.
+    pub allocator: String,
+    /// Flush policy name.
+    pub flush: String,
+    /// Cost preset name.
+    pub cost_preset: String,
+    /// Workload seed.
+    pub seed: u64,
+    /// I/Os completed (each is one map + one unmap).
+    pub ops: u64,
+    /// Bytes per I/O.
+    pub io_size: u64,
+    /// I/Os in flight.
+    pub outstanding: u32,
+    /// CPUs issuing I/Os.
+    pub cpus: u16,
+    /// Whether the device touched each buffer.
+    pub touch: bool,
+    /// Whether the device was malicious.
+    pub malicious: bool,
+    /// Which clock `iops` used for software time.
+    pub software_clock: String,
+    /// Measured wall time of the run loop per I/O, in ns.
+    pub software_ns_per_op: f64,
+    /// Modeled time per I/O, in ns (all parts below).
+    pub modeled_ns_per_op: f64,
+    /// Modeled I/O path without the IOMMU, per I/O.
+    pub io_path_ns_per_op: f64,
+    /// Modeled hardware work done by the CPU (PTE writes, write-buffer flushes,
+    /// invalidations), per I/O.
+    pub modeled_hw_ns_per_op: f64,
+    /// Modeled kernel software (locks, slab, tree, bitmap, queues), per I/O.
+    pub modeled_sw_ns_per_op: f64,
+    /// Modeled page-walk latency of device accesses, per I/O.
+    pub device_ns_per_op: f64,
+    /// I/Os per second.
+    pub iops: f64,
+    /// I/Os per second with the measured software time instead of the modeled one.
+    pub measured_iops: f64,
+    /// `iops / iops(disabled)` when a disabled run is in the same batch.
+    pub relative_to_disabled: Option<f64>,
+    /// IOTLB invalidation commands (page + domain + global).
+    pub iotlb_invalidations: u64,
+    /// Flush rounds the policy ran (each ends in one wait).
+    pub iotlb_flushes: u64,
+    /// Write-buffer flushes.
+    pub write_buffer_flushes: u64,
+    /// Peak allocator metadata in bytes.
+    pub peak_metadata_bytes: u64,
+    /// Device accesses that succeeded through a mapping already unmapped.
+    pub stale_accesses: u64,
+    /// Device accesses that succeeded outside the buffer inside a mapped page.
+    pub subpage_accesses: u64,
+    /// Bytes of mapped pages beyond the buffers, summed over maps.
+    pub exposed_bytes: u64,
+    /// IOMMU faults recorded.
+    pub faults: u64,
+    /// Wall time of the run loop, in seconds.
+    pub wall_seconds: f64,
+    /// Modeled time of the run, in seconds.
+    pub modeled_seconds: f64,
+    /// Per-component counters.
+    pub stats: ComponentStats,
+}
+
+impl RunResult {
+    /// The CSV header matching [`RunResult::csv_row`].
+    pub const CSV_HEADER: &'static str = "config,allocator,flush,cost_preset,seed,ops,io_size,outstanding,cpus,touch,malicious,\
+software_clock,software_ns_per_op,modeled_ns_per_op,io_path_ns_per_op,modeled_hw_ns_per_op,modeled_sw_ns_per_op,\
+device_ns_per_op,iops,measured_iops,relative_to_disabled,iotlb_invalidations,iotlb_flushes,write_buffer_flushes,\
+peak_metadata_bytes,stale_accesses,subpage_accesses,exposed_bytes,faults,wall_seconds,modeled_seconds";
+
+    /// One CSV row (no quoting needed: no field holds a comma).
+    pub fn csv_row(&self) -> String {
+        let rel = self.relative_to_disabled.map(|r| format!("{r:.6}")).unwrap_or_default();
+        format!(
+            "{},{},{},{},{},{},{},{},{},{},{},{},{:.3},{:.3},{:.3},{:.3},{:.3},{:.3},{:.1},{:.1},{},{},{},{},{},{},{},{},{},{:.6},{:.6}",
+            self.config,
+            self.allocator,
+            self.flush,
+            self.cost_preset,
+            self.seed,
+            self.ops,
+            self.io_size,
+            self.outstanding,
+            self.cpus,
+            self.touch,
+            self.malicious,
+            self.software_clock,
+            self.software_ns_per_op,
+            self.modeled_ns_per_op,
+            self.io_path_ns_per_op,
+            self.modeled_hw_ns_per_op,
+            self.modeled_sw_ns_per_op,
+            self.device_ns_per_op,
+            self.iops,
+            self.measured_iops,
+            rel,
+            self.iotlb_invalidations,
+            self.iotlb_flushes,
+            self.write_buffer_flushes,
+            self.peak_metadata_bytes,
+            self.stale_accesses,
+            self.subpage_accesses,
+            self.exposed_bytes,
+            self.faults,
+            self.wall_seconds,
+            self.modeled_seconds,
+        )
+    }
+
+    /// Fills `relative_to_disabled` in every result from the `disabled` one, if present.
+    pub fn fill_relative(results: &mut [RunResult]) {
+        let base = results.iter().find(|r| r.config == "disabled").map(|r| r.iops);
+        if let Some(base) = base.filter(|b| *b > 0.0) {
+            for r in results {
+                r.relative_to_disabled = Some(r.iops / base);
+            }
+        }
+    }
+}

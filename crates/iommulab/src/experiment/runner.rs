@@ -1,0 +1,285 @@
+//! The runner: drives a [`Workload`] through a [`DmaApi`] and keeps the two clocks.
+//!
+//! This is the only module that reads a wall clock (style L5). The modeled clock is derived
+//! from counters: `io_path × I/Os + IOMMU CPU cycles + modeled kernel software`, and it
+//! drives the flush timers, so a run is deterministic for a given configuration and seed.
+
+use std::time::Instant;
+
+use crate::addr::{Access, Bdf, CpuId, DmaDirection, Iova, PAGE_4K};
+use crate::device::{AccessOutcome, DeviceMode};
+use crate::dma::{DeviceHandle, DmaApi, DmaError, Translation};
+use crate::flush::{FlushPolicy, FlushStats};
+use crate::hw::cost::{CostModel, Cycles};
+use crate::iova::{IovaAllocator, IovaStats};
+use crate::workload::{DmaOp, Workload};
+
+use super::config::SoftwareClock;
+use super::result::{ComponentStats, RunResult};
+
+/// The modeled kernel-software cycles implied by the counters so far: every lock hand-off,
+/// slab allocation, tree visit, bitmap word, magazine operation, queue append and timer arm
+/// a kernel would make, at the preset's price, plus a fixed cost per DMA-API call.
+pub fn modeled_software(cost: &CostModel, dma_calls: u64, iova: &IovaStats, flush: &FlushStats) -> Cycles {
+    let c = dma_calls * cost.dma_api_call
+        + (iova.lock_acquisitions + flush.lock_acquisitions) * cost.lock_handoff
+        + iova.slab_allocs * cost.slab_alloc
+        + iova.slab_frees * cost.slab_free
+        + iova.tree_visits * cost.tree_visit
+        + iova.tree_rebalances * cost.tree_rebalance
+        + iova.bitmap_words * cost.bitmap_word
+        + iova.magazine_ops * cost.magazine_op
+        + flush.queue_appends * cost.queue_append
+        + flush.timer_arms * cost.timer_arm;
+    Cycles::new(c)
+}
+
+/// How often (in I/Os) the runner reports progress.
+pub const PROGRESS_EVERY: u64 = 1 << 14;
+
+/// Labels that go into the result but do not change the run.
+#[derive(Debug, Clone)]
+pub struct RunLabels {
+    /// Configuration label.
+    pub config: String,
+    /// Cost preset name.
+    pub cost_preset: String,
+    /// Workload seed.
+    pub seed: u64,
+    /// Bytes per I/O.
+    pub io_size: u64,
+    /// I/Os in flight.
+    pub outstanding: u32,
+    /// CPUs.
+    pub cpus: u16,
+    /// Device touches buffers.
+    pub touch: bool,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Slot {
+    addr: Iova,
+    len: u64,
+    dir: DmaDirection,
+}
+
+const fn access_for(dir: DmaDirection) -> Access {
+    match dir {
+        DmaDirection::FromDevice => Access::Write,
+        DmaDirection::ToDevice | DmaDirection::Bidirectional => Access::Read,
+    }
+}
+
+/// Runs `workload` on one device through `api` and returns the result.
+///
+/// `progress(done, total)` is called every [`PROGRESS_EVERY`] I/Os. With `stop_at`, the run
+/// ends at the first I/O completed at or after that modeled time.
+pub fn run<A, F, W>(
+    api: &mut DmaApi<A, F>,
+    workload: &mut W,
+    device: DeviceMode,
+    software_clock: SoftwareClock,
+    labels: RunLabels,
+    stop_at: Option<Cycles>,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<RunResult, DmaError>
+where
+    A: IovaAllocator,
+    F: FlushPolicy,
+    W: Workload,
+{
+    let cost = api.iommu().config().cost;
+    let bdf = Bdf::new(0, 1, 0).unwrap_or_default();
+    let dev = api.attach(bdf)?;
+    let mut slots: Vec<Option<Slot>> = vec![None; workload.slots()];
+    let total = workload.total_ios().unwrap_or(0);
+    let iommu_on = api.config().translation == Translation::Iommu;
+    let mut ios: u64 = 0;
+    let mut access = AccessOutcome::default();
+
+    let start = Instant::now();
+    while let Some(op) = workload.next_op() {
+        match op {
+            DmaOp::Map {
+                slot,
+                cpu,
+                phys,
+                len,
+                dir,
+            } => {
+                let addr = api.map_single(dev, cpu, phys, len, dir)?;
+                if let DeviceMode::Malicious { .. } = device {
+                    // Read what the sub-page mapping exposes: the last byte of the page.
+                    let last = Iova::new(addr.align_down(PAGE_4K).get() | PAGE_4K.mask());
+                    access.merge(&api.device_access(dev, last, 1, access_for(dir))?);
+                }
+                if let Some(s) = slots.get_mut(slot as usize) {
+                    *s = Some(Slot { addr, len, dir });
+                }
+            }
+            DmaOp::Access { slot, access: a } => {
+                if let Some(Some(s)) = slots.get(slot as usize) {
+                    let s = *s;
+                    access.merge(&api.device_access(dev, s.addr, s.len, a)?);
+                }
+            }
+            DmaOp::Unmap { slot, cpu } => {
+                let Some(s) = slots.get_mut(slot as usize).and_then(Option::take) else {
+                    continue;
+                };
+                api.unmap_single(dev, cpu, s.addr, s.len, s.dir)?;
+                ios += 1;
+                if let DeviceMode::Malicious { neighbours } = device {
+                    probe_after_unmap(api, dev, s, neighbours, &mut access)?;
+                }
+                let now = modeled_now(api, &cost, ios, iommu_on);
+                api.tick(now)?;
+                if ios % PROGRESS_EVERY == 0 {
+                    progress(ios, total);
+                }
+                if stop_at.is_some_and(|stop| now >= stop) {
+                    break;
+                }
+            }
+        }
+    }
+    // A run cut short by `stop_at` still has I/Os in flight: complete them.
+    for s in slots.iter_mut().filter_map(Option::take) {
+        api.unmap_single(dev, CpuId::new(0), s.addr, s.len, s.dir)?;
+    }
+    // Drain what is pending, so every IOVA is back and every stale window closed.
+    api.drain()?;
+    let wall = start.elapsed().as_secs_f64();
+    progress(ios, total);
+
+    Ok(summarise(api, &cost, ios, wall, access, device, software_clock, labels, iommu_on))
+}
+
+/// A malicious device retries the unmapped page and `neighbours` pages on each side.
+fn probe_after_unmap<A: IovaAllocator, F: FlushPolicy>(
+    api: &mut DmaApi<A, F>,
+    dev: DeviceHandle,
+    s: Slot,
+    neighbours: u64,
+    access: &mut AccessOutcome,
+) -> Result<(), DmaError> {
+    let pfn = s.addr.pfn(PAGE_4K).get();
+    let lo = pfn.saturating_sub(neighbours);
+    for p in lo..=pfn.saturating_add(neighbours) {
+        let addr = if p == pfn {
+            s.addr
+        } else {
+            Iova::new(p << PAGE_4K.shift())
+        };
+        access.merge(&api.device_access(dev, addr, 1, access_for(s.dir))?);
+    }
+    Ok(())
+}
+
+fn dma_calls<A, F>(api: &DmaApi<A, F>) -> u64 {
+    let d = api.stats();
+    d.maps + d.unmaps + d.map_sgs + d.unmap_sgs
+}
+
+fn modeled_now<A: IovaAllocator, F: FlushPolicy>(
+    api: &DmaApi<A, F>,
+    cost: &CostModel,
+    ios: u64,
+    iommu_on: bool,
+) -> Cycles {
+    let io = Cycles::new(ios * cost.io_path);
+    if !iommu_on {
+        return io;
+    }
+    io + api.iommu().cpu_cycles()
+        + modeled_software(cost, dma_calls(api), api.allocator().stats(), api.flush_policy().stats())
+}
+
+#[allow(clippy::too_many_arguments)]
+fn summarise<A: IovaAllocator, F: FlushPolicy>(
+    api: &DmaApi<A, F>,
+    cost: &CostModel,
+    ios: u64,
+    wall: f64,
+    access: AccessOutcome,
+    device: DeviceMode,
+    software_clock: SoftwareClock,
+    labels: RunLabels,
+    iommu_on: bool,
+) -> RunResult {
+    let n = ios.max(1) as f64;
+    let iommu = api.iommu().stats();
+    let iova = *api.allocator().stats();
+    let flush = *api.flush_policy().stats();
+    let io_path = Cycles::new(ios * cost.io_path);
+    let (hw, sw, devc) = if iommu_on {
+        (
+            api.iommu().cpu_cycles(),
+            modeled_software(cost, dma_calls(api), &iova, &flush),
+            api.iommu().device_cycles(),
+        )
+    } else {
+        (Cycles::ZERO, Cycles::ZERO, Cycles::ZERO)
+    };
+    let per = |c: Cycles| cost.ns(c) / n;
+    let io_ns = per(io_path);
+    let hw_ns = per(hw);
+    let sw_ns = per(sw);
+    let dev_ns = per(devc);
+    let software_ns = wall * 1e9 / n;
+    let modeled_ns = io_ns + hw_ns + sw_ns + dev_ns;
+    let measured_ns = io_ns + hw_ns + dev_ns + if iommu_on { software_ns } else { 0.0 };
+    let iops_of = |ns: f64| if ns > 0.0 { 1e9 / ns } else { 0.0 };
+    let iops = match software_clock {
+        SoftwareClock::Modeled => iops_of(modeled_ns),
+        SoftwareClock::Measured => iops_of(measured_ns),
+    };
+    let (allocator, flush_name) = if iommu_on {
+        (api.allocator().name().to_string(), api.flush_policy().name().to_string())
+    } else {
+        ("none".to_string(), "none".to_string())
+    };
+    RunResult {
+        config: labels.config,
+        allocator,
+        flush: flush_name,
+        cost_preset: labels.cost_preset,
+        seed: labels.seed,
+        ops: ios,
+        io_size: labels.io_size,
+        outstanding: labels.outstanding,
+        cpus: labels.cpus,
+        touch: labels.touch,
+        malicious: matches!(device, DeviceMode::Malicious { .. }),
+        software_clock: match software_clock {
+            SoftwareClock::Modeled => "modeled".into(),
+            SoftwareClock::Measured => "measured".into(),
+        },
+        software_ns_per_op: software_ns,
+        modeled_ns_per_op: modeled_ns,
+        io_path_ns_per_op: io_ns,
+        modeled_hw_ns_per_op: hw_ns,
+        modeled_sw_ns_per_op: sw_ns,
+        device_ns_per_op: dev_ns,
+        iops,
+        measured_iops: iops_of(measured_ns),
+        relative_to_disabled: None,
+        iotlb_invalidations: iommu.inv_page + iommu.inv_domain + iommu.inv_global,
+        iotlb_flushes: flush.flushes,
+        write_buffer_flushes: iommu.write_buffer_flushes,
+        peak_metadata_bytes: iova.peak_metadata_bytes,
+        stale_accesses: access.stale,
+        subpage_accesses: access.subpage,
+        exposed_bytes: api.stats().exposed_bytes,
+        faults: iommu.faults,
+        wall_seconds: wall,
+        modeled_seconds: cost.ns(io_path + hw + sw + devc) / 1e9,
+        stats: ComponentStats {
+            iommu,
+            iova,
+            flush,
+            dma: *api.stats(),
+            access,
+        },
+    }
+}

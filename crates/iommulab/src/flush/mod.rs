@@ -1,0 +1,164 @@
+//! IOTLB flush policies (S0.6): when to invalidate the IOTLB after an unmap, and when the
+//! unmapped IOVA may go back to the allocator.
+//!
+//! - [`strict::Strict`]: page-selective invalidation at every unmap, then free (S0.6, S0.7).
+//! - [`deferred::Deferred`]: Linux 2.6.25/26 VT-d: queue up to 250 unmapped ranges, one
+//!   global invalidation when the array is full or 10 ms have passed, then free them all.
+//! - [`per_lap::PerLap`]: the bitmap allocators' policy: free at once, flush the whole IOTLB
+//!   when the allocator wraps (nothing freed in a lap is reused before the lap ends).
+//! - [`flush_queue::FlushQueue`]: Linux ≥ 4.14 dma-iommu: per-CPU rings of 256 entries, a
+//!   domain-selective invalidation when a ring fills or a 10 ms timer fires.
+//!
+//! **The invariant every policy keeps** (tested for all of them in `tests/flush_invariant.rs`):
+//! an IOVA is never returned to the allocator while a stale IOTLB entry for it may exist. A
+//! policy returns a range to the allocator only after an invalidation that covers it has
+//! completed (or, for [`per_lap::PerLap`], relies on the allocator not reusing it before the
+//! wrap, whose flush the DMA layer triggers before the new range is mapped).
+
+pub mod deferred;
+pub mod flush_queue;
+pub mod per_lap;
+pub mod strict;
+
+use serde::{Deserialize, Serialize};
+
+use crate::addr::{CpuId, DomainId, Iova, Pfn};
+use crate::hw::cost::Cycles;
+use crate::hw::vtd::Iommu;
+use crate::iova::{IovaAllocator, IovaError};
+
+pub use deferred::{Deferred, DeferredConfig};
+pub use flush_queue::{FlushQueue, FlushQueueConfig};
+pub use per_lap::PerLap;
+pub use strict::Strict;
+
+/// A range whose PTEs have just been cleared and whose IOVA the policy now owns.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Unmapped {
+    /// The domain (address space) the range belonged to.
+    pub domain: DomainId,
+    /// First I/O page.
+    pub pfn: Pfn<Iova>,
+    /// Length in pages (as allocated).
+    pub pages: u64,
+}
+
+/// Counters of a flush policy.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FlushStats {
+    /// Unmaps the policy was told about.
+    pub unmaps: u64,
+    /// Invalidation rounds the policy issued (each is one or more descriptors + one wait).
+    pub flushes: u64,
+    /// Flushes because a queue or array was full.
+    pub flushes_full: u64,
+    /// Flushes because the timer expired.
+    pub flushes_timeout: u64,
+    /// Flushes because the allocator wrapped (per-lap).
+    pub flushes_wrap: u64,
+    /// Flushes because the policy was drained (device detach, end of run).
+    pub flushes_drain: u64,
+    /// IOVA ranges returned to the allocator.
+    pub frees: u64,
+    /// Most ranges waiting for a flush at once.
+    pub max_pending: u64,
+    /// Entries appended to a deferred array or flush queue (modeled software cost).
+    pub queue_appends: u64,
+    /// Times the flush timer was armed (modeled software cost).
+    pub timer_arms: u64,
+    /// Lock hand-offs a kernel would make on this path (modeled software cost).
+    pub lock_acquisitions: u64,
+}
+
+impl FlushStats {
+    /// Adds `other` into `self`; `max_pending` takes the max.
+    pub fn merge(&mut self, other: &Self) {
+        self.unmaps += other.unmaps;
+        self.flushes += other.flushes;
+        self.flushes_full += other.flushes_full;
+        self.flushes_timeout += other.flushes_timeout;
+        self.flushes_wrap += other.flushes_wrap;
+        self.flushes_drain += other.flushes_drain;
+        self.frees += other.frees;
+        self.max_pending = self.max_pending.max(other.max_pending);
+        self.queue_appends += other.queue_appends;
+        self.timer_arms += other.timer_arms;
+        self.lock_acquisitions += other.lock_acquisitions;
+    }
+}
+
+/// What a policy may touch when it acts: the IOMMU (to invalidate) and the allocator (to free).
+#[derive(Debug)]
+pub struct FlushCtx<'a, A> {
+    /// The remapping unit whose IOTLB the policy invalidates.
+    pub iommu: &'a mut Iommu,
+    /// The allocator that gets the IOVAs back.
+    pub iova: &'a mut A,
+    /// The modeled time now.
+    pub now: Cycles,
+}
+
+/// Decides when to invalidate the IOTLB and when freed IOVAs may return to the allocator.
+///
+/// Invariant (see the module doc): an IOVA is never returned to the allocator while a
+/// stale IOTLB entry for it may exist.
+pub trait FlushPolicy {
+    /// The PTEs of `range` were just cleared on `cpu`; the policy now owns its IOVA.
+    fn on_unmap<A: IovaAllocator>(
+        &mut self,
+        ctx: &mut FlushCtx<'_, A>,
+        cpu: CpuId,
+        range: Unmapped,
+    ) -> Result<(), IovaError>;
+
+    /// The allocator wrapped during the allocation that is about to be mapped.
+    fn on_wrap<A: IovaAllocator>(&mut self, ctx: &mut FlushCtx<'_, A>) -> Result<(), IovaError>;
+
+    /// Time passed; timers that expired at or before `ctx.now` fire.
+    fn on_tick<A: IovaAllocator>(&mut self, ctx: &mut FlushCtx<'_, A>) -> Result<(), IovaError>;
+
+    /// Flushes and frees everything pending (detach, end of run, or an exhausted allocator).
+    fn drain<A: IovaAllocator>(&mut self, ctx: &mut FlushCtx<'_, A>) -> Result<(), IovaError>;
+
+    /// Ranges waiting for a flush now.
+    fn pending(&self) -> usize;
+
+    /// The counters so far.
+    fn stats(&self) -> &FlushStats;
+
+    /// A short name for tables and JSON.
+    fn name(&self) -> &'static str;
+}
+
+/// Which flush policy a configuration asks for, with its parameters (the configuration
+/// boundary, style L4).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum FlushConfig {
+    /// [`Strict`].
+    Strict,
+    /// [`Deferred`].
+    Deferred(DeferredConfig),
+    /// [`PerLap`].
+    PerLap,
+    /// [`FlushQueue`].
+    FlushQueue(FlushQueueConfig),
+}
+
+impl FlushConfig {
+    /// Config/CLI name of the policy.
+    pub const fn name(&self) -> &'static str {
+        match self {
+            FlushConfig::Strict => "strict",
+            FlushConfig::Deferred(_) => "deferred",
+            FlushConfig::PerLap => "per_lap",
+            FlushConfig::FlushQueue(_) => "flush_queue",
+        }
+    }
+}
+
+/// Converts a timeout in milliseconds of simulated time to cycles at `ghz`.
+pub(crate) fn ms_to_cycles(ms: u64, ghz: f64) -> Cycles {
+    let c = ms as f64 * 1e6 * ghz;
+    Cycles::new(if c.is_finite() && c > 0.0 { c as u64 } else { 0 })
+}
