@@ -12,6 +12,7 @@
 pub mod bitmap;
 pub mod magazine;
 pub mod rbtree;
+pub mod shared;
 
 use serde::{Deserialize, Serialize};
 
@@ -19,8 +20,9 @@ use crate::addr::{CpuId, Iova, Pfn};
 use crate::hw::cost::Cycles;
 
 pub use bitmap::Bitmap;
-pub use magazine::{Magazine, MagazineConfig};
-pub use rbtree::RbTree;
+pub use magazine::{Magazine, MagazineConfig, MagazineConfigError};
+pub use rbtree::{RbTree, SpaceError};
+pub use shared::{Locked, SharedMagazine};
 
 /// Errors of an IOVA allocator.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
