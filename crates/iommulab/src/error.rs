@@ -3,7 +3,7 @@
 use crate::dma::DmaError;
 use crate::experiment::ConfigError;
 use crate::hw::vtd::MapError;
-use crate::iova::IovaError;
+use crate::iova::{IovaError, MagazineConfigError, SpaceError};
 
 /// Any error of the library.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -17,6 +17,12 @@ pub enum Error {
     /// An IOVA allocator error.
     #[error(transparent)]
     Iova(#[from] IovaError),
+    /// Magazine parameters that cannot work.
+    #[error(transparent)]
+    Magazine(#[from] MagazineConfigError),
+    /// An IOVA space an allocator cannot manage.
+    #[error(transparent)]
+    Space(#[from] SpaceError),
     /// An I/O page-table error.
     #[error(transparent)]
     Map(#[from] MapError),

@@ -40,7 +40,7 @@ pub fn run_bench(cfg: &BenchConfig, progress: &mut dyn FnMut(u64, u64)) -> Resul
         AllocatorKind::Bitmap => go.with_flush(Bitmap::new(start, end)?, m.flush, cpus, ghz),
         AllocatorKind::Magazine => {
             let magazine = crate::iova::MagazineConfig { cpus, ..m.magazine };
-            go.with_flush(Magazine::new(RbTree::new(start, end)?, magazine), m.flush, cpus, ghz)
+            go.with_flush(Magazine::new(RbTree::new(start, end)?, magazine)?, m.flush, cpus, ghz)
         }
     }
 }

@@ -176,7 +176,7 @@ fn probe_after_unmap<A: IovaAllocator, F: FlushPolicy>(
     Ok(())
 }
 
-fn dma_calls<A, F>(api: &DmaApi<A, F>) -> u64 {
+fn dma_calls<A: IovaAllocator, F: FlushPolicy>(api: &DmaApi<A, F>) -> u64 {
     let d = api.stats();
     d.maps + d.unmaps + d.map_sgs + d.unmap_sgs
 }

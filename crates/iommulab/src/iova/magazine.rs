@@ -29,7 +29,7 @@
 //! Statistics ([`IovaAllocator::stats`]) are a combined view: `allocs`, `frees`, `failures`,
 //! `cache_hits`, `cache_misses` and `magazine_ops` are the magazine's own (what callers asked
 //! for; the backing allocator's own `allocs`/`frees` are in [`Magazine::inner`]);
-//! `wraps`, `node_allocs`, `tree_visits`, `tree_rebalances` and `bitmap_words` are the
+//! `wraps`, `node_allocs`, `slab_allocs`, `slab_frees`, `tree_visits`, `tree_rebalances` and `bitmap_words` are the
 //! backing allocator's; `lock_acquisitions` is the sum of per-CPU and depot locks taken here
 //! and the backing allocator's lock; `peak_metadata_bytes` is the peak of the backing
 //! allocator's metadata plus 1024 bytes per magazine held (every CPU's `loaded` and `prev`
@@ -52,7 +52,7 @@ use crate::hw::cost::Cycles;
 pub const MAGAZINE_BYTES: u64 = 1024;
 
 /// Knobs of the per-CPU range caches (the TOML table under `[magazine]`).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct MagazineConfig {
     /// Simulated CPUs, each with its own magazines (`num_online_cpus`; also the depot trim
@@ -389,6 +389,8 @@ impl Depot {
 pub(crate) fn sync_view(view: &mut IovaStats, own_locks: u64, inner: &IovaStats) {
     view.wraps = inner.wraps;
     view.node_allocs = inner.node_allocs;
+    view.slab_allocs = inner.slab_allocs;
+    view.slab_frees = inner.slab_frees;
     view.tree_visits = inner.tree_visits;
     view.tree_rebalances = inner.tree_rebalances;
     view.bitmap_words = inner.bitmap_words;

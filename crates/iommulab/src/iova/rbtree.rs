@@ -754,6 +754,7 @@ impl IovaAllocator for RbTree {
         match self.alloc_range(pages, limit_pfn) {
             Some(pfn) => {
                 self.stats.allocs += 1;
+                self.stats.slab_allocs += 1; // one `alloc_iova_mem` per insert
                 self.live += 1;
                 self.stats.peak_metadata_bytes =
                     self.stats.peak_metadata_bytes.max(self.live * NODE_BYTES);
@@ -792,6 +793,7 @@ impl IovaAllocator for RbTree {
         self.free_head = z;
         self.live -= 1;
         self.stats.frees += 1;
+        self.stats.slab_frees += 1; // one `free_iova_mem` per erase
         Ok(())
     }
 
