@@ -158,42 +158,69 @@ impl IotlbEntry {
     }
 }
 
-/// One way of a set. `vpn` is the page number in units of the entry's size.
+/// One way of a set. `vpn` is the page number in units of the entry's size; `meta` packs
+/// the rest of the tag (valid bit, size, domain) so a tag compare is two integer compares.
 #[derive(Clone, Copy, Debug)]
 struct Way {
     vpn: u64,
     hpa: u64,
     stamp: u64,
-    domain: DomainId,
-    size: PageSize,
+    meta: u32,
     perm: Perm,
-    valid: bool,
 }
+
+/// Bit 31 of [`Way::meta`]: the way holds an entry.
+const VALID: u32 = 1 << 31;
 
 const EMPTY: Way = Way {
     vpn: 0,
     hpa: 0,
     stamp: 0,
-    domain: DomainId::new(0),
-    size: PageSize::Size4K,
+    meta: 0,
     perm: Perm::Read,
-    valid: false,
 };
 
+/// The tag bits other than the page number: valid, size code (bits 17:16), domain (15:0).
+const fn meta(domain: DomainId, size: PageSize) -> u32 {
+    let code = match size {
+        PageSize::Size4K => 0,
+        PageSize::Size2M => 1,
+        PageSize::Size1G => 2,
+    };
+    VALID | (code << 16) | domain.get() as u32
+}
+
 impl Way {
-    fn entry(&self) -> IotlbEntry {
-        let shift = size_shift(self.size);
-        IotlbEntry {
-            domain: self.domain,
-            iova: Pfn::new(self.vpn << shift),
-            hpa: Pfn::new(self.hpa),
-            perm: self.perm,
-            size: self.size,
+    const fn valid(&self) -> bool {
+        self.meta & VALID != 0
+    }
+
+    const fn domain(&self) -> DomainId {
+        DomainId::new((self.meta & 0xffff) as u16)
+    }
+
+    const fn size(&self) -> PageSize {
+        match (self.meta >> 16) & 3 {
+            0 => PageSize::Size4K,
+            1 => PageSize::Size2M,
+            _ => PageSize::Size1G,
         }
     }
 
-    fn is(&self, domain: DomainId, size: PageSize, vpn: u64) -> bool {
-        self.valid && self.vpn == vpn && self.size == size && self.domain == domain
+    fn entry(&self) -> IotlbEntry {
+        let size = self.size();
+        IotlbEntry {
+            domain: self.domain(),
+            iova: Pfn::new(self.vpn << size_shift(size)),
+            hpa: Pfn::new(self.hpa),
+            perm: self.perm,
+            size,
+        }
+    }
+
+    #[inline]
+    fn is(&self, meta: u32, vpn: u64) -> bool {
+        self.vpn == vpn && self.meta == meta
     }
 }
 
@@ -244,7 +271,7 @@ impl Iotlb {
 
     /// Number of valid entries.
     pub fn len(&self) -> usize {
-        self.ways.iter().filter(|w| w.valid).count()
+        self.ways.iter().filter(|w| w.valid()).count()
     }
 
     /// Whether no entry is valid.
@@ -275,9 +302,10 @@ impl Iotlb {
             let vpn = pfn.get() >> size_shift(size);
             let range = self.set_range(self.set_of_vpn(vpn));
             let base = range.start;
+            let m = meta(domain, size);
             self.ways[range]
                 .iter()
-                .position(|w| w.is(domain, size, vpn))
+                .position(|w| w.is(m, vpn))
                 .map(|i| base + i)
         })
     }
@@ -315,9 +343,10 @@ impl Iotlb {
         let vpn = entry.iova.get() >> shift;
         let range = self.set_range(self.set_of_vpn(vpn));
         let set = &mut self.ways[range];
-        let slot = match set.iter().position(|w| w.is(entry.domain, entry.size, vpn)) {
+        let m = meta(entry.domain, entry.size);
+        let slot = match set.iter().position(|w| w.is(m, vpn)) {
             Some(i) => i,
-            None => match set.iter().position(|w| !w.valid) {
+            None => match set.iter().position(|w| !w.valid()) {
                 Some(i) => i,
                 None => {
                     self.stats.evictions += 1;
@@ -335,10 +364,8 @@ impl Iotlb {
             vpn,
             hpa: entry.hpa.get() & !((1u64 << shift) - 1),
             stamp: self.clock,
-            domain: entry.domain,
-            size: entry.size,
+            meta: m,
             perm: entry.perm,
-            valid: true,
         };
     }
 
@@ -348,7 +375,7 @@ impl Iotlb {
     pub fn invalidate(&mut self, req: InvRequest) -> u64 {
         let removed = match req {
             InvRequest::Global => Self::drop_where(&mut self.ways, |_| true),
-            InvRequest::Domain(d) => Self::drop_where(&mut self.ways, |w| w.domain == d),
+            InvRequest::Domain(d) => Self::drop_where(&mut self.ways, |w| w.domain() == d),
             InvRequest::Page { domain, .. } => {
                 let (start, end) = req.page_block().unwrap_or((0, u64::MAX));
                 let mut removed = 0;
@@ -367,7 +394,8 @@ impl Iotlb {
         let shift = size_shift(size);
         let lo = start >> shift;
         let hi = (end - 1) >> shift; // inclusive
-        let hit = |w: &Way| w.valid && w.domain == domain && w.size == size;
+        let m = meta(domain, size);
+        let hit = |w: &Way| w.meta == m;
         if hi - lo >= self.cfg.sets as u64 {
             // The block touches every set: one scan.
             return Self::drop_where(&mut self.ways, |w| hit(w) && (lo..=hi).contains(&w.vpn));
@@ -382,9 +410,9 @@ impl Iotlb {
 
     fn drop_where(ways: &mut [Way], mut pred: impl FnMut(&Way) -> bool) -> u64 {
         let mut n = 0;
-        for w in ways.iter_mut().filter(|w| w.valid) {
+        for w in ways.iter_mut().filter(|w| w.valid()) {
             if pred(w) {
-                w.valid = false;
+                w.meta &= !VALID;
                 n += 1;
             }
         }
@@ -396,7 +424,7 @@ impl Iotlb {
     pub fn lru_order(&self, set: usize) -> Vec<IotlbEntry> {
         let mut v: Vec<&Way> = self.ways[self.set_range(set)]
             .iter()
-            .filter(|w| w.valid)
+            .filter(|w| w.valid())
             .collect();
         v.sort_by_key(|w| std::cmp::Reverse(w.stamp));
         v.into_iter().map(Way::entry).collect()
