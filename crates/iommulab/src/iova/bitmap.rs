@@ -9,7 +9,10 @@
 //! above the next-fit hint moves the hint past it (here: any freed range that ends above the
 //! hint does, which also covers a range straddling it). Calgary's `iommu_free` did not move
 //! the hint, so a range freed above the hint could be reused within the same lap while a
-//! stale IOTLB entry for it might still exist.
+//! stale IOTLB entry for it might still exist. The price of the rule: ranges of the last
+//! lap still outstanding at a wrap sit above the new hint, and each one freed pushes the hint
+//! to the top again, so a ring of `k` outstanding ranges can cost up to `k` extra wraps
+//! (flushes) per lap; Fujita's one-outstanding pattern (S0.8) wraps exactly once per lap.
 //!
 //! A 4 GiB space of 4 KiB pages is 2^20 bits = 128 KiB, resident whatever the load (S0.5);
 //! [`IovaAllocator::metadata_bytes`] reports exactly that bitmap.
