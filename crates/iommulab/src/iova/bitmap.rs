@@ -163,6 +163,9 @@ impl Bitmap {
 
     /// Lowest start of `n` clear bits inside `[from, to)` (`bitmap_find_next_zero_area`).
     fn find_zero_run(&mut self, from: u64, to: u64, n: u64) -> Option<u64> {
+        if n == 1 {
+            return self.next_zero(from, to);
+        }
         let mut pos = from;
         while pos.checked_add(n)? <= to {
             let z = self.next_zero(pos, to)?;
@@ -205,10 +208,18 @@ impl Bitmap {
     fn is_allocation(&self, i: u64, n: u64) -> bool {
         let used = &self.used;
         let ends = &self.ends;
+        let prev_ok = i == 0 || !Self::bit(used, i - 1) || Self::bit(ends, i - 1);
+        if (i & 63) + n <= 64 {
+            // The common case: the range sits in one word.
+            let w = word(i);
+            let m = span_mask(i, i + n);
+            let last = 1u64 << ((i + n - 1) & 63);
+            return used[w] & m == m && ends[w] & m == last && prev_ok;
+        }
         Self::for_words(i, i + n, |w, m| used[w] & m == m)
             && Self::bit(ends, i + n - 1)
             && Self::for_words(i, i + n - 1, |w, m| ends[w] & m == 0)
-            && (i == 0 || !Self::bit(used, i - 1) || Self::bit(ends, i - 1))
+            && prev_ok
     }
 }
 
