@@ -9,7 +9,10 @@
 //! above the next-fit hint moves the hint past it (here: any freed range that ends above the
 //! hint does, which also covers a range straddling it). Calgary's `iommu_free` did not move
 //! the hint, so a range freed above the hint could be reused within the same lap while a
-//! stale IOTLB entry for it might still exist.
+//! stale IOTLB entry for it might still exist. The price of the rule: ranges of the last
+//! lap still outstanding at a wrap sit above the new hint, and each one freed pushes the hint
+//! to the top again, so a ring of `k` outstanding ranges can cost up to `k` extra wraps
+//! (flushes) per lap; Fujita's one-outstanding pattern (S0.8) wraps exactly once per lap.
 //!
 //! A 4 GiB space of 4 KiB pages is 2^20 bits = 128 KiB, resident whatever the load (S0.5);
 //! [`IovaAllocator::metadata_bytes`] reports exactly that bitmap.
@@ -160,6 +163,9 @@ impl Bitmap {
 
     /// Lowest start of `n` clear bits inside `[from, to)` (`bitmap_find_next_zero_area`).
     fn find_zero_run(&mut self, from: u64, to: u64, n: u64) -> Option<u64> {
+        if n == 1 {
+            return self.next_zero(from, to);
+        }
         let mut pos = from;
         while pos.checked_add(n)? <= to {
             let z = self.next_zero(pos, to)?;
@@ -202,10 +208,18 @@ impl Bitmap {
     fn is_allocation(&self, i: u64, n: u64) -> bool {
         let used = &self.used;
         let ends = &self.ends;
+        let prev_ok = i == 0 || !Self::bit(used, i - 1) || Self::bit(ends, i - 1);
+        if (i & 63) + n <= 64 {
+            // The common case: the range sits in one word.
+            let w = word(i);
+            let m = span_mask(i, i + n);
+            let last = 1u64 << ((i + n - 1) & 63);
+            return used[w] & m == m && ends[w] & m == last && prev_ok;
+        }
         Self::for_words(i, i + n, |w, m| used[w] & m == m)
             && Self::bit(ends, i + n - 1)
             && Self::for_words(i, i + n - 1, |w, m| ends[w] & m == 0)
-            && (i == 0 || !Self::bit(used, i - 1) || Self::bit(ends, i - 1))
+            && prev_ok
     }
 }
 

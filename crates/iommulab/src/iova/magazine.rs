@@ -158,6 +158,9 @@ impl Mag {
     /// `iova_magazine_pop`: the topmost pfn `<= max_pfn`, swap-removed.
     #[inline]
     fn pop(&mut self, max_pfn: u64) -> Option<u64> {
+        if self.pfns.last().is_some_and(|&top| top <= max_pfn) {
+            return self.pfns.pop();
+        }
         let i = self.pfns.iter().rposition(|&p| p <= max_pfn)?;
         Some(self.pfns.swap_remove(i))
     }
@@ -178,28 +181,30 @@ pub(crate) enum LocalGet {
 /// shared by [`Magazine`] and [`super::SharedMagazine`].
 #[derive(Debug)]
 pub(crate) struct CpuCaches {
-    loaded: Vec<Mag>,
-    prev: Vec<Mag>,
+    /// Per bin, `[loaded, prev]` inline: one indirection from the CPU to a magazine.
+    bins: Vec<[Mag; 2]>,
 }
 
 impl CpuCaches {
     pub(crate) fn new(bins: usize, mag_size: usize) -> Self {
         CpuCaches {
-            loaded: (0..bins).map(|_| Mag::new(mag_size)).collect(),
-            prev: (0..bins).map(|_| Mag::new(mag_size)).collect(),
+            bins: (0..bins)
+                .map(|_| [Mag::new(mag_size), Mag::new(mag_size)])
+                .collect(),
         }
     }
 
     /// `__iova_rcache_get` before the depot: `loaded`, else swap in a non-empty `prev`.
     #[inline]
     pub(crate) fn get(&mut self, bin: usize, max_pfn: u64) -> LocalGet {
-        if self.loaded[bin].pfns.is_empty() {
-            if self.prev[bin].pfns.is_empty() {
+        let pair = &mut self.bins[bin];
+        if pair[0].pfns.is_empty() {
+            if pair[1].pfns.is_empty() {
                 return LocalGet::Empty;
             }
-            mem::swap(&mut self.loaded[bin], &mut self.prev[bin]);
+            pair.swap(0, 1);
         }
-        match self.loaded[bin].pop(max_pfn) {
+        match pair[0].pop(max_pfn) {
             Some(p) => LocalGet::Hit(p),
             None => LocalGet::Miss,
         }
@@ -208,8 +213,9 @@ impl CpuCaches {
     /// Installs a full magazine from the depot as `loaded` and pops from it; returns the
     /// old (empty) `loaded` for recycling.
     pub(crate) fn install(&mut self, bin: usize, full: Mag, max_pfn: u64) -> (Mag, Option<u64>) {
-        let empty = mem::replace(&mut self.loaded[bin], full);
-        let got = self.loaded[bin].pop(max_pfn);
+        let loaded = &mut self.bins[bin][0];
+        let empty = mem::replace(loaded, full);
+        let got = loaded.pop(max_pfn);
         (empty, got)
     }
 
@@ -217,46 +223,39 @@ impl CpuCaches {
     /// that has room. `false` when both are full.
     #[inline]
     pub(crate) fn put(&mut self, bin: usize, pfn: u64, mag_size: usize) -> bool {
-        if self.loaded[bin].pfns.len() >= mag_size {
-            if self.prev[bin].pfns.len() >= mag_size {
+        let pair = &mut self.bins[bin];
+        if pair[0].pfns.len() >= mag_size {
+            if pair[1].pfns.len() >= mag_size {
                 return false;
             }
-            mem::swap(&mut self.loaded[bin], &mut self.prev[bin]);
+            pair.swap(0, 1);
         }
-        self.loaded[bin].pfns.push(pfn);
+        pair[0].pfns.push(pfn);
         true
     }
 
     /// Both magazines full: `empty` becomes `loaded` and takes `pfn`; returns the full one.
     pub(crate) fn exchange(&mut self, bin: usize, empty: Mag, pfn: u64) -> Mag {
-        let full = mem::replace(&mut self.loaded[bin], empty);
-        self.loaded[bin].pfns.push(pfn);
+        let loaded = &mut self.bins[bin][0];
+        let full = mem::replace(loaded, empty);
+        loaded.pfns.push(pfn);
         full
     }
 
     /// Empties every magazine (`free_cpu_cached_iovas`), calling `f(bin, pfn)` per range.
     pub(crate) fn drain(&mut self, mut f: impl FnMut(usize, u64)) {
-        let bins = self.prev.len();
-        for (i, mag) in self
-            .loaded
-            .iter_mut()
-            .chain(self.prev.iter_mut())
-            .enumerate()
-        {
-            let bin = i % bins;
-            for p in mag.pfns.drain(..) {
-                f(bin, p);
+        for (bin, pair) in self.bins.iter_mut().enumerate() {
+            for mag in pair {
+                for p in mag.pfns.drain(..) {
+                    f(bin, p);
+                }
             }
         }
     }
 
     /// Ranges cached on this CPU.
     pub(crate) fn cached(&self) -> usize {
-        self.loaded
-            .iter()
-            .chain(self.prev.iter())
-            .map(|m| m.pfns.len())
-            .sum()
+        self.bins.iter().flatten().map(|m| m.pfns.len()).sum()
     }
 }
 
@@ -522,7 +521,7 @@ impl<A: IovaAllocator> Magazine<A> {
 
     #[inline]
     fn cpu_index(&self, cpu: CpuId) -> usize {
-        cpu.index() % self.cpus.len()
+        cpu_slot(cpu, self.cpus.len())
     }
 
     /// The backing-allocator path, with one flush-and-retry on exhaustion.
@@ -545,6 +544,13 @@ impl<A: IovaAllocator> Magazine<A> {
         self.sync();
         r
     }
+}
+
+/// The cache index of `cpu` among `n` (no division on the common in-range path).
+#[inline]
+pub(crate) fn cpu_slot(cpu: CpuId, n: usize) -> usize {
+    let i = cpu.index();
+    if i < n { i } else { i % n }
 }
 
 /// `CpuId` of cache index `c` (`c < cpus <= 65536`).

@@ -22,7 +22,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use super::magazine::{
     CpuCaches, Depot, LocalGet, MAGAZINE_BYTES, MagazineConfig, MagazineConfigError, combined_name,
-    sync_view,
+    cpu_slot, sync_view,
 };
 use super::{IovaAllocator, IovaError, IovaStats};
 use crate::addr::{CpuId, Iova, Pfn};
@@ -205,7 +205,7 @@ impl<A: IovaAllocator> SharedMagazine<A> {
         }
         let size = self.config.rounded_pages(pages);
         if let Some(bin) = self.config.bin(size) {
-            let mut slot = lock(&self.cpus[cpu.index() % self.cpus.len()].0);
+            let mut slot = lock(&self.cpus[cpu_slot(cpu, self.cpus.len())].0);
             let slot = &mut *slot;
             slot.stats.lock_acquisitions += 1;
             if let Some(max_pfn) = limit.get().min(self.end).checked_sub(size) {
@@ -276,7 +276,7 @@ impl<A: IovaAllocator> SharedMagazine<A> {
         if p == 0 || p.checked_add(size).is_none_or(|e| e > self.end) {
             return Err(IovaError::NotAllocated { pfn: p, pages });
         }
-        let mut slot = lock(&self.cpus[cpu.index() % self.cpus.len()].0);
+        let mut slot = lock(&self.cpus[cpu_slot(cpu, self.cpus.len())].0);
         let slot = &mut *slot;
         slot.stats.lock_acquisitions += 1;
         slot.stats.frees += 1;
