@@ -10,7 +10,12 @@ use iommulab::hw::invalidate::InvalidationInterface;
 
 /// IOMMU and DMA-mapping lab.
 #[derive(Debug, Parser)]
-#[command(name = "iommulab", version, about = "IOMMU and DMA-mapping lab", propagate_version = true)]
+#[command(
+    name = "iommulab",
+    version,
+    about = "IOMMU and DMA-mapping lab",
+    propagate_version = true
+)]
 pub struct Cli {
     /// No progress bar.
     #[arg(long, short, global = true)]

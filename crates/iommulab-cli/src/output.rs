@@ -18,17 +18,25 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     let name = path
         .file_name()
         .with_context(|| format!("{} is not a file path", path.display()))?;
-    let tmp = dir.join(format!(".{}.tmp-{}", name.to_string_lossy(), std::process::id()));
-    let result = (|| -> Result<()> {
-        let mut f = fs::File::create(&tmp).with_context(|| format!("cannot create {}", tmp.display()))?;
-        f.write_all(bytes).with_context(|| format!("cannot write {}", tmp.display()))?;
-        f.sync_all().ok();
-        fs::rename(&tmp, path).with_context(|| format!("cannot move {} into place", path.display()))
-    })();
+    let tmp = dir.join(format!(
+        ".{}.tmp-{}",
+        name.to_string_lossy(),
+        std::process::id()
+    ));
+    let result = write_then_rename(&tmp, path, bytes);
     if result.is_err() {
         let _ = fs::remove_file(&tmp);
     }
     result
+}
+
+fn write_then_rename(tmp: &Path, path: &Path, bytes: &[u8]) -> Result<()> {
+    let mut f =
+        fs::File::create(tmp).with_context(|| format!("cannot create {}", tmp.display()))?;
+    f.write_all(bytes)
+        .with_context(|| format!("cannot write {}", tmp.display()))?;
+    f.sync_all().ok();
+    fs::rename(tmp, path).with_context(|| format!("cannot move {} into place", path.display()))
 }
 
 /// Results as CSV text.
@@ -46,7 +54,7 @@ fn fmt_count(v: u64) -> String {
     let s = v.to_string();
     let mut out = String::new();
     for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i) % 3 == 0 {
+        if i > 0 && (s.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(c);
@@ -57,8 +65,18 @@ fn fmt_count(v: u64) -> String {
 /// The bench table: one row per result.
 pub fn table(results: &[RunResult]) -> String {
     let header = [
-        "config", "ops", "sw ns/op", "model ns/op", "hw ns/op", "IOPS", "vs off", "inval", "flushes", "meta KiB",
-        "stale", "faults",
+        "config",
+        "ops",
+        "sw ns/op",
+        "model ns/op",
+        "hw ns/op",
+        "IOPS",
+        "vs off",
+        "inval",
+        "flushes",
+        "meta KiB",
+        "stale",
+        "faults",
     ];
     let rows: Vec<Vec<String>> = results
         .iter()
@@ -69,8 +87,10 @@ pub fn table(results: &[RunResult]) -> String {
                 format!("{:.1}", r.software_ns_per_op),
                 format!("{:.1}", r.modeled_ns_per_op),
                 format!("{:.1}", r.modeled_hw_ns_per_op),
-                fmt_count(r.iops.round() as u64),
-                r.relative_to_disabled.map(|v| format!("{v:.3}")).unwrap_or_else(|| "-".into()),
+                fmt_count(iommulab::hw::cost::saturating_u64(r.iops.round())),
+                r.relative_to_disabled
+                    .map(|v| format!("{v:.3}"))
+                    .unwrap_or_else(|| "-".into()),
                 fmt_count(r.iotlb_invalidations),
                 fmt_count(r.iotlb_flushes),
                 format!("{:.1}", r.peak_metadata_bytes as f64 / 1024.0),
@@ -80,7 +100,13 @@ pub fn table(results: &[RunResult]) -> String {
         })
         .collect();
     let widths: Vec<usize> = (0..header.len())
-        .map(|i| rows.iter().map(|r| r[i].len()).chain([header[i].len()]).max().unwrap_or(0))
+        .map(|i| {
+            rows.iter()
+                .map(|r| r[i].len())
+                .chain([header[i].len()])
+                .max()
+                .unwrap_or(0)
+        })
         .collect();
     let mut out = String::new();
     let line = |cells: &[&str], out: &mut String| {
@@ -119,7 +145,10 @@ mod tests {
         let p = dir.join("x.json");
         write_atomic(&p, b"{}").unwrap();
         assert_eq!(fs::read(&p).unwrap(), b"{}");
-        let names: Vec<_> = fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name()).collect();
+        let names: Vec<_> = fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
         assert_eq!(names.len(), 1, "{names:?}");
         fs::remove_dir_all(&dir).unwrap();
     }

@@ -40,7 +40,12 @@ const H: u32 = 520;
 const OURS: RGBColor = RGBColor(31, 119, 180);
 const PAPER: RGBColor = RGBColor(255, 127, 14);
 
-fn draw<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, title: &str, y_label: &str, groups: &[BarGroup]) -> Result<()>
+fn draw<DB: DrawingBackend>(
+    root: DrawingArea<DB, Shift>,
+    title: &str,
+    y_label: &str,
+    groups: &[BarGroup],
+) -> Result<()>
 where
     DB::ErrorType: 'static,
 {
@@ -65,9 +70,14 @@ where
         .disable_x_mesh()
         .x_labels(n * 2 + 1)
         .x_label_formatter(&|x| {
-            let i = x.floor() as usize;
-            if (x - i as f64 - 0.5).abs() < 0.01 {
-                labels.get(i).cloned().unwrap_or_default()
+            let i = x.floor();
+            if (x - i - 0.5).abs() < 0.01 {
+                labels
+                    .iter()
+                    .zip(0..)
+                    .find(|(_, k)| f64::from(*k) == i)
+                    .map(|(l, _)| l.clone())
+                    .unwrap_or_default()
             } else {
                 String::new()
             }
@@ -77,7 +87,11 @@ where
         .draw()
         .map_err(|e| anyhow!("{e:?}"))?;
     let has_paper = groups.iter().any(|g| g.paper.is_some());
-    let (w, off_ours, off_paper) = if has_paper { (0.35, 0.12, 0.5) } else { (0.6, 0.2, 0.0) };
+    let (w, off_ours, off_paper) = if has_paper {
+        (0.35, 0.12, 0.5)
+    } else {
+        (0.6, 0.2, 0.0)
+    };
     chart
         .draw_series(groups.iter().enumerate().map(|(i, g)| {
             let x0 = i as f64 + off_ours;
@@ -87,15 +101,28 @@ where
         .label("iommulab")
         .legend(|(x, y)| Rectangle::new([(x, y - 6), (x + 14, y + 6)], OURS.filled()));
     chart
-        .draw_series(groups.iter().enumerate().filter(|(_, g)| g.ours_err > 0.0).map(|(i, g)| {
-            let x = i as f64 + off_ours + w / 2.0;
-            PathElement::new(vec![(x, g.ours - g.ours_err), (x, g.ours + g.ours_err)], BLACK.stroke_width(2))
-        }))
+        .draw_series(
+            groups
+                .iter()
+                .enumerate()
+                .filter(|(_, g)| g.ours_err > 0.0)
+                .map(|(i, g)| {
+                    let x = i as f64 + off_ours + w / 2.0;
+                    PathElement::new(
+                        vec![(x, g.ours - g.ours_err), (x, g.ours + g.ours_err)],
+                        BLACK.stroke_width(2),
+                    )
+                }),
+        )
         .map_err(|e| anyhow!("{e:?}"))?;
     chart
         .draw_series(groups.iter().enumerate().map(|(i, g)| {
             let x = i as f64 + off_ours + w / 2.0;
-            Text::new(format!("{:.2}", g.ours), (x - 0.12, g.ours + y_max * 0.03), ("sans-serif", 14))
+            Text::new(
+                format!("{:.2}", g.ours),
+                (x - 0.12, g.ours + y_max * 0.03),
+                ("sans-serif", 14),
+            )
         }))
         .map_err(|e| anyhow!("{e:?}"))?;
     if has_paper {
@@ -113,7 +140,11 @@ where
             .draw_series(groups.iter().enumerate().filter_map(|(i, g)| {
                 g.paper.map(|p| {
                     let x = i as f64 + off_paper + w / 2.0;
-                    Text::new(format!("{p:.2}"), (x - 0.12, p + y_max * 0.03), ("sans-serif", 14))
+                    Text::new(
+                        format!("{p:.2}"),
+                        (x - 0.12, p + y_max * 0.03),
+                        ("sans-serif", 14),
+                    )
                 })
             }))
             .map_err(|e| anyhow!("{e:?}"))?;
@@ -131,7 +162,13 @@ where
 }
 
 /// Writes a grouped bar chart as `stem.svg` and `stem.png` in `dir`.
-pub fn bar_chart(dir: &Path, stem: &str, title: &str, y_label: &str, groups: &[BarGroup]) -> Result<()> {
+pub fn bar_chart(
+    dir: &Path,
+    stem: &str,
+    title: &str,
+    y_label: &str,
+    groups: &[BarGroup],
+) -> Result<()> {
     register_font();
     let mut svg = String::new();
     {
@@ -142,11 +179,11 @@ pub fn bar_chart(dir: &Path, stem: &str, title: &str, y_label: &str, groups: &[B
 
     let png = dir.join(format!("{stem}.png"));
     let tmp = dir.join(format!(".{stem}.tmp-{}.png", std::process::id()));
-    let drawn = (|| -> Result<()> {
-        let root = BitMapBackend::new(&tmp, (W, H)).into_drawing_area();
-        draw(root, title, y_label, groups).context("drawing the PNG figure")
-    })();
-    match drawn.and_then(|()| std::fs::rename(&tmp, &png).with_context(|| format!("cannot write {}", png.display()))) {
+    let root = BitMapBackend::new(&tmp, (W, H)).into_drawing_area();
+    let drawn = draw(root, title, y_label, groups).context("drawing the PNG figure");
+    match drawn.and_then(|()| {
+        std::fs::rename(&tmp, &png).with_context(|| format!("cannot write {}", png.display()))
+    }) {
         Ok(()) => Ok(()),
         Err(e) => {
             let _ = std::fs::remove_file(&tmp);

@@ -14,16 +14,23 @@ pub struct Progress {
 impl Progress {
     /// A bar for `total` I/Os in all (0 = unknown: a spinner).
     pub fn new(total: u64, quiet: bool) -> Self {
-        let bar = if total > 0 { ProgressBar::new(total) } else { ProgressBar::new_spinner() };
+        let bar = if total > 0 {
+            ProgressBar::new(total)
+        } else {
+            ProgressBar::new_spinner()
+        };
         if quiet || !std::io::stderr().is_terminal() {
             bar.set_draw_target(ProgressDrawTarget::hidden());
         }
-        if let Ok(style) =
-            ProgressStyle::with_template("{msg:>16} [{bar:40}] {pos}/{len} I/Os ({per_sec}, eta {eta})")
-        {
+        if let Ok(style) = ProgressStyle::with_template(
+            "{msg:>16} [{bar:40}] {pos}/{len} I/Os ({per_sec}, eta {eta})",
+        ) {
             bar.set_style(style.progress_chars("=> "));
         }
-        Self { bar, done_before: 0 }
+        Self {
+            bar,
+            done_before: 0,
+        }
     }
 
     /// Names the run in progress.

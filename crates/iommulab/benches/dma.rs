@@ -10,7 +10,9 @@ use std::hint::black_box;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use iommulab::addr::{Bdf, CpuId, DmaDirection, Hpa, Pfn};
 use iommulab::dma::{DmaApi, DmaConfig};
-use iommulab::flush::{Deferred, DeferredConfig, FlushPolicy, FlushQueue, FlushQueueConfig, PerLap, Strict};
+use iommulab::flush::{
+    Deferred, DeferredConfig, FlushPolicy, FlushQueue, FlushQueueConfig, PerLap, Strict,
+};
 use iommulab::hw::cost::{CostModel, Cycles};
 use iommulab::hw::vtd::{Iommu, IommuConfig};
 use iommulab::iova::{Bitmap, IovaAllocator, Magazine, MagazineConfig, RbTree};
@@ -18,7 +20,11 @@ use iommulab::iova::{Bitmap, IovaAllocator, Magazine, MagazineConfig, RbTree};
 const PAIRS: u64 = 10_000;
 
 fn api<A: IovaAllocator, F: FlushPolicy>(a: A, f: F) -> DmaApi<A, F> {
-    let iommu = Iommu::new(IommuConfig { cost: CostModel::MODERN, ..IommuConfig::default() }).unwrap();
+    let iommu = Iommu::new(IommuConfig {
+        cost: CostModel::MODERN,
+        ..IommuConfig::default()
+    })
+    .unwrap();
     DmaApi::new(DmaConfig::default(), iommu, a, f)
 }
 
@@ -26,7 +32,11 @@ fn space() -> (Pfn<iommulab::addr::Iova>, Pfn<iommulab::addr::Iova>) {
     (Pfn::new(1), Pfn::new(1 << 20))
 }
 
-fn bench_one<A: IovaAllocator, F: FlushPolicy>(c: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>, name: &str, mut api: DmaApi<A, F>) {
+fn bench_one<A: IovaAllocator, F: FlushPolicy>(
+    c: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    name: &str,
+    mut api: DmaApi<A, F>,
+) {
     let dev = api.attach(Bdf::new(0, 1, 0).unwrap()).unwrap();
     let cpu = CpuId::new(0);
     let mut i: u64 = 0;
@@ -36,8 +46,11 @@ fn bench_one<A: IovaAllocator, F: FlushPolicy>(c: &mut criterion::BenchmarkGroup
             for _ in 0..PAIRS {
                 i = i.wrapping_add(1);
                 let phys = Hpa::new(0x4000_0000 + (i & 4095) * 4096);
-                let a = api.map_single(dev, cpu, black_box(phys), 4096, DmaDirection::ToDevice).unwrap();
-                api.unmap_single(dev, cpu, a, 4096, DmaDirection::ToDevice).unwrap();
+                let a = api
+                    .map_single(dev, cpu, black_box(phys), 4096, DmaDirection::ToDevice)
+                    .unwrap();
+                api.unmap_single(dev, cpu, a, 4096, DmaDirection::ToDevice)
+                    .unwrap();
             }
             // 10 ms of simulated time per batch lets the timers run as they would.
             now = now + Cycles::new(30_000_000);
@@ -50,12 +63,41 @@ fn map_unmap(c: &mut Criterion) {
     let mut g = c.benchmark_group("dma/map_unmap_4k");
     g.throughput(Throughput::Elements(PAIRS));
     let (s, e) = space();
-    let mag = MagazineConfig { cpus: 1, ..MagazineConfig::default() };
-    bench_one(&mut g, "modern", api(Magazine::new(RbTree::new(s, e).unwrap(), mag), FlushQueue::new(FlushQueueConfig::default(), 1, 3.0)));
-    bench_one(&mut g, "bitmap", api(Bitmap::new(s, e).unwrap(), PerLap::new()));
-    bench_one(&mut g, "default", api(RbTree::new(s, e).unwrap(), Deferred::new(DeferredConfig::default(), 3.0)));
-    bench_one(&mut g, "strict", api(RbTree::new(s, e).unwrap(), Strict::new()));
-    bench_one(&mut g, "strict-bitmap", api(Bitmap::new(s, e).unwrap(), Strict::new()));
+    let mag = MagazineConfig {
+        cpus: 1,
+        ..MagazineConfig::default()
+    };
+    bench_one(
+        &mut g,
+        "modern",
+        api(
+            Magazine::new(RbTree::new(s, e).unwrap(), mag).unwrap(),
+            FlushQueue::new(FlushQueueConfig::default(), 1, 3.0),
+        ),
+    );
+    bench_one(
+        &mut g,
+        "bitmap",
+        api(Bitmap::new(s, e).unwrap(), PerLap::new()),
+    );
+    bench_one(
+        &mut g,
+        "default",
+        api(
+            RbTree::new(s, e).unwrap(),
+            Deferred::new(DeferredConfig::default(), 3.0),
+        ),
+    );
+    bench_one(
+        &mut g,
+        "strict",
+        api(RbTree::new(s, e).unwrap(), Strict::new()),
+    );
+    bench_one(
+        &mut g,
+        "strict-bitmap",
+        api(Bitmap::new(s, e).unwrap(), Strict::new()),
+    );
     g.finish();
 }
 

@@ -1,17 +1,29 @@
 //! The DMA API (S0.4) and its dma-debug checker, end to end over the VT-d model.
 
 use iommulab::addr::{Access, Bdf, CpuId, DmaDirection, Hpa, Iova, PAGE_4K, Pfn};
-use iommulab::dma::{DeviceHandle, DmaApi, DmaConfig, DmaDebugError, DmaError, MapKind, SgEntry, Translation};
+use iommulab::dma::{
+    DeviceHandle, DmaApi, DmaConfig, DmaDebugError, DmaError, MapKind, SgEntry, Translation,
+};
 use iommulab::flush::{Deferred, DeferredConfig, Strict};
 use iommulab::hw::vtd::{FaultReason, Iommu, IommuConfig};
-use iommulab::iova::RbTree;
+use iommulab::iova::{IovaAllocator, RbTree};
 
 const CPU: CpuId = CpuId::new(0);
 
 fn api_with(translation: Translation) -> (DmaApi<RbTree, Strict>, DeviceHandle) {
-    let cfg = DmaConfig { translation, dma_bits: 32, debug: true, oracle: true };
+    let cfg = DmaConfig {
+        translation,
+        dma_bits: 32,
+        debug: true,
+        oracle: true,
+    };
     let iova = RbTree::new(Pfn::new(1), Pfn::new(1 << 20)).unwrap();
-    let mut api = DmaApi::new(cfg, Iommu::new(IommuConfig::default()).unwrap(), iova, Strict::new());
+    let mut api = DmaApi::new(
+        cfg,
+        Iommu::new(IommuConfig::default()).unwrap(),
+        iova,
+        Strict::new(),
+    );
     let dev = api.attach(Bdf::new(0, 3, 0).unwrap()).unwrap();
     (api, dev)
 }
@@ -24,11 +36,21 @@ fn api() -> (DmaApi<RbTree, Strict>, DeviceHandle) {
 #[test]
 fn map_single_keeps_the_sub_page_offset() {
     let (mut api, dev) = api();
-    let a = api.map_single(dev, CPU, Hpa::new(0x1234_5c00), 1024, DmaDirection::ToDevice).unwrap();
+    let a = api
+        .map_single(
+            dev,
+            CPU,
+            Hpa::new(0x1234_5c00),
+            1024,
+            DmaDirection::ToDevice,
+        )
+        .unwrap();
     assert_eq!(a.page_offset(PAGE_4K), 0xc00);
     assert_eq!(api.stats().pages_mapped, 1);
     // A buffer crossing a page boundary takes two I/O pages.
-    let b = api.map_single(dev, CPU, Hpa::new(0x2000_0f00), 512, DmaDirection::ToDevice).unwrap();
+    let b = api
+        .map_single(dev, CPU, Hpa::new(0x2000_0f00), 512, DmaDirection::ToDevice)
+        .unwrap();
     assert_eq!(b.page_offset(PAGE_4K), 0xf00);
     assert_eq!(api.stats().pages_mapped, 3);
     // 4096 - 1024 bytes beside the first buffer, 8192 - 512 beside the second.
@@ -39,9 +61,21 @@ fn map_single_keeps_the_sub_page_offset() {
 #[test]
 fn direction_sets_the_page_permission() {
     let (mut api, dev) = api();
-    let a = api.map_single(dev, CPU, Hpa::new(0x5000), 4096, DmaDirection::ToDevice).unwrap();
-    assert_eq!(api.device_access(dev, a, 4096, Access::Read).unwrap().faulted, 0);
-    assert_eq!(api.device_access(dev, a, 4096, Access::Write).unwrap().faulted, 1);
+    let a = api
+        .map_single(dev, CPU, Hpa::new(0x5000), 4096, DmaDirection::ToDevice)
+        .unwrap();
+    assert_eq!(
+        api.device_access(dev, a, 4096, Access::Read)
+            .unwrap()
+            .faulted,
+        0
+    );
+    assert_eq!(
+        api.device_access(dev, a, 4096, Access::Write)
+            .unwrap()
+            .faulted,
+        1
+    );
     let f = api.iommu().faults().last().copied().unwrap();
     assert_eq!(f.reason, FaultReason::WriteDenied);
 }
@@ -51,9 +85,18 @@ fn direction_sets_the_page_permission() {
 #[test]
 fn passthrough_maps_identity_and_protects_nothing() {
     let (mut api, dev) = api_with(Translation::Passthrough);
-    let a = api.map_single(dev, CPU, Hpa::new(0x7777_7400), 1024, DmaDirection::FromDevice).unwrap();
+    let a = api
+        .map_single(
+            dev,
+            CPU,
+            Hpa::new(0x7777_7400),
+            1024,
+            DmaDirection::FromDevice,
+        )
+        .unwrap();
     assert_eq!(a, Iova::new(0x7777_7400));
-    api.unmap_single(dev, CPU, a, 1024, DmaDirection::FromDevice).unwrap();
+    api.unmap_single(dev, CPU, a, 1024, DmaDirection::FromDevice)
+        .unwrap();
     let out = api.device_access(dev, a, 1024, Access::Write).unwrap();
     assert_eq!(out.stale, 1);
 }
@@ -63,20 +106,47 @@ fn passthrough_maps_identity_and_protects_nothing() {
 fn map_sg_maps_segments_contiguously_and_unmap_sg_returns_them() {
     let (mut api, dev) = api();
     let mut sg = [
-        SgEntry { phys: Hpa::new(0x10_0000), len: 4096, dma: Iova::default() },
-        SgEntry { phys: Hpa::new(0x33_0200), len: 100, dma: Iova::default() },
-        SgEntry { phys: Hpa::new(0x44_0000), len: 8192, dma: Iova::default() },
+        SgEntry {
+            phys: Hpa::new(0x10_0000),
+            len: 4096,
+            dma: Iova::default(),
+        },
+        SgEntry {
+            phys: Hpa::new(0x33_0200),
+            len: 100,
+            dma: Iova::default(),
+        },
+        SgEntry {
+            phys: Hpa::new(0x44_0000),
+            len: 8192,
+            dma: Iova::default(),
+        },
     ];
-    assert_eq!(api.map_sg(dev, CPU, &mut sg, DmaDirection::Bidirectional).unwrap(), 3);
+    assert_eq!(
+        api.map_sg(dev, CPU, &mut sg, DmaDirection::Bidirectional)
+            .unwrap(),
+        3
+    );
     let p0 = sg[0].dma.pfn(PAGE_4K);
     assert_eq!(sg[1].dma, Iova::new(p0.add(1).base(PAGE_4K).get() | 0x200));
     assert_eq!(sg[2].dma.pfn(PAGE_4K), p0.add(2));
     for e in &sg {
-        assert_eq!(api.device_access(dev, e.dma, e.len, Access::Write).unwrap().faulted, 0);
+        assert_eq!(
+            api.device_access(dev, e.dma, e.len, Access::Write)
+                .unwrap()
+                .faulted,
+            0
+        );
     }
-    api.unmap_sg(dev, CPU, &sg, DmaDirection::Bidirectional).unwrap();
+    api.unmap_sg(dev, CPU, &sg, DmaDirection::Bidirectional)
+        .unwrap();
     for e in &sg {
-        assert_eq!(api.device_access(dev, e.dma, 1, Access::Read).unwrap().succeeded, 0);
+        assert_eq!(
+            api.device_access(dev, e.dma, 1, Access::Read)
+                .unwrap()
+                .succeeded,
+            0
+        );
     }
     assert_eq!(api.allocator().stats().frees, 1);
 }
@@ -92,29 +162,54 @@ fn dma_debug_reports_driver_bugs_and_leaves_state_unchanged() {
     let never = Iova::new(0xdead_0000);
     assert_eq!(
         api.unmap_single(dev, CPU, never, 1024, d),
-        Err(DmaError::Debug(DmaDebugError::NotMapped { device: 0, addr: never.get() }))
+        Err(DmaError::Debug(DmaDebugError::NotMapped {
+            device: 0,
+            addr: never.get()
+        }))
     );
     assert!(matches!(
         api.unmap_single(dev, CPU, a, 2048, d),
-        Err(DmaError::Debug(DmaDebugError::LengthMismatch { mapped: 1024, unmapped: 2048, .. }))
+        Err(DmaError::Debug(DmaDebugError::LengthMismatch {
+            mapped: 1024,
+            unmapped: 2048,
+            ..
+        }))
     ));
     assert!(matches!(
         api.unmap_single(dev, CPU, a, 1024, DmaDirection::FromDevice),
         Err(DmaError::Debug(DmaDebugError::DirectionMismatch { .. }))
     ));
-    let sg = [SgEntry { phys: Hpa::new(0x9000), len: 1024, dma: a }];
+    let sg = [SgEntry {
+        phys: Hpa::new(0x9000),
+        len: 1024,
+        dma: a,
+    }];
     assert!(matches!(
         api.unmap_sg(dev, CPU, &sg, d),
-        Err(DmaError::Debug(DmaDebugError::KindMismatch { mapped: MapKind::Single, .. }))
+        Err(DmaError::Debug(DmaDebugError::KindMismatch {
+            mapped: MapKind::Single,
+            ..
+        }))
     ));
     // Nothing changed: the mapping still works and nothing was freed or cleared.
-    assert_eq!((*api.allocator().stats(), api.iommu().stats().pte_clears), before);
-    assert_eq!(api.device_access(dev, a, 1024, Access::Read).unwrap().faulted, 0);
+    assert_eq!(
+        (*api.allocator().stats(), api.iommu().stats().pte_clears),
+        before
+    );
+    assert_eq!(
+        api.device_access(dev, a, 1024, Access::Read)
+            .unwrap()
+            .faulted,
+        0
+    );
 
     api.unmap_single(dev, CPU, a, 1024, d).unwrap();
     assert_eq!(
         api.unmap_single(dev, CPU, a, 1024, d),
-        Err(DmaError::Debug(DmaDebugError::DoubleUnmap { device: 0, addr: a.get() }))
+        Err(DmaError::Debug(DmaDebugError::DoubleUnmap {
+            device: 0,
+            addr: a.get()
+        }))
     );
     assert_eq!(api.debug().unwrap().stats().errors, 5);
     assert_eq!(api.stats().errors, 5);
@@ -124,16 +219,34 @@ fn dma_debug_reports_driver_bugs_and_leaves_state_unchanged() {
 /// every IOVA is back in the allocator.
 #[test]
 fn detach_reports_leaked_mappings_and_cleans_up() {
-    let cfg = DmaConfig { translation: Translation::Iommu, dma_bits: 32, debug: true, oracle: false };
+    let cfg = DmaConfig {
+        translation: Translation::Iommu,
+        dma_bits: 32,
+        debug: true,
+        oracle: false,
+    };
     let iova = RbTree::new(Pfn::new(1), Pfn::new(1 << 20)).unwrap();
     let deferred = Deferred::new(DeferredConfig::default(), 3.0);
-    let mut api = DmaApi::new(cfg, Iommu::new(IommuConfig::default()).unwrap(), iova, deferred);
+    let mut api = DmaApi::new(
+        cfg,
+        Iommu::new(IommuConfig::default()).unwrap(),
+        iova,
+        deferred,
+    );
     let dev = api.attach(Bdf::new(0, 3, 0).unwrap()).unwrap();
-    let a = api.map_single(dev, CPU, Hpa::new(0x3000), 64, DmaDirection::ToDevice).unwrap();
-    let b = api.map_single(dev, CPU, Hpa::new(0x4000), 64, DmaDirection::ToDevice).unwrap();
+    let a = api
+        .map_single(dev, CPU, Hpa::new(0x3000), 64, DmaDirection::ToDevice)
+        .unwrap();
+    let b = api
+        .map_single(dev, CPU, Hpa::new(0x4000), 64, DmaDirection::ToDevice)
+        .unwrap();
     assert_eq!(
         api.detach(dev),
-        Err(DmaError::Debug(DmaDebugError::Leaked { device: 0, count: 2, first: a.get().min(b.get()) }))
+        Err(DmaError::Debug(DmaDebugError::Leaked {
+            device: 0,
+            count: 2,
+            first: a.get().min(b.get())
+        }))
     );
     let s = api.allocator().stats();
     assert_eq!(s.allocs, s.frees, "every leaked IOVA was returned");
@@ -153,9 +266,18 @@ fn bad_lengths_are_errors() {
         Err(DmaError::BadLength { .. })
     ));
     assert!(matches!(
-        api.map_single(dev, CPU, Hpa::new(u64::MAX - 10), 100, DmaDirection::ToDevice),
+        api.map_single(
+            dev,
+            CPU,
+            Hpa::new(u64::MAX - 10),
+            100,
+            DmaDirection::ToDevice
+        ),
         Err(DmaError::BadLength { .. })
     ));
     let mut empty: [SgEntry; 0] = [];
-    assert_eq!(api.map_sg(dev, CPU, &mut empty, DmaDirection::ToDevice), Err(DmaError::EmptyScatterlist));
+    assert_eq!(
+        api.map_sg(dev, CPU, &mut empty, DmaDirection::ToDevice),
+        Err(DmaError::EmptyScatterlist)
+    );
 }

@@ -8,7 +8,9 @@
 
 use iommulab::addr::{Access, Bdf, CpuId, DmaDirection, Hpa, Iova, PAGE_4K, Pfn};
 use iommulab::dma::{DeviceHandle, DmaApi, DmaConfig, Translation};
-use iommulab::flush::{Deferred, DeferredConfig, FlushPolicy, FlushQueue, FlushQueueConfig, PerLap, Strict};
+use iommulab::flush::{
+    Deferred, DeferredConfig, FlushPolicy, FlushQueue, FlushQueueConfig, PerLap, Strict,
+};
 use iommulab::hw::cost::{CostModel, Cycles};
 use iommulab::hw::vtd::{Iommu, IommuConfig};
 use iommulab::iova::{Bitmap, IovaAllocator, Magazine, MagazineConfig, RbTree};
@@ -19,10 +21,22 @@ const DMA_BITS: u8 = 20; // 2^20 bytes = 256 pages
 
 #[derive(Debug, Clone)]
 enum Op {
-    Map { pages: u64, offset: u64, page: u64, write: bool, cpu: u16 },
-    Unmap { index: usize },
-    Touch { index: usize },
-    Tick { us: u64 },
+    Map {
+        pages: u64,
+        offset: u64,
+        page: u64,
+        write: bool,
+        cpu: u16,
+    },
+    Unmap {
+        index: usize,
+    },
+    Touch {
+        index: usize,
+    },
+    Tick {
+        us: u64,
+    },
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -43,11 +57,25 @@ struct Live {
 }
 
 fn iommu() -> Iommu {
-    Iommu::new(IommuConfig { cost: CostModel::MODERN, ..IommuConfig::default() }).unwrap()
+    Iommu::new(IommuConfig {
+        cost: CostModel::MODERN,
+        ..IommuConfig::default()
+    })
+    .unwrap()
 }
 
-fn check<A: IovaAllocator, F: FlushPolicy>(a: A, f: F, ops: &[Op], expect_no_stale: bool) -> Result<(), TestCaseError> {
-    let cfg = DmaConfig { translation: Translation::Iommu, dma_bits: DMA_BITS, debug: true, oracle: true };
+fn check<A: IovaAllocator, F: FlushPolicy>(
+    a: A,
+    f: F,
+    ops: &[Op],
+    expect_no_stale: bool,
+) -> Result<(), TestCaseError> {
+    let cfg = DmaConfig {
+        translation: Translation::Iommu,
+        dma_bits: DMA_BITS,
+        debug: true,
+        oracle: true,
+    };
     let mut api = DmaApi::new(cfg, iommu(), a, f);
     let dev: DeviceHandle = api.attach(Bdf::new(0, 2, 0).unwrap()).unwrap();
     let domain = api.domain_of(dev).unwrap();
@@ -55,10 +83,21 @@ fn check<A: IovaAllocator, F: FlushPolicy>(a: A, f: F, ops: &[Op], expect_no_sta
     let mut now = Cycles::ZERO;
     for op in ops {
         match *op {
-            Op::Map { pages, offset, page, write, cpu } => {
+            Op::Map {
+                pages,
+                offset,
+                page,
+                write,
+                cpu,
+            } => {
                 let len = pages * PAGE_4K.bytes() - offset.min(PAGE_4K.bytes() - 1);
-                let phys = Hpa::new(0x1_0000_0000 + page * PAGE_4K.bytes() + offset % PAGE_4K.bytes());
-                let dir = if write { DmaDirection::FromDevice } else { DmaDirection::ToDevice };
+                let phys =
+                    Hpa::new(0x1_0000_0000 + page * PAGE_4K.bytes() + offset % PAGE_4K.bytes());
+                let dir = if write {
+                    DmaDirection::FromDevice
+                } else {
+                    DmaDirection::ToDevice
+                };
                 let cpu = CpuId::new(cpu);
                 match api.map_single(dev, cpu, phys, len, dir) {
                     Ok(addr) => {
@@ -70,24 +109,40 @@ fn check<A: IovaAllocator, F: FlushPolicy>(a: A, f: F, ops: &[Op], expect_no_sta
                                 "IOVA pfn {pfn} handed out again while a stale IOTLB entry exists"
                             );
                         }
-                        live.push(Live { addr, len, dir, cpu });
+                        live.push(Live {
+                            addr,
+                            len,
+                            dir,
+                            cpu,
+                        });
                     }
                     Err(e) => {
                         // Only exhaustion of the tiny space is acceptable here.
-                        prop_assert!(matches!(e, iommulab::dma::DmaError::Iova(_)), "unexpected error {e}");
+                        prop_assert!(
+                            matches!(e, iommulab::dma::DmaError::Iova(_)),
+                            "unexpected error {e}"
+                        );
                     }
                 }
             }
             Op::Touch { index } if !live.is_empty() => {
                 let l = &live[index % live.len()];
-                let access = if l.dir == DmaDirection::FromDevice { Access::Write } else { Access::Read };
+                let access = if l.dir == DmaDirection::FromDevice {
+                    Access::Write
+                } else {
+                    Access::Read
+                };
                 let out = api.device_access(dev, l.addr, l.len, access).unwrap();
                 prop_assert_eq!(out.faulted, 0, "a live mapping faulted");
             }
             Op::Unmap { index } if !live.is_empty() => {
                 let l = live.swap_remove(index % live.len());
                 api.unmap_single(dev, l.cpu, l.addr, l.len, l.dir).unwrap();
-                let access = if l.dir == DmaDirection::FromDevice { Access::Write } else { Access::Read };
+                let access = if l.dir == DmaDirection::FromDevice {
+                    Access::Write
+                } else {
+                    Access::Read
+                };
                 // A malicious device retries the address at once.
                 api.device_access(dev, l.addr, l.len, access).unwrap();
             }
@@ -123,15 +178,35 @@ fn bitmap() -> Bitmap {
 }
 
 fn magazine() -> Magazine<RbTree> {
-    Magazine::new(rbtree(), MagazineConfig { cpus: 2, ..MagazineConfig::default() })
+    Magazine::new(
+        rbtree(),
+        MagazineConfig {
+            cpus: 2,
+            ..MagazineConfig::default()
+        },
+    )
+    .unwrap()
 }
 
 fn deferred() -> Deferred {
-    Deferred::new(DeferredConfig { entries: 16, timeout_ms: 10 }, 3.0)
+    Deferred::new(
+        DeferredConfig {
+            entries: 16,
+            timeout_ms: 10,
+        },
+        3.0,
+    )
 }
 
 fn flush_queue() -> FlushQueue {
-    FlushQueue::new(FlushQueueConfig { entries: 16, timeout_ms: 10 }, 2, 3.0)
+    FlushQueue::new(
+        FlushQueueConfig {
+            entries: 16,
+            timeout_ms: 10,
+        },
+        2,
+        3.0,
+    )
 }
 
 proptest! {
@@ -183,13 +258,27 @@ proptest! {
 #[test]
 fn deferred_leaves_a_stale_window_that_strict_closes() {
     fn stale_after_unmap<F: FlushPolicy>(f: F) -> u64 {
-        let cfg = DmaConfig { translation: Translation::Iommu, dma_bits: DMA_BITS, debug: true, oracle: true };
+        let cfg = DmaConfig {
+            translation: Translation::Iommu,
+            dma_bits: DMA_BITS,
+            debug: true,
+            oracle: true,
+        };
         let mut api = DmaApi::new(cfg, iommu(), rbtree(), f);
         let dev = api.attach(Bdf::new(0, 2, 0).unwrap()).unwrap();
         let cpu = CpuId::new(0);
-        let addr = api.map_single(dev, cpu, Hpa::new(0x8000_0000), 1024, DmaDirection::ToDevice).unwrap();
+        let addr = api
+            .map_single(
+                dev,
+                cpu,
+                Hpa::new(0x8000_0000),
+                1024,
+                DmaDirection::ToDevice,
+            )
+            .unwrap();
         api.device_access(dev, addr, 1024, Access::Read).unwrap();
-        api.unmap_single(dev, cpu, addr, 1024, DmaDirection::ToDevice).unwrap();
+        api.unmap_single(dev, cpu, addr, 1024, DmaDirection::ToDevice)
+            .unwrap();
         api.device_access(dev, addr, 1024, Access::Read).unwrap();
         api.oracle().unwrap().totals().stale
     }

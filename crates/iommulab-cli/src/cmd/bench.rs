@@ -12,7 +12,8 @@ use crate::progress::Progress;
 pub fn base_config(args: &BenchArgs) -> Result<BenchConfig> {
     let mut cfg = match &args.config_file {
         Some(path) => {
-            let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read {}", path.display()))?;
             BenchConfig::from_toml(&text).with_context(|| format!("in {}", path.display()))?
         }
         None => BenchConfig::default(),
@@ -49,7 +50,11 @@ pub fn run_configs(
     repeats: u32,
     quiet: bool,
 ) -> Result<Vec<RunResult>> {
-    let per_run = if base.duration_s.is_some() { 0 } else { base.workload.ios };
+    let per_run = if base.duration_s.is_some() {
+        0
+    } else {
+        base.workload.ios
+    };
     let mut progress = Progress::new(per_run * configs.len() as u64 * u64::from(repeats), quiet);
     let mut results = Vec::new();
     for &c in configs {

@@ -29,10 +29,22 @@ pub fn run(args: &ReproduceArgs, quiet: bool) -> Result<()> {
 /// number comes from in the paper's text.
 const FUJITA2008_PAPER: [(NamedConfig, Option<f64>, &str); 6] = [
     (NamedConfig::Disabled, Some(1.0), "baseline"),
-    (NamedConfig::Default, Some(0.80), "\"20% lower\"; 124,337.2 IOPS"),
-    (NamedConfig::Strict, Some(0.80), "\"almost no difference\" from default"),
+    (
+        NamedConfig::Default,
+        Some(0.80),
+        "\"20% lower\"; 124,337.2 IOPS",
+    ),
+    (
+        NamedConfig::Strict,
+        Some(0.80),
+        "\"almost no difference\" from default",
+    ),
     (NamedConfig::Bitmap, Some(0.87), "\"reduced to 13%\""),
-    (NamedConfig::StrictBitmap, Some(0.82), "\"about 2%\" above strict"),
+    (
+        NamedConfig::StrictBitmap,
+        Some(0.82),
+        "\"about 2%\" above strict",
+    ),
     (NamedConfig::Modern, None, "not in the paper (Linux ≥ 4.7)"),
 ];
 
@@ -71,7 +83,11 @@ struct Aggregate {
 }
 
 fn mean(v: &[f64]) -> f64 {
-    if v.is_empty() { 0.0 } else { v.iter().sum::<f64>() / v.len() as f64 }
+    if v.is_empty() {
+        0.0
+    } else {
+        v.iter().sum::<f64>() / v.len() as f64
+    }
 }
 
 fn stddev(v: &[f64]) -> f64 {
@@ -88,7 +104,8 @@ fn aggregate(timing: &[RunResult], security: &[RunResult]) -> Vec<Aggregate> {
         let runs: Vec<&RunResult> = timing.iter().filter(|r| r.config == named.name()).collect();
         let Some(first) = runs.first() else { continue };
         let f = |g: fn(&RunResult) -> f64| mean(&runs.iter().map(|r| g(r)).collect::<Vec<_>>());
-        let sum = |g: fn(&RunResult) -> u64| runs.iter().map(|r| g(r)).sum::<u64>() / runs.len() as u64;
+        let sum =
+            |g: fn(&RunResult) -> u64| runs.iter().map(|r| g(r)).sum::<u64>() / runs.len() as u64;
         let iops: Vec<f64> = runs.iter().map(|r| r.iops).collect();
         let sec = security.iter().find(|r| r.config == named.name());
         out.push(Aggregate {
@@ -111,7 +128,11 @@ fn aggregate(timing: &[RunResult], security: &[RunResult]) -> Vec<Aggregate> {
             iotlb_invalidations: sum(|r| r.iotlb_invalidations),
             write_buffer_flushes: sum(|r| r.write_buffer_flushes),
             allocator_wraps: sum(|r| r.stats.iova.wraps),
-            peak_metadata_bytes: runs.iter().map(|r| r.peak_metadata_bytes).max().unwrap_or(0),
+            peak_metadata_bytes: runs
+                .iter()
+                .map(|r| r.peak_metadata_bytes)
+                .max()
+                .unwrap_or(0),
             modeled_seconds: f(|r| r.modeled_seconds),
             stale_accesses: sec.map_or(0, |r| r.stale_accesses),
             malicious_unmaps: sec.map_or(0, |r| r.ops),
@@ -132,7 +153,11 @@ fn aggregate(timing: &[RunResult], security: &[RunResult]) -> Vec<Aggregate> {
 fn fujita2008(out: &Path, quick: bool, quiet: bool) -> Result<std::path::PathBuf> {
     let dir = out.join("fujita2008");
     // S0.8: 30 s per run, mean of 5 runs, 1024-byte I/Os, one outstanding.
-    let (seconds, repeats, security_seconds) = if quick { (10.0, 2, 0.5) } else { (30.0, 5, 2.0) };
+    let (seconds, repeats, security_seconds) = if quick {
+        (10.0, 2, 0.5)
+    } else {
+        (30.0, 5, 2.0)
+    };
     let base = BenchConfig {
         duration_s: Some(seconds),
         ..BenchConfig::default()
@@ -152,19 +177,32 @@ fn fujita2008(out: &Path, quick: bool, quiet: bool) -> Result<std::path::PathBuf
 
     let mut all = timing.clone();
     all.extend(security.iter().cloned());
-    write_atomic(&dir.join("results.json"), serde_json::to_string_pretty(&agg)?.as_bytes())?;
-    write_atomic(&dir.join("runs.json"), serde_json::to_string_pretty(&all)?.as_bytes())?;
+    write_atomic(
+        &dir.join("results.json"),
+        serde_json::to_string_pretty(&agg)?.as_bytes(),
+    )?;
+    write_atomic(
+        &dir.join("runs.json"),
+        serde_json::to_string_pretty(&all)?.as_bytes(),
+    )?;
     write_atomic(&dir.join("runs.csv"), csv(&all).as_bytes())?;
     write_atomic(&dir.join("results.csv"), aggregate_csv(&agg).as_bytes())?;
     let groups: Vec<BarGroup> = agg
         .iter()
         .map(|a| {
             let rel = a.relative_to_disabled.unwrap_or(0.0);
-            let base_iops = agg.iter().find(|b| b.config == "disabled").map_or(1.0, |b| b.iops);
+            let base_iops = agg
+                .iter()
+                .find(|b| b.config == "disabled")
+                .map_or(1.0, |b| b.iops);
             BarGroup {
                 label: a.config.clone(),
                 ours: rel,
-                ours_err: if base_iops > 0.0 { a.iops_stddev / base_iops } else { 0.0 },
+                ours_err: if base_iops > 0.0 {
+                    a.iops_stddev / base_iops
+                } else {
+                    0.0
+                },
                 paper: a.paper_relative_to_disabled,
             }
         })
@@ -177,7 +215,10 @@ fn fujita2008(out: &Path, quick: bool, quiet: bool) -> Result<std::path::PathBuf
         &groups,
     )?;
     let page = dir.join("README.md");
-    write_atomic(&page, fujita2008_page(&agg, seconds, repeats, security_seconds, quick).as_bytes())?;
+    write_atomic(
+        &page,
+        fujita2008_page(&agg, seconds, repeats, security_seconds, quick).as_bytes(),
+    )?;
     Ok(page)
 }
 
@@ -222,14 +263,23 @@ fn get<'a>(agg: &'a [Aggregate], name: &str) -> Option<&'a Aggregate> {
     agg.iter().find(|a| a.config == name)
 }
 
-fn fujita2008_page(agg: &[Aggregate], seconds: f64, repeats: u32, security_seconds: f64, quick: bool) -> String {
+fn fujita2008_page(
+    agg: &[Aggregate],
+    seconds: f64,
+    repeats: u32,
+    security_seconds: f64,
+    quick: bool,
+) -> String {
     let mut p = String::new();
     let cmd = if quick {
         "iommulab reproduce fujita2008 --quick"
     } else {
         "iommulab reproduce fujita2008"
     };
-    let _ = writeln!(p, "# Fujita & Mori 2008: IOMMU performance evaluation in Linux (Figure 4)\n");
+    let _ = writeln!(
+        p,
+        "# Fujita & Mori 2008: IOMMU performance evaluation in Linux (Figure 4)\n"
+    );
     let _ = writeln!(
         p,
         "Regenerate with `{cmd}`. Pseudo SCSI driver (S0.8): 1024-byte I/Os, one outstanding, each mapped \
@@ -253,8 +303,10 @@ the measured wall time of iommulab's own code is in the last column for comparis
             a.flush,
             a.iops,
             a.iops_stddev,
-            a.relative_to_disabled.map_or("-".into(), |v| format!("{v:.3}")),
-            a.paper_relative_to_disabled.map_or("-".into(), |v| format!("{v:.2}")),
+            a.relative_to_disabled
+                .map_or("-".into(), |v| format!("{v:.3}")),
+            a.paper_relative_to_disabled
+                .map_or("-".into(), |v| format!("{v:.2}")),
             a.paper_source,
             a.iotlb_invalidations,
             a.iotlb_flushes,
@@ -279,13 +331,22 @@ the measured wall time of iommulab's own code is in the last column for comparis
         let _ = writeln!(
             p,
             "| {} | {:.0} | {:.0} | {:.0} | {:.0} | {:.1} |",
-            a.config, a.modeled_ns_per_op, a.io_path_ns_per_op, a.modeled_hw_ns_per_op, a.modeled_sw_ns_per_op, a.software_ns_per_op
+            a.config,
+            a.modeled_ns_per_op,
+            a.io_path_ns_per_op,
+            a.modeled_hw_ns_per_op,
+            a.modeled_sw_ns_per_op,
+            a.software_ns_per_op
         );
     }
 
     let _ = writeln!(p, "\n## Mechanism checks against the paper's text\n");
     if let Some(d) = get(agg, "default") {
-        let per_flush_ms = if d.iotlb_flushes > 0 { d.modeled_seconds * 1e3 / d.iotlb_flushes as f64 } else { 0.0 };
+        let per_flush_ms = if d.iotlb_flushes > 0 {
+            d.modeled_seconds * 1e3 / d.iotlb_flushes as f64
+        } else {
+            0.0
+        };
         let _ = writeln!(
             p,
             "- *\"the 250-entry array fills every 2 ms\"*: our default flushed {} times in {:.1} s, once every {:.2} ms \
@@ -294,7 +355,11 @@ the measured wall time of iommulab's own code is in the last column for comparis
         );
     }
     if let Some(b) = get(agg, "bitmap") {
-        let per_wrap = if b.allocator_wraps > 0 { b.modeled_seconds / b.allocator_wraps as f64 } else { f64::NAN };
+        let per_wrap = if b.allocator_wraps > 0 {
+            b.modeled_seconds / b.allocator_wraps as f64
+        } else {
+            f64::NAN
+        };
         let _ = writeln!(
             p,
             "- *\"bitmap flushes once per 2^20 maps, about every 8 s\"*: our bitmap wrapped {} time(s) in {:.1} s \
@@ -302,7 +367,11 @@ the measured wall time of iommulab's own code is in the last column for comparis
 (S0.5: 128 KiB).",
             b.allocator_wraps,
             b.modeled_seconds,
-            if per_wrap.is_finite() { per_wrap } else { 1_048_575.0 / b.iops.max(1.0) },
+            if per_wrap.is_finite() {
+                per_wrap
+            } else {
+                1_048_575.0 / b.iops.max(1.0)
+            },
             b.iops,
             b.peak_metadata_bytes
         );
@@ -317,13 +386,19 @@ bytes of metadata with the 250-entry array; at our node size, 2^20 live ranges w
         );
     }
 
-    let _ = writeln!(p, "\n## What the flush policies leave open (malicious device, {security_seconds} s each)\n");
+    let _ = writeln!(
+        p,
+        "\n## What the flush policies leave open (malicious device, {security_seconds} s each)\n"
+    );
     let _ = writeln!(
         p,
         "A separate run per configuration with a device that retries every just-unmapped page and its two neighbours, \
 and reads the rest of each mapped page (the paper does not measure this; S0.6 only describes the windows).\n"
     );
-    let _ = writeln!(p, "| config | unmaps | stale accesses | stale per unmap | sub-page accesses | faults |");
+    let _ = writeln!(
+        p,
+        "| config | unmaps | stale accesses | stale per unmap | sub-page accesses | faults |"
+    );
     let _ = writeln!(p, "|---|---:|---:|---:|---:|---:|");
     for a in agg {
         let _ = writeln!(
@@ -343,9 +418,19 @@ and reads the rest of each mapped page (the paper does not measure this; S0.6 on
 
 /// The "why" section: states what the numbers show, computed from them, and the mechanisms.
 fn explanation(agg: &[Aggregate]) -> String {
-    let mut p = String::from("\n## Why our numbers differ from the paper's, mechanism by mechanism\n\n");
-    let rel = |n: &str| get(agg, n).and_then(|a| a.relative_to_disabled).unwrap_or(f64::NAN);
-    let (d, s, b, sb) = (rel("default"), rel("strict"), rel("bitmap"), rel("strict-bitmap"));
+    let mut p =
+        String::from("\n## Why our numbers differ from the paper's, mechanism by mechanism\n\n");
+    let rel = |n: &str| {
+        get(agg, n)
+            .and_then(|a| a.relative_to_disabled)
+            .unwrap_or(f64::NAN)
+    };
+    let (d, s, b, sb) = (
+        rel("default"),
+        rel("strict"),
+        rel("bitmap"),
+        rel("strict-bitmap"),
+    );
     let _ = writeln!(
         p,
         "- **default vs strict**: ours {d:.3} vs {s:.3}; the paper saw almost no difference. In our model strict pays one \

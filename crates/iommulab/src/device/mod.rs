@@ -89,11 +89,10 @@ impl StaleOracle {
             let page_base = (first + i) << PAGE_4K.shift();
             let lo = start.max(page_base) - page_base;
             let hi = end.min(page_base + PAGE_4K.bytes()) - page_base;
-            let e = self.live.entry((device, first + i)).or_insert(LivePage {
-                count: 0,
-                lo,
-                hi,
-            });
+            let e = self
+                .live
+                .entry((device, first + i))
+                .or_insert(LivePage { count: 0, lo, hi });
             e.count += 1;
             e.lo = e.lo.min(lo);
             e.hi = e.hi.max(hi);
@@ -162,7 +161,15 @@ mod tests {
         let mut out = AccessOutcome::default();
         o.classify(0, Iova::new(0x5000), true, &mut out);
         o.classify(0, Iova::new(0x5400), true, &mut out);
-        assert_eq!(out, AccessOutcome { succeeded: 2, faulted: 0, stale: 0, subpage: 1 });
+        assert_eq!(
+            out,
+            AccessOutcome {
+                succeeded: 2,
+                faulted: 0,
+                stale: 0,
+                subpage: 1
+            }
+        );
     }
 
     #[test]

@@ -85,7 +85,9 @@ pub enum DmaDebugError {
         first: u64,
     },
     /// Unmap with a different length than the map.
-    #[error("device {device}: unmap of {addr:#x} with length {unmapped}, but it was mapped with {mapped}")]
+    #[error(
+        "device {device}: unmap of {addr:#x} with length {unmapped}, but it was mapped with {mapped}"
+    )]
     LengthMismatch {
         /// Device index.
         device: u16,
@@ -164,9 +166,17 @@ impl DmaDebug {
     }
 
     /// Records a mapping the DMA layer has made.
-    pub fn record_map(&mut self, device: u16, addr: Iova, len: u64, dir: DmaDirection, kind: MapKind) {
+    pub fn record_map(
+        &mut self,
+        device: u16,
+        addr: Iova,
+        len: u64,
+        dir: DmaDirection,
+        kind: MapKind,
+    ) {
         self.unmapped.remove(&(device, addr.get()));
-        self.live.insert((device, addr.get()), Record { len, dir, kind });
+        self.live
+            .insert((device, addr.get()), Record { len, dir, kind });
     }
 
     /// Checks an unmap against the recorded mapping; on success forgets the mapping.

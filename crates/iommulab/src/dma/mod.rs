@@ -177,7 +177,8 @@ impl<A: IovaAllocator, F: FlushPolicy> DmaApi<A, F> {
 
     /// Attaches the device `bdf` in a domain of its own.
     pub fn attach(&mut self, bdf: Bdf) -> Result<DeviceHandle, DmaError> {
-        let index = u16::try_from(self.devices.len()).map_err(|_| DmaError::NoSuchDevice(u16::MAX))?;
+        let index =
+            u16::try_from(self.devices.len()).map_err(|_| DmaError::NoSuchDevice(u16::MAX))?;
         let domain = DomainId::new(index + 1);
         if self.config.translation == Translation::Iommu {
             self.iommu.create_domain(domain)?;
@@ -196,7 +197,11 @@ impl<A: IovaAllocator, F: FlushPolicy> DmaApi<A, F> {
     /// is detached and the state consistent either way).
     pub fn detach(&mut self, dev: DeviceHandle) -> Result<(), DmaError> {
         let d = self.device(dev)?;
-        let leaked = self.debug.as_ref().map(|dbg| dbg.live_of(dev.0)).unwrap_or_default();
+        let leaked = self
+            .debug
+            .as_ref()
+            .map(|dbg| dbg.live_of(dev.0))
+            .unwrap_or_default();
         for (addr, len, _, kind) in &leaked {
             let pages = match kind {
                 MapKind::Single => PAGE_4K.pages_spanned(addr.page_offset(PAGE_4K), *len),
@@ -295,7 +300,13 @@ impl<A: IovaAllocator, F: FlushPolicy> DmaApi<A, F> {
     }
 
     /// Clears the PTEs of a range and hands its IOVA to the flush policy.
-    fn teardown(&mut self, cpu: CpuId, d: Device, pfn: Pfn<Iova>, pages: u64) -> Result<(), DmaError> {
+    fn teardown(
+        &mut self,
+        cpu: CpuId,
+        d: Device,
+        pfn: Pfn<Iova>,
+        pages: u64,
+    ) -> Result<(), DmaError> {
         self.iommu.unmap_range(d.domain, pfn, pages)?;
         let mut ctx = FlushCtx {
             iommu: &mut self.iommu,
@@ -465,10 +476,13 @@ impl<A: IovaAllocator, F: FlushPolicy> DmaApi<A, F> {
             Translation::Iommu => {
                 let base = self.alloc_iova(cpu, total_pages)?;
                 let mut next = base;
-                for i in 0..sg.len() {
-                    let e = sg[i];
+                for entry in sg.iter_mut() {
+                    let e = *entry;
                     let pages = PAGE_4K.pages_spanned(e.phys.page_offset(PAGE_4K), e.len);
-                    if let Err(err) = self.iommu.map_range(d.domain, next, e.phys.pfn(PAGE_4K), pages, dir.perm()) {
+                    if let Err(err) =
+                        self.iommu
+                            .map_range(d.domain, next, e.phys.pfn(PAGE_4K), pages, dir.perm())
+                    {
                         // Undo the segments already mapped; nothing was used yet, so no flush.
                         let done = next.pages_since(base).unwrap_or(0);
                         if done > 0 {
@@ -477,7 +491,7 @@ impl<A: IovaAllocator, F: FlushPolicy> DmaApi<A, F> {
                         self.iova.free(cpu, base, total_pages)?;
                         return Err(err.into());
                     }
-                    sg[i].dma = Iova::new(next.base(PAGE_4K).get() | e.phys.page_offset(PAGE_4K));
+                    entry.dma = Iova::new(next.base(PAGE_4K).get() | e.phys.page_offset(PAGE_4K));
                     next = next.add(pages);
                 }
                 self.iommu.flush_write_buffer();
@@ -486,12 +500,23 @@ impl<A: IovaAllocator, F: FlushPolicy> DmaApi<A, F> {
         }
         let len_total: u64 = sg.iter().map(|e| e.len).sum();
         if let Some(dbg) = self.debug.as_mut() {
-            dbg.record_map(dev.0, sg[0].dma, len_total, dir, MapKind::Sg { nents: sg.len() });
+            dbg.record_map(
+                dev.0,
+                sg[0].dma,
+                len_total,
+                dir,
+                MapKind::Sg { nents: sg.len() },
+            );
         }
         self.stats.exposed_bytes += total_pages * PAGE_4K.bytes() - len_total;
         if let Some(o) = self.oracle.as_mut() {
             for e in sg.iter() {
-                o.on_map(dev.0, e.dma, e.len, PAGE_4K.pages_spanned(e.dma.page_offset(PAGE_4K), e.len));
+                o.on_map(
+                    dev.0,
+                    e.dma,
+                    e.len,
+                    PAGE_4K.pages_spanned(e.dma.page_offset(PAGE_4K), e.len),
+                );
             }
         }
         Ok(sg.len())
@@ -523,14 +548,24 @@ impl<A: IovaAllocator, F: FlushPolicy> DmaApi<A, F> {
         };
         let len_total: u64 = sg.iter().map(|e| e.len).sum();
         if let Some(dbg) = self.debug.as_mut() {
-            dbg.check_unmap(dev.0, first.dma, len_total, dir, MapKind::Sg { nents: sg.len() })?;
+            dbg.check_unmap(
+                dev.0,
+                first.dma,
+                len_total,
+                dir,
+                MapKind::Sg { nents: sg.len() },
+            )?;
         }
         if self.config.translation == Translation::Iommu {
             self.teardown(cpu, d, first.dma.pfn(PAGE_4K), Self::sg_pages(sg))?;
         }
         if let Some(o) = self.oracle.as_mut() {
             for e in sg {
-                o.on_unmap(dev.0, e.dma, PAGE_4K.pages_spanned(e.dma.page_offset(PAGE_4K), e.len));
+                o.on_unmap(
+                    dev.0,
+                    e.dma,
+                    PAGE_4K.pages_spanned(e.dma.page_offset(PAGE_4K), e.len),
+                );
             }
         }
         Ok(())

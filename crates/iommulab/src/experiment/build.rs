@@ -26,7 +26,10 @@ pub fn iova_space_end(dma_bits: u8) -> Pfn<Iova> {
 /// Runs the pseudo-driver benchmark for one configuration.
 ///
 /// `progress(done, total)` is called as I/Os complete.
-pub fn run_bench(cfg: &BenchConfig, progress: &mut dyn FnMut(u64, u64)) -> Result<RunResult, Error> {
+pub fn run_bench(
+    cfg: &BenchConfig,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<RunResult, Error> {
     cfg.validate()?;
     let m = cfg.mechanisms();
     let iommu_cfg = cfg.hardware.resolve()?;
@@ -40,7 +43,12 @@ pub fn run_bench(cfg: &BenchConfig, progress: &mut dyn FnMut(u64, u64)) -> Resul
         AllocatorKind::Bitmap => go.with_flush(Bitmap::new(start, end)?, m.flush, cpus, ghz),
         AllocatorKind::Magazine => {
             let magazine = crate::iova::MagazineConfig { cpus, ..m.magazine };
-            go.with_flush(Magazine::new(RbTree::new(start, end)?, magazine)?, m.flush, cpus, ghz)
+            go.with_flush(
+                Magazine::new(RbTree::new(start, end)?, magazine)?,
+                m.flush,
+                cpus,
+                ghz,
+            )
         }
     }
 }
@@ -51,7 +59,13 @@ struct Go<'a> {
 }
 
 impl Go<'_> {
-    fn with_flush<A: IovaAllocator>(self, a: A, flush: FlushConfig, cpus: usize, ghz: f64) -> Result<RunResult, Error> {
+    fn with_flush<A: IovaAllocator>(
+        self,
+        a: A,
+        flush: FlushConfig,
+        cpus: usize,
+        ghz: f64,
+    ) -> Result<RunResult, Error> {
         match flush {
             FlushConfig::Strict => self.go(a, Strict::new()),
             FlushConfig::Deferred(c) => self.go(a, Deferred::new(c, ghz)),
@@ -73,8 +87,16 @@ impl Go<'_> {
         let mut api = DmaApi::new(dma, iommu, a, f);
         let (workload, stop_at) = match cfg.duration_s {
             Some(d) => (
-                crate::workload::PseudoScsiConfig { ios: u64::MAX, ..cfg.workload },
-                Some(api.iommu().config().cost.cycles_from_ns((d * 1e9) as u64)),
+                crate::workload::PseudoScsiConfig {
+                    ios: u64::MAX,
+                    ..cfg.workload
+                },
+                Some(
+                    api.iommu()
+                        .config()
+                        .cost
+                        .cycles_from_ns(crate::hw::cost::saturating_u64(d * 1e9)),
+                ),
             ),
             None => (cfg.workload, None),
         };
@@ -88,6 +110,14 @@ impl Go<'_> {
             cpus: cfg.workload.cpus,
             touch: cfg.workload.touch,
         };
-        Ok(runner::run(&mut api, &mut w, cfg.device, cfg.software_clock, labels, stop_at, self.progress)?)
+        Ok(runner::run(
+            &mut api,
+            &mut w,
+            cfg.device,
+            cfg.software_clock,
+            labels,
+            stop_at,
+            self.progress,
+        )?)
     }
 }

@@ -104,25 +104,38 @@ impl NamedConfig {
             .ok_or_else(|| ConfigError::Invalid {
                 key: "configuration".into(),
                 value: name.into(),
-                expected: format!(
-                    "one of {}",
-                    Self::ALL.map(NamedConfig::name).join(", ")
-                ),
+                expected: format!("one of {}", Self::ALL.map(NamedConfig::name).join(", ")),
             })
     }
 
     /// The mechanisms this configuration stands for.
     pub fn mechanisms(self) -> Mechanisms {
         let (translation, allocator, flush) = match self {
-            NamedConfig::Disabled => (Translation::Passthrough, AllocatorKind::Rbtree, FlushConfig::Strict),
+            NamedConfig::Disabled => (
+                Translation::Passthrough,
+                AllocatorKind::Rbtree,
+                FlushConfig::Strict,
+            ),
             NamedConfig::Default => (
                 Translation::Iommu,
                 AllocatorKind::Rbtree,
                 FlushConfig::Deferred(DeferredConfig::default()),
             ),
-            NamedConfig::Strict => (Translation::Iommu, AllocatorKind::Rbtree, FlushConfig::Strict),
-            NamedConfig::Bitmap => (Translation::Iommu, AllocatorKind::Bitmap, FlushConfig::PerLap),
-            NamedConfig::StrictBitmap => (Translation::Iommu, AllocatorKind::Bitmap, FlushConfig::Strict),
+            NamedConfig::Strict => (
+                Translation::Iommu,
+                AllocatorKind::Rbtree,
+                FlushConfig::Strict,
+            ),
+            NamedConfig::Bitmap => (
+                Translation::Iommu,
+                AllocatorKind::Bitmap,
+                FlushConfig::PerLap,
+            ),
+            NamedConfig::StrictBitmap => (
+                Translation::Iommu,
+                AllocatorKind::Bitmap,
+                FlushConfig::Strict,
+            ),
             NamedConfig::Modern => (
                 Translation::Iommu,
                 AllocatorKind::Magazine,
@@ -224,7 +237,8 @@ impl HardwareConfig {
         if self.cost_overrides.is_empty() {
             return Ok(base);
         }
-        let mut table = toml::Table::try_from(base).map_err(|e| ConfigError::Parse(e.to_string()))?;
+        let mut table =
+            toml::Table::try_from(base).map_err(|e| ConfigError::Parse(e.to_string()))?;
         for (k, v) in &self.cost_overrides {
             if !table.contains_key(k) {
                 return Err(ConfigError::Invalid {
@@ -238,11 +252,13 @@ impl HardwareConfig {
             }
             table.insert(k.clone(), v.clone());
         }
-        table.try_into().map_err(|e: toml::de::Error| ConfigError::Invalid {
-            key: "hardware.cost_overrides".into(),
-            value: format!("{:?}", self.cost_overrides),
-            expected: format!("non-negative integers (ghz: a number): {}", e.message()),
-        })
+        table
+            .try_into()
+            .map_err(|e: toml::de::Error| ConfigError::Invalid {
+                key: "hardware.cost_overrides".into(),
+                value: format!("{:?}", self.cost_overrides),
+                expected: format!("non-negative integers (ghz: a number): {}", e.message()),
+            })
     }
 
     /// The IOMMU configuration this hardware stands for.
@@ -333,7 +349,8 @@ impl BenchConfig {
 
     /// The mechanisms in force.
     pub fn mechanisms(&self) -> Mechanisms {
-        self.mechanisms.unwrap_or_else(|| self.configuration.mechanisms())
+        self.mechanisms
+            .unwrap_or_else(|| self.configuration.mechanisms())
     }
 
     /// A label for tables: the named configuration, or `custom`.
@@ -393,13 +410,16 @@ mod tests {
             flush: FlushConfig::PerLap,
             ..NamedConfig::Strict.mechanisms()
         };
-        assert!(matches!(m.validate(), Err(ConfigError::Invalid { key, .. }) if key == "flush.kind"));
+        assert!(
+            matches!(m.validate(), Err(ConfigError::Invalid { key, .. }) if key == "flush.kind")
+        );
     }
 
     #[test]
     fn cost_override_of_unknown_field_names_it() {
         let mut hw = HardwareConfig::default();
-        hw.cost_overrides.insert("inv_pgae".into(), toml::Value::Integer(1));
+        hw.cost_overrides
+            .insert("inv_pgae".into(), toml::Value::Integer(1));
         let msg = hw.cost_model().unwrap_err().to_string();
         assert!(msg.contains("hardware.cost_overrides.inv_pgae"), "{msg}");
         assert!(msg.contains("inv_page"), "{msg}");
@@ -408,7 +428,8 @@ mod tests {
     #[test]
     fn cost_override_changes_one_field() {
         let mut hw = HardwareConfig::default();
-        hw.cost_overrides.insert("inv_page".into(), toml::Value::Integer(2500));
+        hw.cost_overrides
+            .insert("inv_page".into(), toml::Value::Integer(2500));
         let m = hw.cost_model().unwrap();
         assert_eq!(m.inv_page, 2500);
         assert_eq!(m.pte_set, CostModel::VTD_2008.pte_set);

@@ -7,5 +7,7 @@ pub mod result;
 pub mod runner;
 
 pub use build::run_bench;
-pub use config::{BenchConfig, ConfigError, HardwareConfig, Mechanisms, NamedConfig, SoftwareClock};
+pub use config::{
+    BenchConfig, ConfigError, HardwareConfig, Mechanisms, NamedConfig, SoftwareClock,
+};
 pub use result::{ComponentStats, RunResult};

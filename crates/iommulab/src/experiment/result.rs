@@ -114,7 +114,10 @@ peak_metadata_bytes,stale_accesses,subpage_accesses,exposed_bytes,faults,wall_se
 
     /// One CSV row (no quoting needed: no field holds a comma).
     pub fn csv_row(&self) -> String {
-        let rel = self.relative_to_disabled.map(|r| format!("{r:.6}")).unwrap_or_default();
+        let rel = self
+            .relative_to_disabled
+            .map(|r| format!("{r:.6}"))
+            .unwrap_or_default();
         format!(
             "{},{},{},{},{},{},{},{},{},{},{},{},{:.3},{:.3},{:.3},{:.3},{:.3},{:.3},{:.1},{:.1},{},{},{},{},{},{},{},{},{},{:.6},{:.6}",
             self.config,
@@ -153,7 +156,10 @@ peak_metadata_bytes,stale_accesses,subpage_accesses,exposed_bytes,faults,wall_se
 
     /// Fills `relative_to_disabled` in every result from the `disabled` one, if present.
     pub fn fill_relative(results: &mut [RunResult]) {
-        let base = results.iter().find(|r| r.config == "disabled").map(|r| r.iops);
+        let base = results
+            .iter()
+            .find(|r| r.config == "disabled")
+            .map(|r| r.iops);
         if let Some(base) = base.filter(|b| *b > 0.0) {
             for r in results {
                 r.relative_to_disabled = Some(r.iops / base);

@@ -20,7 +20,12 @@ use super::result::{ComponentStats, RunResult};
 /// The modeled kernel-software cycles implied by the counters so far: every lock hand-off,
 /// slab allocation, tree visit, bitmap word, magazine operation, queue append and timer arm
 /// a kernel would make, at the preset's price, plus a fixed cost per DMA-API call.
-pub fn modeled_software(cost: &CostModel, dma_calls: u64, iova: &IovaStats, flush: &FlushStats) -> Cycles {
+pub fn modeled_software(
+    cost: &CostModel,
+    dma_calls: u64,
+    iova: &IovaStats,
+    flush: &FlushStats,
+) -> Cycles {
     let c = dma_calls * cost.dma_api_call
         + (iova.lock_acquisitions + flush.lock_acquisitions) * cost.lock_handoff
         + iova.slab_allocs * cost.slab_alloc
@@ -134,7 +139,7 @@ where
                 }
                 let now = modeled_now(api, &cost, ios, iommu_on);
                 api.tick(now)?;
-                if ios % PROGRESS_EVERY == 0 {
+                if ios.is_multiple_of(PROGRESS_EVERY) {
                     progress(ios, total);
                 }
                 if stop_at.is_some_and(|stop| now >= stop) {
@@ -152,7 +157,17 @@ where
     let wall = start.elapsed().as_secs_f64();
     progress(ios, total);
 
-    Ok(summarise(api, &cost, ios, wall, access, device, software_clock, labels, iommu_on))
+    Ok(summarise(
+        api,
+        &cost,
+        ios,
+        wall,
+        access,
+        device,
+        software_clock,
+        labels,
+        iommu_on,
+    ))
 }
 
 /// A malicious device retries the unmapped page and `neighbours` pages on each side.
@@ -192,7 +207,12 @@ fn modeled_now<A: IovaAllocator, F: FlushPolicy>(
         return io;
     }
     io + api.iommu().cpu_cycles()
-        + modeled_software(cost, dma_calls(api), api.allocator().stats(), api.flush_policy().stats())
+        + modeled_software(
+            cost,
+            dma_calls(api),
+            api.allocator().stats(),
+            api.flush_policy().stats(),
+        )
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -235,7 +255,10 @@ fn summarise<A: IovaAllocator, F: FlushPolicy>(
         SoftwareClock::Measured => iops_of(measured_ns),
     };
     let (allocator, flush_name) = if iommu_on {
-        (api.allocator().name().to_string(), api.flush_policy().name().to_string())
+        (
+            api.allocator().name().to_string(),
+            api.flush_policy().name().to_string(),
+        )
     } else {
         ("none".to_string(), "none".to_string())
     };

@@ -121,7 +121,11 @@ impl FlushQueue {
     }
 
     /// `fq_ring_free_locked`: frees the entries of ring `i` that a finished flush covered.
-    fn reap<A: IovaAllocator>(&mut self, i: usize, ctx: &mut FlushCtx<'_, A>) -> Result<(), IovaError> {
+    fn reap<A: IovaAllocator>(
+        &mut self,
+        i: usize,
+        ctx: &mut FlushCtx<'_, A>,
+    ) -> Result<(), IovaError> {
         let finish = self.flush_finish_cnt;
         let ring = &mut self.rings[i];
         let mask = ring.mask();

@@ -162,5 +162,9 @@ pub(crate) fn ms_to_cycles(ms: u64, ghz: f64) -> Cycles {
     let c = ms as f64 * 1e6 * ghz;
     // `as` saturates; the guard keeps NaN and negatives at 0.
     #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
-    Cycles::new(if c.is_finite() && c > 0.0 { c as u64 } else { 0 })
+    Cycles::new(if c.is_finite() && c > 0.0 {
+        c as u64
+    } else {
+        0
+    })
 }

@@ -256,12 +256,20 @@ impl CostModel {
     /// Converts nanoseconds of simulated time to cycles on this machine (rounded down).
     pub fn cycles_from_ns(&self, ns: u64) -> Cycles {
         // ns · GHz = cycles; f64 is exact for the ranges used (≤ hours of simulated time).
-        let c = ns as f64 * self.ghz;
-        Cycles::new(if c.is_finite() && c > 0.0 {
-            c as u64
-        } else {
-            0
-        })
+        Cycles::new(saturating_u64(ns as f64 * self.ghz))
+    }
+}
+
+/// Rounds a non-negative float down to `u64`: NaN and negatives give 0, and values beyond
+/// `u64::MAX` saturate (what `as` does; the lint is silenced only here).
+#[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+pub fn saturating_u64(x: f64) -> u64 {
+    if x.is_finite() && x > 0.0 {
+        x as u64
+    } else if x > 0.0 {
+        u64::MAX
+    } else {
+        0
     }
 }
 

@@ -725,11 +725,7 @@ mod tests {
             ]
         );
         assert_eq!(
-            MagazineConfig {
-                cpus: 0,
-                ..c.clone()
-            }
-            .validate(),
+            MagazineConfig { cpus: 0, ..c }.validate(),
             Err(MagazineConfigError::Cpus(0))
         );
     }

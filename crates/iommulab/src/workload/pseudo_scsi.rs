@@ -116,7 +116,7 @@ impl PseudoScsi {
 
     fn dir_of(io: u64) -> DmaDirection {
         // Alternate reads and writes, as a disk benchmark's mix would.
-        if io % 2 == 0 {
+        if io.is_multiple_of(2) {
             DmaDirection::FromDevice
         } else {
             DmaDirection::ToDevice
@@ -134,7 +134,11 @@ impl Workload for PseudoScsi {
                     if self.issued < self.cfg.ios && in_flight < u64::from(self.cfg.outstanding) {
                         let io = self.issued;
                         self.issued += 1;
-                        self.step = if self.cfg.touch { Step::Touch } else { Step::Map };
+                        self.step = if self.cfg.touch {
+                            Step::Touch
+                        } else {
+                            Step::Map
+                        };
                         let phys = self.buffer();
                         return Some(DmaOp::Map {
                             slot: self.slot_of(io),
