@@ -56,7 +56,7 @@ use crate::hw::invalidate::{InvRequest, InvalidationInterface};
 use crate::hw::iotlb::{Iotlb, IotlbConfig, IotlbConfigError, IotlbEntry, IotlbStats};
 
 use context_cache::{CachedContext, ContextCache};
-use entry::{ContextEntry, MAX_HPA_PFN, RootEntry};
+use entry::{ContextEntry, MAX_HPA_PFN, RootEntry, SlPte};
 use fault::FaultLog;
 use memory::TableMemory;
 use table::{RangeConflict, SlTable};
@@ -251,6 +251,11 @@ pub struct Iommu {
     stats: IommuStats,
     cpu: Cycles,
     device: Cycles,
+    /// The level-1 table the last `map_range`/`unmap_range` reached, keyed by the domain's
+    /// root frame and the 2 MiB region: a simulator speed-up (no hardware has it), exact
+    /// because tables are never freed; a super-page `map`, which may orphan a level-1
+    /// table, clears it.
+    leaf_hint: Option<(Pfn<Hpa>, u64, Pfn<Hpa>)>,
 }
 
 impl Iommu {
@@ -267,6 +272,7 @@ impl Iommu {
             mem,
             root_table,
             domains: Vec::new(),
+            leaf_hint: None,
             iotlb,
             context_cache: ContextCache::new(cfg.context_cache_entries),
             faults: FaultLog::new(cfg.fault_log_capacity),
@@ -414,6 +420,10 @@ impl Iommu {
         }
         self.check_width(&t, iova.get(), n)?;
         Self::check_hpa(hpa.get(), n)?;
+        if size != PAGE_4K {
+            // A super-page may replace (orphan) an empty level-1 table the hint points at.
+            self.leaf_hint = None;
+        }
         t.map(&mut self.mem, iova.get(), hpa, size, perm)
             .map_err(|p| MapError::AlreadyMapped { iova: bytes(p) })?;
         self.stats.pte_sets += 1;
@@ -438,6 +448,11 @@ impl Iommu {
         }
         self.check_width(&t, iova.get(), pages)?;
         Self::check_hpa(hpa.get(), pages)?;
+        if self.map_in_one_table(&t, iova.get(), hpa, pages, perm)? {
+            self.stats.pte_sets += pages;
+            self.cpu.add(self.cfg.cost.pte_set.saturating_mul(pages));
+            return Ok(());
+        }
         if let Some(p) = t.first_mapped(&self.mem, iova.get(), iova.get() + pages) {
             return Err(MapError::AlreadyMapped { iova: bytes(p) });
         }
@@ -445,6 +460,88 @@ impl Iommu {
         self.stats.pte_sets += pages;
         self.cpu.add(self.cfg.cost.pte_set.saturating_mul(pages));
         Ok(())
+    }
+
+    /// The level-1 table holding page `p` of `t`, from the hint or a walk (allocating
+    /// missing tables when `alloc`); `None` if a super-page or a hole is in the way.
+    #[inline]
+    fn leaf_table_of(&mut self, t: &SlTable, p: u64, alloc: bool) -> Option<Pfn<Hpa>> {
+        let key = (t.root(), p >> table::BITS_PER_LEVEL);
+        if let Some((root, region, table)) = self.leaf_hint
+            && (root, region) == key
+        {
+            return Some(table);
+        }
+        let table = if alloc {
+            t.leaf_table_alloc(&mut self.mem, p)?
+        } else {
+            t.leaf_table(&self.mem, p)?
+        };
+        self.leaf_hint = Some((key.0, key.1, table));
+        Some(table)
+    }
+
+    /// `map_range` when the range lies in one level-1 table: one walk (or none, with the
+    /// hint) instead of a check walk and a write walk. `Ok(false)`: take the general path.
+    #[inline]
+    fn map_in_one_table(
+        &mut self,
+        t: &SlTable,
+        p: u64,
+        hpa: Pfn<Hpa>,
+        pages: u64,
+        perm: Perm,
+    ) -> Result<bool, MapError> {
+        let i0 = table::index(p, 1);
+        let Some(n) = usize::try_from(pages)
+            .ok()
+            .filter(|n| i0 + n <= table::ENTRIES_PER_TABLE)
+        else {
+            return Ok(false);
+        };
+        let Some(tb) = self.leaf_table_of(t, p, true) else {
+            return Ok(false);
+        };
+        if let Some(k) = self.mem.table(tb)[i0..i0 + n]
+            .iter()
+            .position(|&e| SlPte::from_raw(e).present())
+        {
+            return Err(MapError::AlreadyMapped {
+                iova: bytes(p + k as u64),
+            });
+        }
+        let mut frame = hpa;
+        for i in i0..i0 + n {
+            self.mem.write(tb, i, SlPte::leaf(frame, perm, false).raw());
+            frame = frame.add(1);
+        }
+        Ok(true)
+    }
+
+    /// `unmap_range` when the range lies in one level-1 table and is fully mapped there;
+    /// `false`: take the general path (which also reports the error).
+    #[inline]
+    fn unmap_in_one_table(&mut self, t: &SlTable, p: u64, pages: u64) -> bool {
+        let i0 = table::index(p, 1);
+        let Some(n) = usize::try_from(pages)
+            .ok()
+            .filter(|n| i0 + n <= table::ENTRIES_PER_TABLE)
+        else {
+            return false;
+        };
+        let Some(tb) = self.leaf_table_of(t, p, false) else {
+            return false;
+        };
+        if !self.mem.table(tb)[i0..i0 + n]
+            .iter()
+            .all(|&e| SlPte::from_raw(e).present())
+        {
+            return false;
+        }
+        for i in i0..i0 + n {
+            self.mem.write(tb, i, 0);
+        }
+        true
     }
 
     /// Clears the leaf that maps `iova`, which must be the leaf's first page, and returns the
@@ -499,6 +596,11 @@ impl Iommu {
             return Err(MapError::NotMapped {
                 iova: bytes(p.max(t.page_limit())),
             });
+        }
+        if self.unmap_in_one_table(&t, p, pages) {
+            self.stats.pte_clears += pages;
+            self.cpu.add(self.cfg.cost.pte_clear.saturating_mul(pages));
+            return Ok(());
         }
         t.check_4k_range(&self.mem, p, pages).map_err(|c| match c {
             RangeConflict::NotMapped(q) => MapError::NotMapped { iova: bytes(q) },

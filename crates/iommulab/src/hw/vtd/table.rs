@@ -20,7 +20,8 @@
 use crate::addr::{Hpa, PageSize, Perm, Pfn};
 
 use super::entry::SlPte;
-use super::memory::{ENTRIES_PER_TABLE, TableMemory};
+pub(crate) use super::memory::ENTRIES_PER_TABLE;
+use super::memory::TableMemory;
 
 /// Index bits per level (S0.1).
 pub const BITS_PER_LEVEL: u32 = 9;
@@ -50,7 +51,7 @@ const fn span(level: u8) -> u64 {
 
 /// The entry index of page `pfn` in a table at `level`.
 #[inline]
-fn index(pfn: u64, level: u8) -> usize {
+pub(crate) fn index(pfn: u64, level: u8) -> usize {
     // Masked to 9 bits, so the cast cannot truncate (clippy sees the mask).
     ((pfn >> (BITS_PER_LEVEL * (u32::from(level) - 1))) & 511) as usize
 }
@@ -214,6 +215,29 @@ impl SlTable {
         }
         mem.write(table, i, SlPte::leaf(hpa, perm, target > 1).raw());
         Ok(())
+    }
+
+    /// The level-1 table that holds page `pfn`, allocating missing tables on the way, or
+    /// `None` if a super-page covers `pfn` (then nothing was allocated).
+    #[inline]
+    pub fn leaf_table_alloc(&self, mem: &mut TableMemory, pfn: u64) -> Option<Pfn<Hpa>> {
+        self.descend_alloc(mem, pfn, 1).ok()
+    }
+
+    /// The level-1 table that holds page `pfn`, if the walk reaches one (no allocation).
+    #[inline]
+    pub fn leaf_table(&self, mem: &TableMemory, pfn: u64) -> Option<Pfn<Hpa>> {
+        let mut table = self.root;
+        let mut level = self.levels;
+        while level > 1 {
+            let pte = SlPte::from_raw(mem.read(table, index(pfn, level)));
+            if !pte.present() || is_leaf(pte, level) {
+                return None;
+            }
+            table = pte.addr();
+            level -= 1;
+        }
+        Some(table)
     }
 
     /// Descends to the table at `target` level that holds page `pfn`, allocating missing
