@@ -82,6 +82,8 @@ pub struct FlushQueue {
     timeout: Cycles,
     /// Domains with entries queued since the last flush; reserved up front.
     dirty: Vec<DomainId>,
+    /// Entries in all rings (kept so the per-unmap path need not sum the rings).
+    queued: usize,
     stats: FlushStats,
 }
 
@@ -100,6 +102,7 @@ impl FlushQueue {
             timer: None,
             timeout: ms_to_cycles(config.timeout_ms, ghz),
             dirty: Vec::with_capacity(16),
+            queued: 0,
             stats: FlushStats::default(),
         }
     }
@@ -144,13 +147,14 @@ impl FlushQueue {
                 }
             }
             ring.head = (ring.head + 1) & mask;
+            self.queued -= 1;
         }
         result
     }
 
     fn flush_all<A: IovaAllocator>(&mut self, ctx: &mut FlushCtx<'_, A>) -> Result<(), IovaError> {
         self.timer = None;
-        if self.rings.iter().all(|r| r.len() == 0) {
+        if self.queued == 0 {
             return Ok(());
         }
         self.flush_iotlb(ctx);
@@ -166,7 +170,8 @@ impl FlushQueue {
     }
 
     fn total_pending(&self) -> usize {
-        self.rings.iter().map(Ring::len).sum()
+        debug_assert_eq!(self.queued, self.rings.iter().map(Ring::len).sum::<usize>());
+        self.queued
     }
 }
 
@@ -198,6 +203,7 @@ impl FlushPolicy for FlushQueue {
             counter,
         };
         ring.tail = (tail + 1) & ring.mask();
+        self.queued += 1;
         self.stats.queue_appends += 1;
         if !self.dirty.contains(&range.domain) {
             self.dirty.push(range.domain);
