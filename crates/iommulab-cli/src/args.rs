@@ -130,52 +130,53 @@ pub struct BenchArgs {
     #[arg(long = "config", value_delimiter = ',')]
     pub configs: Vec<ConfigArg>,
     /// A TOML file with a full bench configuration (see docs/configuration.md); flags given
-    /// on the command line override it.
+    /// on the command line override it, flags not given keep the file's values.
     #[arg(long, value_name = "FILE")]
     pub config_file: Option<PathBuf>,
-    /// I/Os to run (each is one map + one unmap).
-    #[arg(long, default_value_t = 200_000, conflicts_with = "duration")]
-    pub ops: u64,
+    /// I/Os to run (each is one map + one unmap) [default: 200000].
+    #[arg(long, conflicts_with = "duration")]
+    pub ops: Option<u64>,
     /// Run for this many seconds of modeled time instead of a number of I/Os.
     #[arg(long, value_name = "SECONDS")]
     pub duration: Option<f64>,
-    /// Bytes per I/O.
-    #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u64).range(1..))]
-    pub io_size: u64,
-    /// I/Os in flight.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
-    pub outstanding: u32,
-    /// Simulated CPUs issuing I/Os round-robin (per-CPU magazines and flush queues).
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=1024))]
-    pub threads: u16,
+    /// Bytes per I/O [default: 1024].
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub io_size: Option<u64>,
+    /// I/Os in flight [default: 1].
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    pub outstanding: Option<u32>,
+    /// Simulated CPUs issuing I/Os round-robin (per-CPU magazines and flush queues)
+    /// [default: 1].
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=1024))]
+    pub threads: Option<u16>,
     /// Let the device access each buffer once while it is mapped.
     #[arg(long)]
     pub touch: bool,
     /// A malicious device: retries every just-unmapped address and its neighbours.
     #[arg(long)]
     pub malicious: bool,
-    /// Pages on each side of an unmapped page a malicious device probes.
-    #[arg(long, default_value_t = 1)]
-    pub neighbours: u64,
-    /// Cost preset of the modeled machine.
-    #[arg(long, value_enum, default_value = "vtd-2008")]
-    pub cost: CostArg,
+    /// Pages on each side of an unmapped page a malicious device probes [default: 1].
+    #[arg(long)]
+    pub neighbours: Option<u64>,
+    /// Cost preset of the modeled machine [default: vtd-2008].
+    #[arg(long, value_enum)]
+    pub cost: Option<CostArg>,
     /// Page-table levels (3, 4, 5) [default: the preset's].
     #[arg(long, value_parser = clap::value_parser!(u8).range(3..=5))]
     pub levels: Option<u8>,
     /// Invalidation interface [default: the preset's].
     #[arg(long, value_enum)]
     pub invalidation: Option<InvalidationArg>,
-    /// Which clock the software part of `iops` uses.
-    #[arg(long, value_enum, default_value = "modeled")]
-    pub software_clock: ClockArg,
+    /// Which clock the software part of `iops` uses [default: modeled].
+    #[arg(long, value_enum)]
+    pub software_clock: Option<ClockArg>,
     /// Run the dma-debug checker on every call.
     #[arg(long)]
     pub dma_debug: bool,
-    /// Workload seed.
-    #[arg(long, default_value_t = 1)]
-    pub seed: u64,
-    /// Runs per configuration (seeds seed, seed+1, ...); the table shows means.
+    /// Workload seed [default: 1].
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Runs per configuration (seeds seed, seed+1, ...); one row per run.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100))]
     pub repeats: u32,
     /// Print JSON (an object, or an array when several configurations run) instead of a table.

@@ -8,7 +8,13 @@ use crate::args::BenchArgs;
 use crate::output::{csv, table, write_atomic};
 use crate::progress::Progress;
 
-/// Builds the base configuration from the TOML file (if any) and the flags.
+/// Pages on each side of an unmapped page a malicious device probes, unless `--neighbours`
+/// or the config file says otherwise.
+pub const DEFAULT_NEIGHBOURS: u64 = 1;
+
+/// Builds the base configuration from the TOML file (if any) and the flags. Only flags the
+/// user actually passed override the file; the rest keep the file's values (or, without a
+/// file, the defaults documented in `--help`).
 pub fn base_config(args: &BenchArgs) -> Result<BenchConfig> {
     let mut cfg = match &args.config_file {
         Some(path) => {
@@ -18,28 +24,61 @@ pub fn base_config(args: &BenchArgs) -> Result<BenchConfig> {
         }
         None => BenchConfig::default(),
     };
-    cfg.workload.ios = args.ops;
-    cfg.duration_s = args.duration;
-    cfg.workload.io_size = args.io_size;
-    cfg.workload.outstanding = args.outstanding;
-    cfg.workload.cpus = args.threads;
-    cfg.workload.touch = args.touch;
-    cfg.workload.seed = args.seed;
-    if args.malicious {
-        cfg.device = DeviceMode::Malicious {
-            neighbours: args.neighbours,
-        };
+    if let Some(ops) = args.ops {
+        // An explicit I/O count wins over a `duration_s` from the file.
+        cfg.workload.ios = ops;
+        cfg.duration_s = None;
     }
-    cfg.hardware.cost = args.cost.into();
+    if let Some(d) = args.duration {
+        cfg.duration_s = Some(d);
+    }
+    if let Some(v) = args.io_size {
+        cfg.workload.io_size = v;
+    }
+    if let Some(v) = args.outstanding {
+        cfg.workload.outstanding = v;
+    }
+    if let Some(v) = args.threads {
+        cfg.workload.cpus = v;
+    }
+    cfg.workload.touch |= args.touch;
+    if let Some(v) = args.seed {
+        cfg.workload.seed = v;
+    }
+    if args.malicious {
+        let file_neighbours = match cfg.device {
+            DeviceMode::Malicious { neighbours } => neighbours,
+            DeviceMode::Benign => DEFAULT_NEIGHBOURS,
+        };
+        cfg.device = DeviceMode::Malicious {
+            neighbours: args.neighbours.unwrap_or(file_neighbours),
+        };
+    } else if let (Some(n), DeviceMode::Malicious { .. }) = (args.neighbours, cfg.device) {
+        cfg.device = DeviceMode::Malicious { neighbours: n };
+    }
+    if let Some(c) = args.cost {
+        cfg.hardware.cost = c.into();
+    }
     if let Some(l) = args.levels {
         cfg.hardware.levels = Some(l);
     }
     if let Some(i) = args.invalidation {
         cfg.hardware.invalidation = Some(i.into());
     }
-    cfg.software_clock = args.software_clock.into();
+    if let Some(c) = args.software_clock {
+        cfg.software_clock = c.into();
+    }
     cfg.dma_debug |= args.dma_debug;
-    cfg.validate()?;
+    if !args.configs.is_empty() {
+        // Named configurations on the command line win over explicit mechanisms in the file.
+        cfg.mechanisms = None;
+    }
+    match &args.config_file {
+        Some(path) => cfg
+            .validate()
+            .with_context(|| format!("in {} (with the flags given)", path.display()))?,
+        None => cfg.validate()?,
+    }
     Ok(cfg)
 }
 

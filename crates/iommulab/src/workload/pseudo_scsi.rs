@@ -39,7 +39,7 @@ pub struct PseudoScsiConfig {
 impl Default for PseudoScsiConfig {
     fn default() -> Self {
         Self {
-            ios: 100_000,
+            ios: 200_000,
             io_size: 1024,
             outstanding: 1,
             cpus: 1,
