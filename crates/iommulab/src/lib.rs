@@ -19,6 +19,7 @@
 //! | [`flush`] | strict, deferred, per-lap and flush-queue IOTLB flush policies |
 //! | [`dma`] | the DMA API (`map_single`, `map_sg`, ...) and the dma-debug checker |
 //! | [`device`] | devices that issue DMA and the stale-access oracle |
+//! | [`trace`] | DMA traces: event model, native format, CSV, Linux ftrace import, stats |
 //! | [`workload`] | built-in generators of DMA operations |
 //! | [`experiment`] | configs, the one place enums become types, the runner, results |
 //!
@@ -34,6 +35,7 @@ pub mod experiment;
 pub mod flush;
 pub mod hw;
 pub mod iova;
+pub mod trace;
 pub mod workload;
 
 pub use error::{Error, Result};
