@@ -4,9 +4,10 @@ use crate::dma::DmaError;
 use crate::experiment::ConfigError;
 use crate::hw::vtd::MapError;
 use crate::iova::{IovaError, MagazineConfigError, SpaceError};
+use crate::trace::TraceError;
 
 /// Any error of the library.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// A configuration problem.
     #[error(transparent)]
@@ -23,6 +24,9 @@ pub enum Error {
     /// An IOVA space an allocator cannot manage.
     #[error(transparent)]
     Space(#[from] SpaceError),
+    /// A trace that cannot be read or written.
+    #[error(transparent)]
+    Trace(#[from] TraceError),
     /// An I/O page-table error.
     #[error(transparent)]
     Map(#[from] MapError),

@@ -110,7 +110,7 @@ impl Go<'_> {
             cpus: cfg.workload.cpus,
             touch: cfg.workload.touch,
         };
-        Ok(runner::run(
+        runner::run(
             &mut api,
             &mut w,
             cfg.device,
@@ -118,6 +118,6 @@ impl Go<'_> {
             labels,
             stop_at,
             self.progress,
-        )?)
+        )
     }
 }

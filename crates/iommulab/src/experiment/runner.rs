@@ -8,7 +8,8 @@ use std::time::Instant;
 
 use crate::addr::{Access, Bdf, CpuId, DmaDirection, Iova, PAGE_4K};
 use crate::device::{AccessOutcome, DeviceMode};
-use crate::dma::{DeviceHandle, DmaApi, DmaError, Translation};
+use crate::dma::{DeviceHandle, DmaApi, DmaError, SgEntry, Translation};
+use crate::error::Error;
 use crate::flush::{FlushPolicy, FlushStats};
 use crate::hw::cost::{CostModel, Cycles};
 use crate::iova::{IovaAllocator, IovaStats};
@@ -61,11 +62,19 @@ pub struct RunLabels {
     pub touch: bool,
 }
 
-#[derive(Clone, Copy, Debug)]
+/// What the runner remembers of a mapped slot.
+#[derive(Clone, Debug, Default)]
 struct Slot {
+    live: bool,
+    device: u16,
+    /// The single mapping's DMA address and length (unused for scatter-gather).
     addr: Iova,
     len: u64,
-    dir: DmaDirection,
+    dir: Option<DmaDirection>,
+    /// The scatter-gather list, if the slot was mapped with `map_sg`; its capacity is kept
+    /// when the slot is reused, so steady state does not allocate.
+    sg: Vec<SgEntry>,
+    is_sg: bool,
 }
 
 const fn access_for(dir: DmaDirection) -> Access {
@@ -75,10 +84,19 @@ const fn access_for(dir: DmaDirection) -> Access {
     }
 }
 
-/// Runs `workload` on one device through `api` and returns the result.
+fn slot_mut(slots: &mut Vec<Slot>, slot: u32) -> &mut Slot {
+    let i = slot as usize;
+    if i >= slots.len() {
+        slots.resize_with(i + 1, Slot::default);
+    }
+    &mut slots[i]
+}
+
+/// Runs `workload` through `api` and returns the result.
 ///
 /// `progress(done, total)` is called every [`PROGRESS_EVERY`] I/Os. With `stop_at`, the run
 /// ends at the first I/O completed at or after that modeled time.
+#[allow(clippy::too_many_arguments)]
 pub fn run<A, F, W>(
     api: &mut DmaApi<A, F>,
     workload: &mut W,
@@ -87,57 +105,114 @@ pub fn run<A, F, W>(
     labels: RunLabels,
     stop_at: Option<Cycles>,
     progress: &mut dyn FnMut(u64, u64),
-) -> Result<RunResult, DmaError>
+) -> Result<RunResult, Error>
 where
     A: IovaAllocator,
     F: FlushPolicy,
     W: Workload,
 {
     let cost = api.iommu().config().cost;
-    let bdf = Bdf::new(0, 1, 0).unwrap_or_default();
-    let dev = api.attach(bdf)?;
-    let mut slots: Vec<Option<Slot>> = vec![None; workload.slots()];
+    let mut devs: Vec<DeviceHandle> = Vec::with_capacity(workload.devices().max(1));
+    for i in 0..workload.devices().max(1) {
+        // Device i sits at 00:(i+1).0, then further buses when a bus is full.
+        let n = u16::try_from(i).unwrap_or(u16::MAX);
+        let bus = u8::try_from(n / 31).unwrap_or(u8::MAX);
+        let dev = u8::try_from(n % 31 + 1).unwrap_or(1);
+        let bdf = Bdf::new(bus, dev, 0).unwrap_or_default();
+        devs.push(api.attach(bdf)?);
+    }
+    let mut slots: Vec<Slot> = Vec::new();
+    slots.resize_with(workload.slots(), Slot::default);
     let total = workload.total_ios().unwrap_or(0);
     let iommu_on = api.config().translation == Translation::Iommu;
     let mut ios: u64 = 0;
     let mut access = AccessOutcome::default();
+    // The workload's own clock (trace timestamps), in cycles; timers fire by the later of it
+    // and the modeled clock.
+    let mut workload_now = Cycles::ZERO;
 
     let start = Instant::now();
-    while let Some(op) = workload.next_op() {
+    while let Some(op) = workload.next_op()? {
         match op {
             DmaOp::Map {
                 slot,
                 cpu,
+                device: d,
                 phys,
                 len,
                 dir,
             } => {
+                let dev = devs[usize::from(d) % devs.len()];
                 let addr = api.map_single(dev, cpu, phys, len, dir)?;
                 if let DeviceMode::Malicious { .. } = device {
                     // Read what the sub-page mapping exposes: the last byte of the page.
                     let last = Iova::new(addr.align_down(PAGE_4K).get() | PAGE_4K.mask());
                     access.merge(&api.device_access(dev, last, 1, access_for(dir))?);
                 }
-                if let Some(s) = slots.get_mut(slot as usize) {
-                    *s = Some(Slot { addr, len, dir });
-                }
+                let s = slot_mut(&mut slots, slot);
+                s.live = true;
+                s.device = d;
+                s.addr = addr;
+                s.len = len;
+                s.dir = Some(dir);
+                s.is_sg = false;
+            }
+            DmaOp::MapSg {
+                slot,
+                cpu,
+                device: d,
+                dir,
+            } => {
+                let dev = devs[usize::from(d) % devs.len()];
+                let s = slot_mut(&mut slots, slot);
+                s.sg.clear();
+                s.sg.extend(workload.sg_segments().iter().map(|g| SgEntry {
+                    phys: g.phys,
+                    len: g.len,
+                    dma: Iova::default(),
+                }));
+                api.map_sg(dev, cpu, &mut s.sg, dir)?;
+                s.live = true;
+                s.device = d;
+                s.dir = Some(dir);
+                s.is_sg = true;
             }
             DmaOp::Access { slot, access: a } => {
-                if let Some(Some(s)) = slots.get(slot as usize) {
-                    let s = *s;
+                let Some(s) = slots.get(slot as usize).filter(|s| s.live) else {
+                    continue;
+                };
+                let dev = devs[usize::from(s.device) % devs.len()];
+                if s.is_sg {
+                    for e in &s.sg {
+                        access.merge(&api.device_access(dev, e.dma, e.len, a)?);
+                    }
+                } else {
                     access.merge(&api.device_access(dev, s.addr, s.len, a)?);
                 }
             }
             DmaOp::Unmap { slot, cpu } => {
-                let Some(s) = slots.get_mut(slot as usize).and_then(Option::take) else {
+                let Some(s) = slots.get_mut(slot as usize).filter(|s| s.live) else {
                     continue;
                 };
-                api.unmap_single(dev, cpu, s.addr, s.len, s.dir)?;
+                s.live = false;
+                let dev = devs[usize::from(s.device) % devs.len()];
+                let dir = s.dir.unwrap_or(DmaDirection::Bidirectional);
+                if s.is_sg {
+                    api.unmap_sg(dev, cpu, &s.sg, dir)?;
+                } else {
+                    api.unmap_single(dev, cpu, s.addr, s.len, dir)?;
+                }
                 ios += 1;
                 if let DeviceMode::Malicious { neighbours } = device {
-                    probe_after_unmap(api, dev, s, neighbours, &mut access)?;
+                    if s.is_sg {
+                        for e in &s.sg {
+                            probe_after_unmap(api, dev, e.dma, dir, neighbours, &mut access)?;
+                        }
+                    } else {
+                        probe_after_unmap(api, dev, s.addr, dir, neighbours, &mut access)?;
+                    }
                 }
-                let now = modeled_now(api, &cost, ios, iommu_on);
+                let now = modeled_now(api, &cost, ios, iommu_on).max(workload_now);
                 api.tick(now)?;
                 if ios.is_multiple_of(PROGRESS_EVERY) {
                     progress(ios, total);
@@ -146,11 +221,24 @@ where
                     break;
                 }
             }
+            DmaOp::Tick { now_ns } => {
+                workload_now = cost.cycles_from_ns(now_ns);
+                let now = modeled_now(api, &cost, ios, iommu_on).max(workload_now);
+                api.tick(now)?;
+            }
         }
     }
-    // A run cut short by `stop_at` still has I/Os in flight: complete them.
-    for s in slots.iter_mut().filter_map(Option::take) {
-        api.unmap_single(dev, CpuId::new(0), s.addr, s.len, s.dir)?;
+    // A run cut short (or a workload that leaves buffers mapped) still has I/Os in flight:
+    // complete them, so every IOVA comes back.
+    for s in slots.iter_mut().filter(|s| s.live) {
+        s.live = false;
+        let dev = devs[usize::from(s.device) % devs.len()];
+        let dir = s.dir.unwrap_or(DmaDirection::Bidirectional);
+        if s.is_sg {
+            api.unmap_sg(dev, CpuId::new(0), &s.sg, dir)?;
+        } else {
+            api.unmap_single(dev, CpuId::new(0), s.addr, s.len, dir)?;
+        }
     }
     // Drain what is pending, so every IOVA is back and every stale window closed.
     api.drain()?;
@@ -170,23 +258,24 @@ where
     ))
 }
 
-/// A malicious device retries the unmapped page and `neighbours` pages on each side.
+/// A malicious device retries the unmapped page at `addr` and `neighbours` pages on each side.
 fn probe_after_unmap<A: IovaAllocator, F: FlushPolicy>(
     api: &mut DmaApi<A, F>,
     dev: DeviceHandle,
-    s: Slot,
+    addr: Iova,
+    dir: DmaDirection,
     neighbours: u64,
     access: &mut AccessOutcome,
 ) -> Result<(), DmaError> {
-    let pfn = s.addr.pfn(PAGE_4K).get();
+    let pfn = addr.pfn(PAGE_4K).get();
     let lo = pfn.saturating_sub(neighbours);
     for p in lo..=pfn.saturating_add(neighbours) {
-        let addr = if p == pfn {
-            s.addr
+        let a = if p == pfn {
+            addr
         } else {
             Iova::new(p << PAGE_4K.shift())
         };
-        access.merge(&api.device_access(dev, addr, 1, access_for(s.dir))?);
+        access.merge(&api.device_access(dev, a, 1, access_for(dir))?);
     }
     Ok(())
 }

@@ -101,9 +101,14 @@ pub enum TraceDir {
 impl TraceDir {
     /// The direction with this `u8` value.
     pub fn from_u8(v: u8) -> Option<Self> {
-        [TraceDir::Bidirectional, TraceDir::ToDevice, TraceDir::FromDevice, TraceDir::None]
-            .get(usize::from(v))
-            .copied()
+        [
+            TraceDir::Bidirectional,
+            TraceDir::ToDevice,
+            TraceDir::FromDevice,
+            TraceDir::None,
+        ]
+        .get(usize::from(v))
+        .copied()
     }
 
     /// Linux's spelling in trace output (`TO_DEVICE`, ...).

@@ -13,8 +13,9 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 
-use super::{DmaOp, Workload};
+use super::{DmaOp, Segment, Workload};
 use crate::addr::{Access, CpuId, DmaDirection, Hpa, PAGE_4K};
+use crate::error::Error;
 
 /// Parameters of [`PseudoScsi`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -125,7 +126,30 @@ impl PseudoScsi {
 }
 
 impl Workload for PseudoScsi {
-    fn next_op(&mut self) -> Option<DmaOp> {
+    fn next_op(&mut self) -> Result<Option<DmaOp>, Error> {
+        Ok(self.step())
+    }
+
+    fn sg_segments(&self) -> &[Segment] {
+        &[]
+    }
+
+    fn devices(&self) -> usize {
+        1
+    }
+
+    fn slots(&self) -> usize {
+        self.cfg.outstanding as usize
+    }
+
+    fn total_ios(&self) -> Option<u64> {
+        // `u64::MAX` means "until the runner stops it" (a duration-bound run).
+        (self.cfg.ios != u64::MAX).then_some(self.cfg.ios)
+    }
+}
+
+impl PseudoScsi {
+    fn step(&mut self) -> Option<DmaOp> {
         loop {
             match self.step {
                 Step::Done => return None,
@@ -143,6 +167,7 @@ impl Workload for PseudoScsi {
                         return Some(DmaOp::Map {
                             slot: self.slot_of(io),
                             cpu: self.cpu_of(io),
+                            device: 0,
                             phys,
                             len: self.cfg.io_size,
                             dir: Self::dir_of(io),
@@ -177,14 +202,5 @@ impl Workload for PseudoScsi {
                 }
             }
         }
-    }
-
-    fn slots(&self) -> usize {
-        self.cfg.outstanding as usize
-    }
-
-    fn total_ios(&self) -> Option<u64> {
-        // `u64::MAX` means "until the runner stops it" (a duration-bound run).
-        (self.cfg.ios != u64::MAX).then_some(self.cfg.ios)
     }
 }
