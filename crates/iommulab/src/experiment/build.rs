@@ -3,12 +3,14 @@
 //! dynamic dispatch and no allocation.
 
 use crate::addr::{Iova, Pfn};
+use crate::device::DeviceMode;
 use crate::dma::{DmaApi, DmaConfig};
 use crate::error::Error;
 use crate::flush::{Deferred, FlushConfig, FlushPolicy, FlushQueue, PerLap, Strict};
+use crate::hw::cost::Cycles;
 use crate::hw::vtd::Iommu;
 use crate::iova::{AllocatorKind, Bitmap, IovaAllocator, Magazine, RbTree};
-use crate::workload::PseudoScsi;
+use crate::workload::{PseudoScsi, Workload};
 
 use super::config::BenchConfig;
 use super::result::RunResult;
@@ -23,11 +25,54 @@ pub fn iova_space_end(dma_bits: u8) -> Pfn<Iova> {
     Pfn::new(1u64 << (u32::from(dma_bits.clamp(13, 64)) - 12).min(52))
 }
 
-/// Runs the pseudo-driver benchmark for one configuration.
+/// Runs the pseudo-driver benchmark (S0.8) for one configuration.
 ///
 /// `progress(done, total)` is called as I/Os complete.
 pub fn run_bench(
     cfg: &BenchConfig,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<RunResult, Error> {
+    cfg.validate()?;
+    let (workload, stop_at) = match cfg.duration_s {
+        Some(d) => {
+            let cost = cfg.hardware.cost_model()?;
+            (
+                crate::workload::PseudoScsiConfig {
+                    ios: u64::MAX,
+                    ..cfg.workload
+                },
+                Some(cost.cycles_from_ns(crate::hw::cost::saturating_u64(d * 1e9))),
+            )
+        }
+        None => (cfg.workload, None),
+    };
+    let mut w = PseudoScsi::new(workload);
+    let oracle = cfg.workload.touch || !matches!(cfg.device, DeviceMode::Benign);
+    run_workload(cfg, &mut w, labels_of(cfg), oracle, stop_at, progress)
+}
+
+/// The labels of a run of `cfg`'s configuration and pseudo-driver workload.
+pub fn labels_of(cfg: &BenchConfig) -> RunLabels {
+    RunLabels {
+        config: cfg.label(),
+        cost_preset: cfg.hardware.cost.name().to_string(),
+        seed: cfg.workload.seed,
+        io_size: cfg.workload.io_size,
+        outstanding: cfg.workload.outstanding,
+        cpus: cfg.workload.cpus,
+        touch: cfg.workload.touch,
+    }
+}
+
+/// Runs any workload (a generator or a trace) through the configuration `cfg` names: its
+/// mechanisms, hardware, device mode and clocks (`cfg.workload` is not used). The stale-access
+/// oracle runs when `oracle` is set or the device is malicious.
+pub fn run_workload<W: Workload>(
+    cfg: &BenchConfig,
+    workload: &mut W,
+    labels: RunLabels,
+    oracle: bool,
+    stop_at: Option<Cycles>,
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<RunResult, Error> {
     cfg.validate()?;
@@ -37,7 +82,14 @@ pub fn run_bench(
     let start = Pfn::new(IOVA_START_PFN);
     let end = iova_space_end(cfg.dma_bits);
     let cpus = usize::from(cfg.workload.cpus.max(1));
-    let go = Go { cfg, progress };
+    let go = Go {
+        cfg,
+        workload,
+        labels,
+        oracle: oracle || !matches!(cfg.device, DeviceMode::Benign),
+        stop_at,
+        progress,
+    };
     match m.allocator {
         AllocatorKind::Rbtree => go.with_flush(RbTree::new(start, end)?, m.flush, cpus, ghz),
         AllocatorKind::Bitmap => go.with_flush(Bitmap::new(start, end)?, m.flush, cpus, ghz),
@@ -53,12 +105,16 @@ pub fn run_bench(
     }
 }
 
-struct Go<'a> {
+struct Go<'a, W> {
     cfg: &'a BenchConfig,
+    workload: &'a mut W,
+    labels: RunLabels,
+    oracle: bool,
+    stop_at: Option<Cycles>,
     progress: &'a mut dyn FnMut(u64, u64),
 }
 
-impl Go<'_> {
+impl<W: Workload> Go<'_, W> {
     fn with_flush<A: IovaAllocator>(
         self,
         a: A,
@@ -76,47 +132,21 @@ impl Go<'_> {
 
     fn go<A: IovaAllocator, F: FlushPolicy>(self, a: A, f: F) -> Result<RunResult, Error> {
         let cfg = self.cfg;
-        let m = cfg.mechanisms();
         let iommu = Iommu::new(cfg.hardware.resolve()?)?;
         let dma = DmaConfig {
-            translation: m.translation,
+            translation: cfg.mechanisms().translation,
             dma_bits: cfg.dma_bits,
             debug: cfg.dma_debug,
-            oracle: cfg.workload.touch || !matches!(cfg.device, crate::device::DeviceMode::Benign),
+            oracle: self.oracle,
         };
         let mut api = DmaApi::new(dma, iommu, a, f);
-        let (workload, stop_at) = match cfg.duration_s {
-            Some(d) => (
-                crate::workload::PseudoScsiConfig {
-                    ios: u64::MAX,
-                    ..cfg.workload
-                },
-                Some(
-                    api.iommu()
-                        .config()
-                        .cost
-                        .cycles_from_ns(crate::hw::cost::saturating_u64(d * 1e9)),
-                ),
-            ),
-            None => (cfg.workload, None),
-        };
-        let mut w = PseudoScsi::new(workload);
-        let labels = RunLabels {
-            config: cfg.label(),
-            cost_preset: cfg.hardware.cost.name().to_string(),
-            seed: cfg.workload.seed,
-            io_size: cfg.workload.io_size,
-            outstanding: cfg.workload.outstanding,
-            cpus: cfg.workload.cpus,
-            touch: cfg.workload.touch,
-        };
         runner::run(
             &mut api,
-            &mut w,
+            self.workload,
             cfg.device,
             cfg.software_clock,
-            labels,
-            stop_at,
+            self.labels,
+            self.stop_at,
             self.progress,
         )
     }

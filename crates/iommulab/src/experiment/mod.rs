@@ -6,8 +6,9 @@ pub mod config;
 pub mod result;
 pub mod runner;
 
-pub use build::run_bench;
+pub use build::{run_bench, run_workload};
 pub use config::{
     BenchConfig, ConfigError, HardwareConfig, Mechanisms, NamedConfig, SoftwareClock,
 };
 pub use result::{ComponentStats, RunResult};
+pub use runner::RunLabels;

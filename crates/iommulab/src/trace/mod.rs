@@ -5,6 +5,7 @@
 //! memory.
 
 pub mod event;
+pub mod replay;
 
 use std::path::PathBuf;
 
@@ -83,4 +84,35 @@ pub trait EventSource {
     fn header(&self) -> &TraceHeader;
     /// The next event, `Ok(None)` at a clean end.
     fn next_event(&mut self) -> Result<Option<Event>, TraceError>;
+}
+
+/// Events held in memory, as an [`EventSource`] (tests, small generated traces, Python).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct MemorySource {
+    header: TraceHeader,
+    events: Vec<Event>,
+    pos: usize,
+}
+
+impl MemorySource {
+    /// A source over `events` with device table `header`.
+    pub fn new(header: TraceHeader, events: Vec<Event>) -> Self {
+        Self {
+            header,
+            events,
+            pos: 0,
+        }
+    }
+}
+
+impl EventSource for MemorySource {
+    fn header(&self) -> &TraceHeader {
+        &self.header
+    }
+
+    fn next_event(&mut self) -> Result<Option<Event>, TraceError> {
+        let e = self.events.get(self.pos).copied();
+        self.pos += usize::from(e.is_some());
+        Ok(e)
+    }
 }

@@ -1,0 +1,515 @@
+//! Replaying a trace: [`TraceWorkload`] turns a stream of trace [`Event`]s into the
+//! [`DmaOp`]s every configuration runs, so a user's recorded trace drives the same runner as a
+//! built-in workload.
+//!
+//! The trace's **physical buffers and timing are kept**; its DMA addresses only identify
+//! mappings (an unmap finds its map by device and DMA address), because the configuration
+//! under test allocates its own IOVAs. Scatter-gather unmaps are matched by device and the
+//! first segment's physical address, since Linux's `dma_unmap_sg` event carries no DMA
+//! addresses.
+//!
+//! Linux traces may hold both the DMA-API events (`dma:*`) and the IOMMU core's `iommu:map`
+//! and `iommu:unmap` for the same mappings. The importer files the latter under a device named
+//! `iommu`; once a trace shows any other device, `iommu` events are skipped (and counted), so
+//! nothing is mapped twice. A trace of `iommu:` events alone replays from them.
+//!
+//! Time: an `Tick` op is emitted whenever the trace's clock has advanced by at least
+//! [`TICK_NS`], so flush timers fire at the trace's pace.
+
+use std::collections::{HashMap, VecDeque};
+use std::hash::{BuildHasherDefault, Hasher};
+
+use serde::{Deserialize, Serialize};
+
+use super::{Event, EventKind, EventSource, TraceError, TraceHeader};
+use crate::addr::{Access, CpuId, Hpa};
+use crate::error::Error;
+use crate::workload::{DmaOp, Segment, Workload};
+
+/// The trace clock advances the runner's clock in steps of at least this many ns (10 µs:
+/// fine against the 10 ms flush timers, coarse enough to cost nothing).
+pub const TICK_NS: u64 = 10_000;
+
+/// The device name the ftrace importer gives `iommu:` events, which carry no device.
+pub const IOMMU_DEVICE: &str = "iommu";
+
+/// A fast multiplicative hasher for the (device, address) keys of the replay tables (the
+/// std SipHash costs more than the rest of a map/unmap). Not DoS-resistant; keys are trace
+/// addresses, not untrusted network input.
+#[derive(Default, Clone, Copy, Debug)]
+pub struct AddrHasher(u64);
+
+impl Hasher for AddrHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(u64::from(b));
+        }
+    }
+    fn write_u16(&mut self, v: u16) {
+        self.write_u64(u64::from(v));
+    }
+    fn write_u64(&mut self, v: u64) {
+        // FxHash's rotate-xor-multiply step.
+        self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+}
+
+type AddrMap<V> = HashMap<(u16, u64), V, BuildHasherDefault<AddrHasher>>;
+
+/// What the replay did with the trace's events.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReplayReport {
+    /// Events read.
+    pub events: u64,
+    /// Maps (single, sg and coherent allocations) replayed.
+    pub maps: u64,
+    /// Unmaps (single, sg and coherent frees) replayed.
+    pub unmaps: u64,
+    /// Device accesses replayed.
+    pub accesses: u64,
+    /// Unmaps whose map was not in the trace (it began before the capture).
+    pub unmatched_unmaps: u64,
+    /// Device accesses to no live mapping of the trace.
+    pub unmatched_accesses: u64,
+    /// Maps of an address the trace still had mapped: the old one is unmapped first.
+    pub remapped_live: u64,
+    /// Maps without a DMA address or a physical address to replay.
+    pub incomplete: u64,
+    /// `iommu:` events skipped because the trace has DMA-API events.
+    pub skipped_iommu_events: u64,
+    /// `dma_sync_*` events (no mapping change).
+    pub syncs: u64,
+    /// Scatter-gather segments with no `map_sg`/`unmap_sg` before them.
+    pub stray_segments: u64,
+}
+
+/// A trace as a [`Workload`].
+#[derive(Debug)]
+pub struct TraceWorkload<S> {
+    src: S,
+    /// Single mappings by (device, trace DMA address) → slot.
+    singles: AddrMap<u32>,
+    /// Scatter-gather mappings by (device, first segment's physical address) → slot.
+    sgs: AddrMap<u32>,
+    free_slots: Vec<u32>,
+    next_slot: u32,
+    sg: Vec<Segment>,
+    /// Ops decoded but not yet returned (a tick, an unmap and a map can come from one
+    /// event); reserved once, so it never allocates in steady state.
+    out: VecDeque<DmaOp>,
+    last_tick_ns: u64,
+    iommu_device: Option<u16>,
+    other_devices: bool,
+    report: ReplayReport,
+}
+
+impl<S: EventSource> TraceWorkload<S> {
+    /// Replays `src`.
+    pub fn new(src: S) -> Self {
+        let mut w = Self {
+            src,
+            singles: AddrMap::default(),
+            sgs: AddrMap::default(),
+            free_slots: Vec::new(),
+            next_slot: 0,
+            sg: Vec::new(),
+            out: VecDeque::with_capacity(4),
+            last_tick_ns: 0,
+            iommu_device: None,
+            other_devices: false,
+            report: ReplayReport::default(),
+        };
+        w.scan_devices();
+        w
+    }
+
+    /// What happened so far.
+    pub fn report(&self) -> ReplayReport {
+        self.report
+    }
+
+    /// The trace's header (devices).
+    pub fn header(&self) -> &TraceHeader {
+        self.src.header()
+    }
+
+    /// Notes which device index is `iommu` and whether any other device exists (text readers
+    /// add devices while reading, so this runs again when an unknown index shows up).
+    fn scan_devices(&mut self) {
+        let devices = &self.src.header().devices;
+        self.iommu_device = devices
+            .iter()
+            .position(|d| d == IOMMU_DEVICE)
+            .and_then(|i| u16::try_from(i).ok());
+        self.other_devices = devices.iter().any(|d| d != IOMMU_DEVICE);
+    }
+
+    fn take_slot(&mut self) -> u32 {
+        self.free_slots.pop().unwrap_or_else(|| {
+            let s = self.next_slot;
+            self.next_slot += 1;
+            s
+        })
+    }
+
+    fn next_raw(&mut self) -> Result<Option<Event>, TraceError> {
+        let e = self.src.next_event()?;
+        if e.is_some() {
+            self.report.events += 1;
+        }
+        Ok(e)
+    }
+
+    /// Reads the `nents` segments after a `MapSg`/`UnmapSg` into `self.sg`.
+    fn read_segments(&mut self, nents: u32) -> Result<(), TraceError> {
+        self.sg.clear();
+        for _ in 0..nents {
+            let Some(seg) = self.next_raw()? else {
+                break;
+            };
+            if seg.kind != EventKind::SgSeg {
+                // A record that should have been a segment: count it and stop the list.
+                self.report.stray_segments += 1;
+                break;
+            }
+            if let Some(phys) = seg.phys.or(seg.dma) {
+                self.sg.push(Segment {
+                    phys: Hpa::new(phys),
+                    len: seg.len.max(1),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Turns the next event into an op (or `None` for an event that makes none).
+    fn translate(&mut self, e: Event) -> Result<Option<DmaOp>, TraceError> {
+        if usize::from(e.device) >= self.src.header().devices.len()
+            || (!self.other_devices && e.kind != EventKind::SgSeg)
+        {
+            self.scan_devices();
+        }
+        let cpu = CpuId::new(e.cpu);
+        if Some(e.device) == self.iommu_device && self.other_devices {
+            self.report.skipped_iommu_events += 1;
+            if matches!(e.kind, EventKind::MapSg | EventKind::UnmapSg) {
+                self.read_segments(e.nents)?;
+            }
+            return Ok(None);
+        }
+        let op = match e.kind {
+            EventKind::Map | EventKind::Alloc => {
+                let (Some(dma), Some(phys)) = (e.dma, e.phys.or(e.dma)) else {
+                    self.report.incomplete += 1;
+                    return Ok(None);
+                };
+                if let Some(old) = self.singles.remove(&(e.device, dma)) {
+                    // The trace mapped a live address again (an unmap fell outside the
+                    // capture): close the old mapping first.
+                    self.report.remapped_live += 1;
+                    self.report.unmaps += 1;
+                    self.free_slots.push(old);
+                    self.out.push_back(DmaOp::Unmap { slot: old, cpu });
+                }
+                self.map_op(e, dma, phys, cpu)
+            }
+            EventKind::Unmap | EventKind::Free => {
+                let slot = e.dma.and_then(|dma| self.singles.remove(&(e.device, dma)));
+                let Some(slot) = slot else {
+                    self.report.unmatched_unmaps += 1;
+                    return Ok(None);
+                };
+                self.free_slots.push(slot);
+                self.report.unmaps += 1;
+                DmaOp::Unmap { slot, cpu }
+            }
+            EventKind::MapSg => {
+                self.read_segments(e.nents)?;
+                let Some(first) = self.sg.first().map(|s| s.phys.get()) else {
+                    self.report.incomplete += 1;
+                    return Ok(None);
+                };
+                if let Some(old) = self.sgs.remove(&(e.device, first)) {
+                    self.report.remapped_live += 1;
+                    self.report.unmaps += 1;
+                    self.free_slots.push(old);
+                    self.out.push_back(DmaOp::Unmap { slot: old, cpu });
+                }
+                let slot = self.take_slot();
+                self.sgs.insert((e.device, first), slot);
+                self.report.maps += 1;
+                DmaOp::MapSg {
+                    slot,
+                    cpu,
+                    device: e.device,
+                    dir: e.dir.dma(),
+                }
+            }
+            EventKind::UnmapSg => {
+                self.read_segments(e.nents)?;
+                let slot = self
+                    .sg
+                    .first()
+                    .and_then(|s| self.sgs.remove(&(e.device, s.phys.get())));
+                let Some(slot) = slot else {
+                    self.report.unmatched_unmaps += 1;
+                    return Ok(None);
+                };
+                self.free_slots.push(slot);
+                self.report.unmaps += 1;
+                DmaOp::Unmap { slot, cpu }
+            }
+            EventKind::DeviceRead | EventKind::DeviceWrite => {
+                let slot = e
+                    .dma
+                    .and_then(|dma| self.singles.get(&(e.device, dma)).copied());
+                let Some(slot) = slot else {
+                    self.report.unmatched_accesses += 1;
+                    return Ok(None);
+                };
+                self.report.accesses += 1;
+                let access = if e.kind == EventKind::DeviceRead {
+                    Access::Read
+                } else {
+                    Access::Write
+                };
+                DmaOp::Access { slot, access }
+            }
+            EventKind::SyncForCpu | EventKind::SyncForDevice => {
+                self.report.syncs += 1;
+                return Ok(None);
+            }
+            EventKind::SgSeg => {
+                self.report.stray_segments += 1;
+                return Ok(None);
+            }
+        };
+        Ok(Some(op))
+    }
+
+    fn map_op(&mut self, e: Event, dma: u64, phys: u64, cpu: CpuId) -> DmaOp {
+        let slot = self.take_slot();
+        self.singles.insert((e.device, dma), slot);
+        self.report.maps += 1;
+        DmaOp::Map {
+            slot,
+            cpu,
+            device: e.device,
+            phys: Hpa::new(phys),
+            len: e.len.max(1),
+            dir: e.dir.dma(),
+        }
+    }
+}
+
+impl<S: EventSource> Workload for TraceWorkload<S> {
+    fn next_op(&mut self) -> Result<Option<DmaOp>, Error> {
+        while self.out.is_empty() {
+            let Some(e) = self.next_raw()? else {
+                return Ok(None);
+            };
+            if e.time_ns >= self.last_tick_ns.saturating_add(TICK_NS) {
+                self.last_tick_ns = e.time_ns;
+                self.out.push_back(DmaOp::Tick { now_ns: e.time_ns });
+            }
+            if let Some(op) = self.translate(e)? {
+                self.out.push_back(op);
+            }
+        }
+        Ok(self.out.pop_front())
+    }
+
+    fn sg_segments(&self) -> &[Segment] {
+        &self.sg
+    }
+
+    fn slots(&self) -> usize {
+        64
+    }
+
+    fn devices(&self) -> usize {
+        self.src.header().devices.len().max(1)
+    }
+
+    fn total_ios(&self) -> Option<u64> {
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::trace::{MemorySource, TraceDir};
+
+    fn ev(
+        kind: EventKind,
+        t: u64,
+        device: u16,
+        dma: Option<u64>,
+        phys: Option<u64>,
+        len: u64,
+        nents: u32,
+    ) -> Event {
+        Event {
+            time_ns: t,
+            cpu: 0,
+            device,
+            kind,
+            dir: TraceDir::ToDevice,
+            dma,
+            phys,
+            len,
+            nents,
+        }
+    }
+
+    fn ops(devices: &[&str], events: Vec<Event>) -> (Vec<DmaOp>, ReplayReport) {
+        let header = TraceHeader {
+            devices: devices.iter().map(|d| d.to_string()).collect(),
+            source: "test".into(),
+        };
+        let mut w = TraceWorkload::new(MemorySource::new(header, events));
+        let mut out = Vec::new();
+        while let Some(op) = w.next_op().unwrap() {
+            out.push(op);
+        }
+        (out, w.report())
+    }
+
+    /// An unmap finds its map by device and DMA address; the trace's physical address is kept.
+    #[test]
+    fn unmap_matches_its_map_and_keeps_the_physical_buffer() {
+        let (o, r) = ops(
+            &["0000:01:00.0"],
+            vec![
+                ev(
+                    EventKind::Map,
+                    0,
+                    0,
+                    Some(0xfff0_0000),
+                    Some(0x1234_5000),
+                    1514,
+                    0,
+                ),
+                ev(EventKind::Unmap, 100, 0, Some(0xfff0_0000), None, 1514, 0),
+            ],
+        );
+        assert_eq!(o.len(), 2);
+        assert!(
+            matches!(o[0], DmaOp::Map { slot: 0, phys, len: 1514, .. } if phys == Hpa::new(0x1234_5000))
+        );
+        assert!(matches!(o[1], DmaOp::Unmap { slot: 0, .. }));
+        assert_eq!((r.maps, r.unmaps, r.unmatched_unmaps), (1, 1, 0));
+    }
+
+    /// `dma_unmap_sg` has no DMA addresses: it is matched by its first physical address.
+    #[test]
+    fn unmap_sg_matches_by_first_physical_address() {
+        let (o, r) = ops(
+            &["nvme0"],
+            vec![
+                ev(EventKind::MapSg, 0, 0, None, None, 0, 2),
+                ev(
+                    EventKind::SgSeg,
+                    0,
+                    0,
+                    Some(0xf000_0000),
+                    Some(0x10_0000),
+                    4096,
+                    0,
+                ),
+                ev(
+                    EventKind::SgSeg,
+                    0,
+                    0,
+                    Some(0xf000_1000),
+                    Some(0x20_0000),
+                    4096,
+                    0,
+                ),
+                ev(EventKind::UnmapSg, 5, 0, None, None, 0, 2),
+                ev(EventKind::SgSeg, 5, 0, None, Some(0x10_0000), 4096, 0),
+                ev(EventKind::SgSeg, 5, 0, None, Some(0x20_0000), 4096, 0),
+            ],
+        );
+        assert!(matches!(o[0], DmaOp::MapSg { slot: 0, .. }));
+        assert!(matches!(o[1], DmaOp::Unmap { slot: 0, .. }));
+        assert_eq!((r.maps, r.unmaps, r.events), (1, 1, 6));
+    }
+
+    /// With DMA-API events present, the `iommu:` duplicates of the same mappings are skipped.
+    #[test]
+    fn iommu_events_are_skipped_when_dma_events_exist() {
+        let (o, r) = ops(
+            &[IOMMU_DEVICE, "0000:3b:00.0"],
+            vec![
+                ev(
+                    EventKind::Map,
+                    0,
+                    0,
+                    Some(0xffff_a000),
+                    Some(0x1_f2a3_c000),
+                    4096,
+                    0,
+                ),
+                ev(
+                    EventKind::Map,
+                    1,
+                    1,
+                    Some(0xffff_a000),
+                    Some(0x1_f2a3_c000),
+                    1514,
+                    0,
+                ),
+                ev(EventKind::Unmap, 2, 0, Some(0xffff_a000), None, 4096, 0),
+                ev(EventKind::Unmap, 3, 1, Some(0xffff_a000), None, 1514, 0),
+            ],
+        );
+        assert_eq!(o.len(), 2);
+        assert_eq!(r.skipped_iommu_events, 2);
+    }
+
+    /// Unmaps whose maps precede the capture are counted, not replayed; a live address mapped
+    /// again is closed first.
+    #[test]
+    fn unmatched_unmaps_and_remaps_are_counted() {
+        let (o, r) = ops(
+            &["d"],
+            vec![
+                ev(EventKind::Unmap, 0, 0, Some(0x5000), None, 64, 0),
+                ev(EventKind::Map, 1, 0, Some(0x6000), Some(0x9000), 64, 0),
+                ev(EventKind::Map, 2, 0, Some(0x6000), Some(0xa000), 64, 0),
+            ],
+        );
+        assert_eq!(r.unmatched_unmaps, 1);
+        assert_eq!(r.remapped_live, 1);
+        assert!(matches!(o[0], DmaOp::Map { slot: 0, .. }));
+        assert!(matches!(o[1], DmaOp::Unmap { slot: 0, .. }));
+        assert!(matches!(o[2], DmaOp::Map { slot: 0, .. }));
+    }
+
+    /// The trace clock reaches the runner as ticks, at most one per `TICK_NS`.
+    #[test]
+    fn time_becomes_ticks() {
+        let (o, _) = ops(
+            &["d"],
+            vec![
+                ev(EventKind::Map, 50_000, 0, Some(0x6000), Some(0x9000), 64, 0),
+                ev(EventKind::Unmap, 51_000, 0, Some(0x6000), None, 64, 0),
+                ev(EventKind::Map, 70_000, 0, Some(0x6000), Some(0x9000), 64, 0),
+            ],
+        );
+        let ticks: Vec<u64> = o
+            .iter()
+            .filter_map(|op| match op {
+                DmaOp::Tick { now_ns } => Some(*now_ns),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(ticks, vec![50_000, 70_000]);
+        assert!(matches!(o[0], DmaOp::Tick { .. }));
+    }
+}
