@@ -32,6 +32,156 @@ pub enum Command {
     Bench(BenchArgs),
     /// Rerun a paper's experiments and write its report.
     Reproduce(ReproduceArgs),
+    /// Replay a DMA trace (native, CSV or Linux ftrace text) through a configuration.
+    Replay(ReplayArgs),
+    /// Import, inspect, convert and generate DMA traces.
+    Trace {
+        /// The trace subcommand.
+        #[command(subcommand)]
+        command: TraceCommand,
+    },
+}
+
+/// `iommulab trace ...`.
+#[derive(Debug, Subcommand)]
+pub enum TraceCommand {
+    /// Import a Linux ftrace text trace (or CSV) into the native format.
+    Import(TraceImportArgs),
+    /// Describe a trace: events by kind, devices, pages, working set, reuse distances.
+    Stats(TraceStatsArgs),
+    /// Convert between formats, chosen by the output's extension: `.iot` (native), `.csv`,
+    /// `.oracleGeneral` (libCacheSim binary), `.oracleGeneral.csv` (libCacheSim CSV).
+    Convert(TraceConvertArgs),
+    /// Write a built-in workload out as a trace.
+    Generate(TraceGenerateArgs),
+}
+
+/// The format of a trace to read.
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum TraceFormatArg {
+    /// From the contents (native magic, CSV header, otherwise ftrace text).
+    Auto,
+    /// Linux ftrace text (`/sys/kernel/tracing/trace` or `trace-cmd report`).
+    Ftrace,
+    /// iommulab CSV.
+    Csv,
+    /// iommulab native binary.
+    Native,
+}
+
+/// `iommulab trace import`.
+#[derive(Debug, Args)]
+pub struct TraceImportArgs {
+    /// The input (`.gz` and `.zst` are read transparently).
+    pub input: PathBuf,
+    /// The input's format.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub format: TraceFormatArg,
+    /// Skip malformed event lines (and report how many) instead of failing on the first.
+    #[arg(long)]
+    pub lenient: bool,
+    /// The output file; its extension picks the format (`.iot` native, `.csv`).
+    #[arg(short, long)]
+    pub output: PathBuf,
+}
+
+/// `iommulab trace stats`.
+#[derive(Debug, Args)]
+pub struct TraceStatsArgs {
+    /// The trace.
+    pub input: PathBuf,
+    /// The input's format.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub format: TraceFormatArg,
+    /// Skip malformed ftrace lines.
+    #[arg(long)]
+    pub lenient: bool,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `iommulab trace convert`.
+#[derive(Debug, Args)]
+pub struct TraceConvertArgs {
+    /// The input trace.
+    pub input: PathBuf,
+    /// The input's format.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub format: TraceFormatArg,
+    /// Skip malformed ftrace lines.
+    #[arg(long)]
+    pub lenient: bool,
+    /// The output; its extension picks the format.
+    #[arg(short, long)]
+    pub output: PathBuf,
+}
+
+/// `iommulab trace generate`.
+#[derive(Debug, Args)]
+pub struct TraceGenerateArgs {
+    /// The built-in workload.
+    #[arg(value_enum)]
+    pub workload: WorkloadArg,
+    /// Stop after this many events.
+    #[arg(long, default_value_t = 1_000_000)]
+    pub events: u64,
+    /// Workload seed.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// The output; its extension picks the format (`.iot`, `.csv`, `.oracleGeneral`).
+    #[arg(short, long)]
+    pub output: PathBuf,
+}
+
+/// A built-in workload.
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum WorkloadArg {
+    /// Fujita & Mori's pseudo SCSI driver (S0.8).
+    PseudoScsi,
+    /// A netperf TCP_STREAM sender (S1.8–S1.9).
+    NetperfSend,
+    /// Apache serving static files with sendfile (S1.8–S1.9).
+    ApacheSendfile,
+    /// A block device with a queue depth.
+    Block,
+    /// Random maps and unmaps.
+    UniformRandom,
+}
+
+/// `iommulab replay`.
+#[derive(Debug, Args)]
+pub struct ReplayArgs {
+    /// The trace (native `.iot`, `.csv`, or ftrace text; `.gz`/`.zst` read transparently).
+    pub trace: PathBuf,
+    /// The input's format.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub format: TraceFormatArg,
+    /// Skip malformed ftrace lines.
+    #[arg(long)]
+    pub lenient: bool,
+    /// Configurations to run, comma separated [default: modern].
+    #[arg(long = "config", value_delimiter = ',')]
+    pub configs: Vec<ConfigArg>,
+    /// A TOML file with the configuration (mechanisms, hardware, device; see
+    /// docs/configuration.md); flags given override it.
+    #[arg(long, value_name = "FILE")]
+    pub config_file: Option<PathBuf>,
+    /// Cost preset [default: modern].
+    #[arg(long, value_enum)]
+    pub cost: Option<CostArg>,
+    /// A malicious device: retries every just-unmapped address and its neighbours.
+    #[arg(long)]
+    pub malicious: bool,
+    /// Run the dma-debug checker.
+    #[arg(long)]
+    pub dma_debug: bool,
+    /// Print JSON (an object, or an array for several configurations).
+    #[arg(long)]
+    pub json: bool,
+    /// Also write the results as JSON to this file.
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
 }
 
 /// A named configuration (S0.7 + modern).
