@@ -5,6 +5,7 @@
 //! memory.
 
 pub mod event;
+pub mod format;
 
 use std::path::PathBuf;
 
@@ -25,6 +26,15 @@ pub enum TraceError {
         /// Byte offset of the problem (in the decompressed stream).
         offset: u64,
         /// What is wrong.
+        what: String,
+    },
+    /// An event or header that a trace cannot hold (unknown device index, duplicate device
+    /// name, `nents` on a kind without segments, ...): a bug in the producer, found on write.
+    #[error("{path}: cannot write trace: {what}")]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong, with the event's index.
         what: String,
     },
     /// An I/O error.
