@@ -151,13 +151,33 @@ fn put_varint(buf: &mut Vec<u8>, mut v: u64) {
 /// Reads an LEB128 varint at `*pos`; `None` if it runs off the end or overflows 64 bits.
 #[inline(always)]
 fn get_varint(buf: &[u8], pos: &mut usize) -> Option<u64> {
-    let b = *buf.get(*pos)?;
-    *pos += 1;
-    if b < 0x80 {
-        return Some(u64::from(b));
+    // Eight bytes at once when they are there (all but the last few bytes of a block):
+    // branch-free, since varint lengths in a trace are unpredictable.
+    if let Some(w) = buf.get(*pos..*pos + 8) {
+        let w = u64::from_le_bytes(w.try_into().ok()?);
+        let stops = !w & 0x8080_8080_8080_8080;
+        if stops != 0 {
+            let bytes = stops.trailing_zeros() / 8 + 1;
+            let v = (w & 0x7f)
+                | ((w >> 1) & (0x7f << 7))
+                | ((w >> 2) & (0x7f << 14))
+                | ((w >> 3) & (0x7f << 21))
+                | ((w >> 4) & (0x7f << 28))
+                | ((w >> 5) & (0x7f << 35))
+                | ((w >> 6) & (0x7f << 42))
+                | ((w >> 7) & (0x7f << 49));
+            *pos += bytes as usize;
+            return Some(v & (u64::MAX >> (64 - 7 * bytes)));
+        }
     }
-    let mut v = u64::from(b & 0x7f);
-    let mut shift = 7;
+    get_varint_slow(buf, pos)
+}
+
+/// [`get_varint`] near the end of the buffer, and for values of more than 56 bits.
+#[inline(never)]
+fn get_varint_slow(buf: &[u8], pos: &mut usize) -> Option<u64> {
+    let mut v = 0u64;
+    let mut shift = 0;
     loop {
         let b = *buf.get(*pos)?;
         *pos += 1;
@@ -449,6 +469,8 @@ pub struct NativeReader<R: Read> {
     inner: R,
     path: PathBuf,
     header: TraceHeader,
+    /// `header.devices.len()`, cached for the hot path.
+    devices: u32,
     /// Bytes consumed from `inner` (the decompressed stream).
     offset: u64,
     /// Stream offset of `block[0]`.
@@ -565,6 +587,7 @@ impl<R: Read> NativeReader<R> {
         Ok(NativeReader {
             inner: r,
             path,
+            devices: u32::try_from(header.devices.len()).unwrap_or(u32::MAX),
             header,
             offset: reader_offset,
             block_start: reader_offset,
@@ -751,64 +774,125 @@ impl<R: Read> NativeReader<R> {
         Ok(())
     }
 
-    /// Decodes the event at `self.pos` (the block has one).
-    #[inline(always)]
-    fn decode(&mut self) -> Result<Event, TraceError> {
+    /// The slow half of `next_event`: load blocks, apply device declarations, build errors.
+    #[cold]
+    #[inline(never)]
+    fn next_event_slow(&mut self) -> Result<Option<Event>, TraceError> {
         loop {
-            let at = self.pos;
-            let Some(&tag) = self.block.get(at) else {
-                return Err(self.corrupt(
-                    self.block_start + at as u64,
-                    "fewer events in the block than its header counts",
-                ));
-            };
-            self.pos += 1;
-            if tag & TAG_KIND == CTX {
-                self.context(tag, at)?;
-                continue;
+            // A block may hold only context records: load until one has an event.
+            while self.remaining == 0 {
+                if self.done {
+                    return Ok(None);
+                }
+                if self.failed {
+                    return Err(self.corrupt(self.offset, "reading on after an error"));
+                }
+                let r = self.load_block();
+                if r.is_err() {
+                    self.failed = true;
+                    r?;
+                }
             }
-            return match decode_event(&self.block, &mut self.pos, &mut self.delta, tag) {
-                Ok(e) if usize::from(e.device) < self.header.devices.len() => Ok(e),
-                Ok(e) => Err(self.corrupt(
-                    self.block_start + at as u64,
-                    format!("an event of unknown device {}", e.device),
-                )),
-                Err(Bad(what)) => Err(self.corrupt(self.block_start + at as u64, what)),
-            };
+            let at = self.pos;
+            let mut pos = at;
+            let r = decode_event(&self.block, &mut pos, &mut self.delta, self.devices);
+            match r {
+                Ok(e) => {
+                    self.pos = pos;
+                    self.remaining -= 1;
+                    self.total += 1;
+                    return Ok(Some(e));
+                }
+                Err(Step::Context(ctx_at)) => {
+                    // A device declaration (or a bad context record): the cold path.
+                    let tag = self.block[ctx_at];
+                    self.pos = ctx_at + 1;
+                    if let Err(e) = self.context(tag, ctx_at) {
+                        self.failed = true;
+                        self.remaining = 0;
+                        return Err(e);
+                    }
+                    self.devices = u32::try_from(self.header.devices.len()).unwrap_or(u32::MAX);
+                }
+                Err(Step::Bad(bad_at, what)) => {
+                    self.failed = true;
+                    self.remaining = 0;
+                    return Err(self.corrupt(self.block_start + bad_at as u64, what));
+                }
+            }
         }
     }
 }
 
-/// Decodes the body of an event record whose tag byte has been read.
+/// Why [`decode_event`] stopped without an event.
+#[derive(Debug)]
+enum Step {
+    /// A context record at this offset that the fast path does not handle.
+    Context(usize),
+    /// A record at this offset that does not decode.
+    Bad(usize, &'static str),
+}
+
+/// Decodes the next event at `*pos`, applying the CPU/device context records before it.
+/// `devices` is the size of the device table. On `Err`, `*pos` and `st` may have moved.
 #[inline(always)]
-fn decode_event(buf: &[u8], pos: &mut usize, st: &mut Delta, tag: u8) -> Result<Event, Bad> {
-    const MALFORMED: Bad = Bad("a malformed event record");
+fn decode_event(buf: &[u8], pos: &mut usize, st: &mut Delta, devices: u32) -> Result<Event, Step> {
+    let mut at = *pos;
+    let mut tag = *buf.get(at).ok_or(Step::Bad(
+        at,
+        "fewer events in the block than its header counts",
+    ))?;
+    *pos += 1;
+    while tag & TAG_KIND == CTX {
+        if tag & (CTX_DEVICES | CTX_RESERVED) != 0 {
+            return Err(Step::Context(at));
+        }
+        let malformed = Step::Bad(at, "a malformed context record");
+        if tag & CTX_CPU != 0 {
+            let cpu = get_varint(buf, pos).ok_or(malformed)?;
+            st.cpu = u16::try_from(cpu).map_err(|_| Step::Bad(at, "a cpu above 65535"))?;
+        }
+        if tag & CTX_DEVICE != 0 {
+            let d = get_varint(buf, pos).ok_or(Step::Bad(at, "a malformed context record"))?;
+            st.device = u16::try_from(d).map_err(|_| Step::Bad(at, "a device above 65535"))?;
+        }
+        at = *pos;
+        tag = *buf.get(at).ok_or(Step::Bad(
+            at,
+            "fewer events in the block than its header counts",
+        ))?;
+        *pos += 1;
+    }
+    let malformed = || Step::Bad(at, "a malformed event record");
     let Some(kind) = EventKind::from_u8(tag & TAG_KIND) else {
-        return Err(Bad("an unknown event kind"));
+        return Err(Step::Bad(at, "an unknown event kind"));
     };
+    if u32::from(st.device) >= devices {
+        return Err(Step::Bad(at, "an event of a device not in the table"));
+    }
     let dir = match (tag >> 4) & 3 {
         0 => TraceDir::Bidirectional,
         1 => TraceDir::ToDevice,
         2 => TraceDir::FromDevice,
         _ => TraceDir::None,
     };
-    st.time = unzigzag_add(st.time, get_varint(buf, pos).ok_or(MALFORMED)?);
+    st.time = unzigzag_add(st.time, get_varint(buf, pos).ok_or_else(malformed)?);
     let dma = if tag & TAG_DMA != 0 {
-        st.dma = unzigzag_add(st.dma, get_varint(buf, pos).ok_or(MALFORMED)?);
+        st.dma = unzigzag_add(st.dma, get_varint(buf, pos).ok_or_else(malformed)?);
         Some(st.dma)
     } else {
         None
     };
     let phys = if tag & TAG_PHYS != 0 {
-        st.phys = unzigzag_add(st.phys, get_varint(buf, pos).ok_or(MALFORMED)?);
+        st.phys = unzigzag_add(st.phys, get_varint(buf, pos).ok_or_else(malformed)?);
         Some(st.phys)
     } else {
         None
     };
-    let len = get_varint(buf, pos).ok_or(MALFORMED)?;
+    let len = get_varint(buf, pos).ok_or_else(malformed)?;
     let nents = if has_nents(kind) {
-        let n = get_varint(buf, pos).ok_or(MALFORMED)?;
-        u32::try_from(n).map_err(|_| Bad("nents above 2^32"))?
+        let n = get_varint(buf, pos).ok_or_else(malformed)?;
+        u32::try_from(n).map_err(|_| Step::Bad(at, "nents above 2^32"))?
     } else {
         0
     };
@@ -832,32 +916,18 @@ impl<R: Read> EventSource for NativeReader<R> {
 
     #[inline]
     fn next_event(&mut self) -> Result<Option<Event>, TraceError> {
-        // A block may hold only context records: load until one has an event.
-        while self.remaining == 0 {
-            if self.done {
-                return Ok(None);
-            }
-            if self.failed {
-                return Err(self.corrupt(self.offset, "reading on after an error"));
-            }
-            let r = self.load_block();
-            if r.is_err() {
-                self.failed = true;
-                r?;
-            }
-        }
-        match self.decode() {
-            Ok(e) => {
+        if self.remaining != 0 {
+            let mut pos = self.pos;
+            let mut st = self.delta;
+            if let Ok(e) = decode_event(&self.block, &mut pos, &mut st, self.devices) {
+                self.pos = pos;
+                self.delta = st;
                 self.remaining -= 1;
                 self.total += 1;
-                Ok(Some(e))
-            }
-            Err(err) => {
-                self.failed = true;
-                self.remaining = 0;
-                Err(err)
+                return Ok(Some(e));
             }
         }
+        self.next_event_slow()
     }
 }
 
