@@ -7,12 +7,20 @@
 pub mod csv;
 pub mod event;
 pub mod format;
+pub mod io;
+pub mod oracle_general;
+pub mod stats;
 
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+pub use csv::{CsvReader, CsvWriter};
 pub use event::{Event, EventKind, TraceDir};
+pub use format::{NativeReader, NativeWriter};
+pub use io::{EventSink, convert, copy_events, create_trace, open_text, open_trace};
+pub use oracle_general::{OracleFormat, OracleGeneralWriter};
+pub use stats::{Log2Histogram, TraceStats, stats};
 
 /// Errors reading or writing traces. Messages name the file, the line (text) or byte offset
 /// (binary), and what was expected.
