@@ -14,7 +14,8 @@
 //!
 //! Requests are the mapping events in trace order: `map` and `alloc` give one request per
 //! 4 KiB physical page they cover, a `map_sg` gives one per page of each of its `sg_seg`
-//! segments. Events without a physical address are skipped ([`OracleGeneralWriter::skipped`]).
+//! segments. Events without a physical address are skipped ([`OracleGeneralWriter::skipped`]);
+//! a mapping contributes at most [`MAX_PAGES_PER_MAP`] pages.
 //!
 //! `next_access_vtime` needs the future, so the writer keeps the requests in memory and
 //! computes it in a reverse pass at [`OracleGeneralWriter::finish`]: 20 bytes per request
@@ -51,12 +52,16 @@ pub enum OracleFormat {
     Csv,
 }
 
-/// The 4 KiB pages `[addr, addr + len)` touches; a zero-length range touches the page of
-/// `addr`. Saturates at the top of the address space.
+/// Most pages one mapping contributes (4 GiB): a corrupt or absurd `len` must not make an
+/// export or a statistics pass run for hours.
+pub const MAX_PAGES_PER_MAP: u64 = 1 << 20;
+
+/// The 4 KiB pages `[addr, addr + len)` touches, at most [`MAX_PAGES_PER_MAP`]; a zero-length
+/// range touches the page of `addr`. Saturates at the top of the address space.
 pub(crate) fn pages(addr: u64, len: u64) -> std::ops::RangeInclusive<u64> {
     let first = addr / PAGE_BYTES;
     let last = addr.saturating_add(len.max(1) - 1) / PAGE_BYTES;
-    first..=last
+    first..=last.min(first + (MAX_PAGES_PER_MAP - 1))
 }
 
 /// Collects mapping requests and writes them as an oracleGeneral trace on `finish`.

@@ -14,7 +14,8 @@
 //!   physical address of its first segment), which `unmap_sg` repeats (reference §5.2).
 //!   `mean_outstanding` is **time-weighted** over `[first_ns, last_ns]` (per-event when the
 //!   trace spans no time).
-//! - **Pages** are 4 KiB. `distinct_pages` counts physical pages ever mapped,
+//! - **Pages** are 4 KiB; a mapping counts at most 2^20 pages (4 GiB), see
+//!   `oversized_maps`. `distinct_pages` counts physical pages ever mapped,
 //!   `distinct_iovas` DMA-address pages ever mapped, `working_set_pages` the most distinct
 //!   physical pages mapped at once.
 //! - **Reuse distance** (LRU stack distance) of a physical page each time a mapping covers it:
@@ -28,7 +29,7 @@ use std::fmt::Write as _;
 
 use serde::{Deserialize, Serialize};
 
-use super::oracle_general::pages;
+use super::oracle_general::{MAX_PAGES_PER_MAP, PAGE_BYTES, pages};
 use super::{Event, EventKind, EventSource, TraceError};
 
 /// Counts in log2 buckets: bucket 0 holds the value 0, bucket `i ≥ 1` holds `[2^(i-1), 2^i)`.
@@ -87,6 +88,8 @@ pub struct TraceStats {
     pub unmatched_unmaps: u64,
     /// Bytes mapped (sum of `len` over maps).
     pub bytes_mapped: u64,
+    /// Maps longer than 4 GiB, whose pages beyond the first 2^20 are not counted.
+    pub oversized_maps: u64,
     /// Distinct 4 KiB physical pages ever mapped.
     pub distinct_pages: u64,
     /// Distinct 4 KiB DMA-address (IOVA) pages ever mapped.
@@ -329,6 +332,9 @@ impl Acc {
             match e.kind {
                 EventKind::Map | EventKind::Alloc => {
                     s.maps += 1;
+                    if e.len > MAX_PAGES_PER_MAP * PAGE_BYTES {
+                        s.oversized_maps += 1;
+                    }
                     s.bytes_mapped = s.bytes_mapped.saturating_add(e.len);
                     s.map_size.add(e.len);
                     self.note_iovas(e.dma, e.len);
