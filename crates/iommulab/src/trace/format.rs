@@ -12,8 +12,10 @@
 //!   DMA and physical addresses are zig-zag deltas against the previous event in the block, and
 //!   CPU/device are written only when they change (in a context record).
 //!
-//! The reader decodes straight from the block buffer with no allocation per event (about
-//! 10 ns/event on one core; `cargo bench --bench trace`).
+//! The reader decodes straight from the block buffer with no allocation per event: varints
+//! are read eight bytes at a time without branching on their length, and everything rare
+//! (block loads, device declarations, errors) sits in a cold out-of-line path
+//! (`cargo bench --bench trace`, `trace/read_native`).
 //!
 //! Devices: events carry an index into the device table. The table is written in the header,
 //! and may grow while writing ([`NativeWriter::set_devices`]): new names go into a context
