@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use flate2::bufread::MultiGzDecoder;
 use ruzstd::decoding::{FrameDecoder, StreamingDecoder};
 
-use super::csv::{COLUMNS, CsvReader, CsvWriter};
+use super::csv::{BANNER, COLUMNS, CsvReader, CsvWriter};
 use super::format::{MAGIC, NativeReader, NativeWriter};
 use super::oracle_general::{OracleFormat, OracleGeneralWriter};
 use super::{Event, EventSource, TraceError, TraceHeader};
@@ -193,7 +193,9 @@ pub fn open_trace(path: &Path) -> Result<Box<dyn EventSource>, TraceError> {
         })?;
     let (name, _) = name_parts(path);
     let is_native = head.starts_with(&MAGIC);
-    let looks_csv = head.starts_with(b"#") || head.starts_with(&COLUMNS.as_bytes()[..8]);
+    // Our banner or the column line; not any `#` (ftrace output starts with `# tracer:`).
+    let looks_csv =
+        head.starts_with(&BANNER.as_bytes()[..10]) || head.starts_with(&COLUMNS.as_bytes()[..8]);
     let r = Cursor::new(head).chain(r);
     if is_native || name.ends_with(".iot") {
         Ok(Box::new(NativeReader::new(r, path.to_owned())?))
@@ -468,7 +470,11 @@ mod tests {
     fn text_that_is_not_a_trace_is_unsupported() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("trace.txt");
-        std::fs::write(&p, "  fio-1234 [001] ....  12.3: dma_map_page: ...\n").unwrap();
+        std::fs::write(
+            &p,
+            "# tracer: nop\n  fio-1234 [001] ....  12.3: dma_map_page: ...\n",
+        )
+        .unwrap();
         let err = open_trace(&p).err().unwrap();
         assert!(matches!(err, TraceError::Unsupported { .. }), "{err}");
         assert!(err.to_string().contains(".iot"), "{err}");
