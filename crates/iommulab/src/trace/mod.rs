@@ -4,14 +4,25 @@
 //! Every reader is a stream ([`EventSource`]): a 100-million-event trace replays in constant
 //! memory.
 
+pub mod csv;
 pub mod event;
+pub mod format;
+pub mod io;
+pub mod oracle_general;
+pub mod record;
 pub mod replay;
+pub mod stats;
 
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+pub use csv::{CsvReader, CsvWriter};
 pub use event::{Event, EventKind, TraceDir};
+pub use format::{NativeReader, NativeWriter};
+pub use io::{EventSink, convert, copy_events, create_trace, open_text, open_trace};
+pub use oracle_general::{OracleFormat, OracleGeneralWriter};
+pub use stats::{Log2Histogram, TraceStats, stats};
 
 /// Errors reading or writing traces. Messages name the file, the line (text) or byte offset
 /// (binary), and what was expected.
@@ -26,6 +37,15 @@ pub enum TraceError {
         /// Byte offset of the problem (in the decompressed stream).
         offset: u64,
         /// What is wrong.
+        what: String,
+    },
+    /// An event or header that a trace cannot hold (unknown device index, duplicate device
+    /// name, `nents` on a kind without segments, ...): a bug in the producer, found on write.
+    #[error("{path}: cannot write trace: {what}")]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong, with the event's index.
         what: String,
     },
     /// An I/O error.
