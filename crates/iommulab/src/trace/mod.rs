@@ -5,6 +5,7 @@
 //! memory.
 
 pub mod event;
+pub mod ftrace;
 
 use std::path::PathBuf;
 
