@@ -1270,3 +1270,634 @@ fn found_text(b: &[u8]) -> String {
         .take(FOUND_MAX)
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Imports `text` completely.
+    fn import(text: &str, lenient: bool) -> (Vec<Event>, TraceHeader, ImportReport) {
+        let mut r = FtraceReader::new(text.as_bytes(), "t.txt".into(), FtraceOptions { lenient });
+        let mut events = Vec::new();
+        while let Some(e) = r.next_event().unwrap() {
+            events.push(e);
+        }
+        (events, r.header().clone(), r.report().clone())
+    }
+
+    /// The one record of a one-line trace.
+    fn one(line: &str) -> Event {
+        let (events, _, report) = import(line, false);
+        assert_eq!(events.len(), 1, "{events:?}");
+        assert_eq!(report.imported_lines, 1);
+        events[0]
+    }
+
+    /// The Display text of the first error.
+    fn error(text: &str) -> String {
+        let mut r = FtraceReader::new(text.as_bytes(), "t.txt".into(), FtraceOptions::default());
+        loop {
+            match r.next_event() {
+                Ok(Some(_)) => {}
+                Ok(None) => panic!("no error in {text:?}"),
+                Err(e) => return e.to_string(),
+            }
+        }
+    }
+
+    fn rec(kind: EventKind, dir: TraceDir, dma: Option<u64>, phys: Option<u64>, len: u64) -> Event {
+        Event {
+            dir,
+            dma,
+            phys,
+            len,
+            ..Event::new(kind)
+        }
+    }
+
+    const MAP_PAGE: &str = "  iperf3-2041    [005] ..s1. 8123.456789: dma_map_page: 0000:3b:00.0 dir=TO_DEVICE dma_addr=ffffa000 size=1514 phys_addr=1f2a3c000 attrs=\n";
+
+    /// Reference §5.3: the `trace` file shape, with the 5-character flags column.
+    #[test]
+    fn dma_map_page_in_trace_shape() {
+        let e = one(MAP_PAGE);
+        let want = Event {
+            cpu: 5,
+            ..rec(
+                EventKind::Map,
+                TraceDir::ToDevice,
+                Some(0xffffa000),
+                Some(0x1f2a3c000),
+                1514,
+            )
+        };
+        assert_eq!(e, want);
+    }
+
+    /// `trace-cmd report`: no flags, padded event name, 9 decimals, unpadded CPU.
+    #[test]
+    fn trace_cmd_report_shape() {
+        let e = one(
+            "          iperf3-2041  [5]  8123.456789123: dma_unmap_page:       0000:3b:00.0 dir=TO_DEVICE dma_addr=ffffa000 size=1514 attrs=",
+        );
+        assert_eq!(e.cpu, 5);
+        assert_eq!(
+            e,
+            Event {
+                cpu: 5,
+                ..rec(
+                    EventKind::Unmap,
+                    TraceDir::ToDevice,
+                    Some(0xffffa000),
+                    None,
+                    1514
+                )
+            }
+        );
+    }
+
+    /// `trace-cmd report -l`: a 4-character latency column.
+    #[test]
+    fn trace_cmd_report_with_latency_flags() {
+        let e = one(
+            "fio-3310 [002] d..1 8123.500012: dma_sync_single_for_cpu: 0000:01:00.0 dir=FROM_DEVICE dma_addr=fff00000 size=4096",
+        );
+        assert_eq!(
+            e,
+            Event {
+                cpu: 2,
+                ..rec(
+                    EventKind::SyncForCpu,
+                    TraceDir::FromDevice,
+                    Some(0xfff00000),
+                    None,
+                    4096
+                )
+            }
+        );
+    }
+
+    /// `record-tgid`: a `(TGID)` column between TASK-PID and [CPU], also `(-------)`.
+    #[test]
+    fn tgid_column() {
+        let a = one(
+            "  iperf3-2041    (   2041) [005] ..s1. 8123.456789: dma_map_page: 0000:3b:00.0 dir=TO_DEVICE dma_addr=ffffa000 size=1514 phys_addr=1f2a3c000 attrs=",
+        );
+        let b = one(
+            "  <idle>-0       (-------) [005] d.h2. 8123.456789: dma_map_page: 0000:3b:00.0 dir=TO_DEVICE dma_addr=ffffa000 size=1514 phys_addr=1f2a3c000 attrs=",
+        );
+        assert_eq!(a, b);
+        assert_eq!(a.len, 1514);
+    }
+
+    /// The task name may hold spaces, dashes, brackets and digits; the last `-PID` before
+    /// `[CPU]` ends it.
+    #[test]
+    fn comm_with_spaces_and_dashes() {
+        for comm in [
+            "my app-x-12",
+            "kworker/u16:3-events_unbound",
+            "a [1] b-7",
+            "<...>",
+            "-",
+        ] {
+            let line = format!(
+                "{comm}-4242 [001] ..... 1.000001: dma_sync_single_for_device: virtio0 dir=BIDIRECTIONAL dma_addr=1000 size=64"
+            );
+            let e = one(&line);
+            assert_eq!(
+                (e.cpu, e.kind, e.len),
+                (1, EventKind::SyncForDevice, 64),
+                "{comm}"
+            );
+        }
+    }
+
+    /// Reference §5.1: the ranged (≥ 5.17) and the old `iommu:map` formats, with or without
+    /// the system prefix, give the same record on device `iommu`.
+    #[test]
+    fn iommu_map_old_and_new_formats() {
+        let new = "iperf3-2041 [005] ..s1. 8123.456791: map: IOMMU: iova=0x00000000ffffa000 - 0x00000000ffffb000 paddr=0x00000001f2a3c000 size=4096";
+        let old = "iperf3-2041 [005] ..s1. 8123.456791: map: IOMMU: iova=0x00000000ffffa000 paddr=0x00000001f2a3c000 size=4096";
+        let sys = "iperf3-2041 [005] 8123.456791: iommu:map: IOMMU: iova=0x00000000ffffa000 paddr=0x00000001f2a3c000 size=4096";
+        let want = Event {
+            cpu: 5,
+            ..rec(
+                EventKind::Map,
+                TraceDir::None,
+                Some(0xffffa000),
+                Some(0x1f2a3c000),
+                4096,
+            )
+        };
+        for line in [new, old, sys] {
+            let (events, header, _) = import(line, false);
+            assert_eq!(events, [want]);
+            assert_eq!(header.devices, [IOMMU_DEVICE]);
+        }
+    }
+
+    /// Reference §5.1: `iommu:unmap`, old and new; a short unmap is counted.
+    #[test]
+    fn iommu_unmap_old_and_new_formats() {
+        let new = "<idle>-0 [005] d.h2. 8123.456900: unmap: IOMMU: iova=0x00000000ffffa000 - 0x00000000ffffb000 size=4096 unmapped_size=4096";
+        let old = "<idle>-0 [005] d.h2. 8123.456900: unmap: IOMMU: iova=0x00000000ffffa000 size=4096 unmapped_size=0";
+        let want = Event {
+            cpu: 5,
+            ..rec(
+                EventKind::Unmap,
+                TraceDir::None,
+                Some(0xffffa000),
+                None,
+                4096,
+            )
+        };
+        let (events, _, report) = import(&format!("{new}\n{old}\n"), false);
+        assert_eq!(events, [want, want]);
+        assert_eq!(report.partial_iommu_unmaps, 1);
+    }
+
+    /// `dma_map_phys`/`dma_unmap_phys` (≥ 6.18) and `*_resource` parse like `*_page`; attrs
+    /// may be names, `|`-joined names or hex.
+    #[test]
+    fn phys_resource_and_attrs() {
+        let text = "\
+a-1 [000] ..... 1.000000: dma_map_phys: 0000:00:02.0 dir=BIDIRECTIONAL dma_addr=1000 size=8 phys_addr=2000 attrs=SKIP_CPU_SYNC
+a-1 [000] ..... 1.000001: dma_map_resource: 0000:00:02.0 dir=FROM_DEVICE dma_addr=3000 size=8 phys_addr=fe000000 attrs=WEAK_ORDERING|MMIO
+a-1 [000] ..... 1.000002: dma_unmap_resource: 0000:00:02.0 dir=FROM_DEVICE dma_addr=3000 size=8 attrs=0x10000
+a-1 [000] ..... 1.000003: dma_unmap_phys: 0000:00:02.0 dir=NONE dma_addr=1000 size=8 attrs=
+";
+        let (events, header, report) = import(text, false);
+        let kinds: Vec<_> = events.iter().map(|e| (e.kind, e.dir, e.time_ns)).collect();
+        assert_eq!(
+            kinds,
+            [
+                (EventKind::Map, TraceDir::Bidirectional, 0),
+                (EventKind::Map, TraceDir::FromDevice, 1000),
+                (EventKind::Unmap, TraceDir::FromDevice, 2000),
+                (EventKind::Unmap, TraceDir::None, 3000),
+            ]
+        );
+        assert_eq!(events[1].phys, Some(0xfe000000));
+        assert_eq!(header.devices, ["0000:00:02.0"]);
+        assert_eq!(report.by_event.get("dma_map_phys"), Some(&1));
+        assert_eq!(report.by_event.len(), 4);
+    }
+
+    /// Reference §5.2: a merged sg list (IOMMU): 1 DMA segment for 2 physical ones gives
+    /// MapSg{nents 2} + 2 SgSeg, zipped by position.
+    #[test]
+    fn map_sg_merged_by_iommu() {
+        let (events, _, _) = import(
+            "fio-3310 [002] ..... 8123.500012: dma_map_sg: 0000:01:00.0 dir=FROM_DEVICE dma_addrs={0xfff00000} sizes={0x20000} phys_addrs={0x12c400000,0x12c420000} attrs=",
+            false,
+        );
+        let d = TraceDir::FromDevice;
+        let head = Event {
+            nents: 2,
+            ..rec(
+                EventKind::MapSg,
+                d,
+                Some(0xfff00000),
+                Some(0x12c400000),
+                0x20000,
+            )
+        };
+        let want: Vec<Event> = [
+            head,
+            rec(
+                EventKind::SgSeg,
+                d,
+                Some(0xfff00000),
+                Some(0x12c400000),
+                0x20000,
+            ),
+            rec(EventKind::SgSeg, d, None, Some(0x12c420000), 0),
+        ]
+        .into_iter()
+        .map(|e| Event { cpu: 2, ..e })
+        .collect();
+        assert_eq!(events, want);
+    }
+
+    /// The current format (`nents=a/b ents=c/d`) with one DMA segment per physical one.
+    #[test]
+    fn map_sg_unmerged_with_counts() {
+        let (events, _, report) = import(
+            "a-1 [000] ..... 1.0: dma_map_sg: virtio0 dir=TO_DEVICE nents=2/2 ents=2/2 dma_addrs={0x1000,0x5000} sizes={0x200,0x1000} phys_addrs={0xa000,0xb000} attrs=",
+            false,
+        );
+        let d = TraceDir::ToDevice;
+        assert_eq!(
+            events,
+            [
+                Event {
+                    nents: 2,
+                    ..rec(EventKind::MapSg, d, Some(0x1000), Some(0xa000), 0x1200)
+                },
+                rec(EventKind::SgSeg, d, Some(0x1000), Some(0xa000), 0x200),
+                rec(EventKind::SgSeg, d, Some(0x5000), Some(0xb000), 0x1000),
+            ]
+        );
+        assert_eq!(report.truncated_sg, 0);
+    }
+
+    /// Trees that cap the arrays print `[TRUNCATED]`: counted, records cover what is printed.
+    #[test]
+    fn map_sg_truncated_is_counted() {
+        let (events, _, report) = import(
+            "a-1 [000] ..... 1.0: dma_map_sg: virtio0 dir=TO_DEVICE nents=2/300 ents=1/1 [TRUNCATED] dma_addrs={0x1000} sizes={0x2000} phys_addrs={0xa000,0xb000} attrs=",
+            false,
+        );
+        assert_eq!(events.len(), 3);
+        assert_eq!(events[0].nents, 2);
+        assert_eq!(report.truncated_sg, 1);
+    }
+
+    /// `dma_unmap_sg` carries only physical addresses: it is matched to the open map with the
+    /// same device and list, and mirrors its records; an unknown list is counted unmatched.
+    #[test]
+    fn unmap_sg_matches_its_map() {
+        let text = "\
+a-1 [000] ..... 1.000000: dma_map_sg: dev0 dir=FROM_DEVICE dma_addrs={0xfff00000} sizes={0x20000} phys_addrs={0x12c400000,0x12c420000} attrs=
+a-1 [000] ..... 1.000001: dma_map_sg: dev1 dir=FROM_DEVICE dma_addrs={0xeee00000} sizes={0x20000} phys_addrs={0x12c400000,0x12c420000} attrs=
+a-1 [000] ..... 1.000002: dma_unmap_sg: dev0 dir=FROM_DEVICE phys_addrs={0x12c400000,0x12c420000} attrs=
+a-1 [000] ..... 1.000003: dma_unmap_sg: dev0 dir=FROM_DEVICE phys_addrs={0x12c400000,0x12c420000} attrs=
+";
+        let (events, header, report) = import(text, false);
+        assert_eq!(header.devices, ["dev0", "dev1"]);
+        let d = TraceDir::FromDevice;
+        let t = 2000;
+        let unmap = &events[6..9];
+        assert_eq!(
+            unmap,
+            [
+                Event {
+                    time_ns: t,
+                    nents: 2,
+                    ..rec(
+                        EventKind::UnmapSg,
+                        d,
+                        Some(0xfff00000),
+                        Some(0x12c400000),
+                        0x20000
+                    )
+                },
+                Event {
+                    time_ns: t,
+                    ..rec(
+                        EventKind::SgSeg,
+                        d,
+                        Some(0xfff00000),
+                        Some(0x12c400000),
+                        0x20000
+                    )
+                },
+                Event {
+                    time_ns: t,
+                    ..rec(EventKind::SgSeg, d, None, Some(0x12c420000), 0)
+                },
+            ]
+        );
+        // The second unmap of dev0 has no open map left (dev1's does not count).
+        assert_eq!(events[9].kind, EventKind::UnmapSg);
+        assert_eq!(
+            (events[9].dma, events[9].len, events[9].nents),
+            (None, 0, 2)
+        );
+        assert_eq!(report.unmatched_unmap_sg, 1);
+        assert_eq!(report.events, 12);
+    }
+
+    /// Two open maps of the same list are undone oldest first.
+    #[test]
+    fn duplicate_open_sg_lists_match_in_order() {
+        let text = "\
+a-1 [000] ..... 1.0: dma_map_sg: d dir=TO_DEVICE dma_addrs={0x1000} sizes={0x10} phys_addrs={0xa000} attrs=
+a-1 [000] ..... 1.0: dma_map_sg: d dir=TO_DEVICE dma_addrs={0x2000} sizes={0x10} phys_addrs={0xa000} attrs=
+a-1 [000] ..... 1.0: dma_map_sg: d dir=TO_DEVICE dma_addrs={0x3000} sizes={0x10} phys_addrs={0xa000} attrs=
+a-1 [000] ..... 1.0: dma_unmap_sg: d dir=TO_DEVICE phys_addrs={0xa000} attrs=
+a-1 [000] ..... 1.0: dma_unmap_sg: d dir=TO_DEVICE phys_addrs={0xa000} attrs=
+a-1 [000] ..... 1.0: dma_unmap_sg: d dir=TO_DEVICE phys_addrs={0xa000} attrs=
+";
+        let (events, _, report) = import(text, false);
+        let unmapped: Vec<_> = events
+            .iter()
+            .filter(|e| e.kind == EventKind::UnmapSg)
+            .map(|e| e.dma)
+            .collect();
+        assert_eq!(unmapped, [Some(0x1000), Some(0x2000), Some(0x3000)]);
+        assert_eq!(report.unmatched_unmap_sg, 0);
+    }
+
+    /// `dma_sync_sg_*`: one record, len = sum of the (hex) sizes.
+    #[test]
+    fn sync_sg_is_one_record() {
+        let e = one(
+            "a-1 [003] ..... 1.0: dma_sync_sg_for_device: 0000:01:00.0 dir=TO_DEVICE dma_addrs={0x1000,0x3000} sizes={0x800,0x100}",
+        );
+        assert_eq!(
+            e,
+            Event {
+                cpu: 3,
+                ..rec(
+                    EventKind::SyncForDevice,
+                    TraceDir::ToDevice,
+                    Some(0x1000),
+                    None,
+                    0x900
+                )
+            }
+        );
+    }
+
+    /// Reference §5.2: v6.12 `dma_alloc` (no dir, phys_addr) and the later format (dir,
+    /// virt_addr, flags); `dma_free` likewise.
+    #[test]
+    fn alloc_and_free_formats() {
+        let text = "\
+a-1 [000] ..... 1.0: dma_alloc: 0000:00:04.0 dma_addr=fffc0000 size=16384 phys_addr=10a000000 flags=GFP_KERNEL|__GFP_ZERO attrs=
+a-1 [000] ..... 1.0: dma_alloc_pages: 0000:00:04.0 dir=FROM_DEVICE dma_addr=fffb0000 size=4096 virt_addr=00000000c0ffee11 flags=GFP_KERNEL attrs=
+a-1 [000] ..... 1.0: dma_free: 0000:00:04.0 dma_addr=fffc0000 size=16384 phys_addr=10a000000 attrs=
+a-1 [000] ..... 1.0: dma_free_pages: 0000:00:04.0 dir=FROM_DEVICE dma_addr=fffb0000 size=4096 virt_addr=00000000c0ffee11 attrs=NO_KERNEL_MAPPING
+";
+        let (events, _, _) = import(text, false);
+        assert_eq!(
+            events,
+            [
+                rec(
+                    EventKind::Alloc,
+                    TraceDir::Bidirectional,
+                    Some(0xfffc0000),
+                    Some(0x10a000000),
+                    16384
+                ),
+                rec(
+                    EventKind::Alloc,
+                    TraceDir::FromDevice,
+                    Some(0xfffb0000),
+                    None,
+                    4096
+                ),
+                rec(
+                    EventKind::Free,
+                    TraceDir::Bidirectional,
+                    Some(0xfffc0000),
+                    Some(0x10a000000),
+                    16384
+                ),
+                rec(
+                    EventKind::Free,
+                    TraceDir::FromDevice,
+                    Some(0xfffb0000),
+                    None,
+                    4096
+                ),
+            ]
+        );
+    }
+
+    /// Headers, comments, trace-cmd preambles and lost-event markers are skipped and
+    /// counted; other events are counted by name.
+    #[test]
+    fn headers_markers_and_other_events_are_counted() {
+        let text = "\
+cpus=2
+version = 6
+CPU 1 is empty
+# tracer: nop
+#
+# entries-in-buffer/entries-written: 3/3   #P:8
+#           TASK-PID     CPU#  |||||  TIMESTAMP  FUNCTION
+#              | |         |   |||||     |         |
+
+##### CPU 2 buffer started ####
+CPU:3 [LOST 123 EVENTS]
+  <idle>-0 [002] d..2. 10.000000: sched_switch: prev_comm=swapper/2 prev_pid=0 ==> next_comm=fio next_pid=9
+  fio-9 [002] ..... 10.000100: dma_map_sg_err: 0000:01:00.0 dir=TO_DEVICE dma_addrs={0x1} err=-12 attrs=
+";
+        let (events, header, report) = import(text, false);
+        assert!(events.is_empty());
+        assert!(header.devices.is_empty());
+        let by_event: Vec<_> = report
+            .by_event
+            .iter()
+            .map(|(k, v)| (k.as_str(), *v))
+            .collect();
+        assert_eq!(by_event, [("dma_map_sg_err", 1), ("sched_switch", 1)]);
+        assert_eq!(
+            report,
+            ImportReport {
+                lines: 13,
+                skipped_header_or_comment: 9,
+                skipped_other_events: 2,
+                lost_event_markers: 2,
+                lost_events: 123,
+                by_event: report.by_event.clone(),
+                ..ImportReport::default()
+            }
+        );
+    }
+
+    /// A failed map (`DMA_MAPPING_ERROR`) makes no record.
+    #[test]
+    fn failed_map_is_skipped() {
+        let (events, _, report) = import(
+            "a-1 [000] ..... 1.0: dma_map_page: d dir=TO_DEVICE dma_addr=ffffffffffffffff size=64 phys_addr=1000 attrs=",
+            false,
+        );
+        assert!(events.is_empty());
+        assert_eq!(report.map_errors, 1);
+    }
+
+    /// Times are ns since the first imported event; earlier stamps saturate to 0.
+    #[test]
+    fn times_are_relative_to_first_event() {
+        let text = "\
+a-1 [000] ..... 5.000000: sched_switch: x
+a-1 [000] ..... 100.000000001: dma_sync_single_for_cpu: d dir=NONE dma_addr=0 size=1
+a-1 [001] ..... 100.5: dma_sync_single_for_cpu: d dir=NONE dma_addr=0 size=1
+a-1 [002] ..... 99.999999: dma_sync_single_for_cpu: d dir=NONE dma_addr=0 size=1
+";
+        let (events, _, _) = import(text, false);
+        let t: Vec<_> = events.iter().map(|e| e.time_ns).collect();
+        assert_eq!(t, [0, 499_999_999, 0]);
+    }
+
+    /// Errors name file:line, what was expected, and the offending text.
+    #[test]
+    fn error_messages_name_line_and_expectation() {
+        let bad_dir = format!(
+            "{MAP_PAGE}a-1 [000] ..... 1.0: dma_map_page: 0000:00:01.0 dir=SIDEWAYS dma_addr=1 size=1 phys_addr=1 attrs=\n"
+        );
+        assert_eq!(
+            error(&bad_dir),
+            "t.txt:2: expected `dir=` BIDIRECTIONAL, TO_DEVICE, FROM_DEVICE or NONE in dma_map_page, found \"dir=SIDEWAYS\""
+        );
+        assert_eq!(
+            error("a-1 [000] ..... 1.0: dma_unmap_page: d dir=NONE dma_addr=1 attrs="),
+            "t.txt:1: expected `size=<decimal>` in dma_unmap_page, found \"d dir=NONE dma_addr=1 attrs=\""
+        );
+        assert_eq!(
+            error("a-1 [000] ..... 1.0: dma_unmap_page: d dir=NONE dma_addr=xyz size=1 attrs="),
+            "t.txt:1: expected `dma_addr=<hex>` in dma_unmap_page, found \"dma_addr=xyz\""
+        );
+        assert_eq!(
+            error("# ok\nthis is not ftrace\n"),
+            format!("t.txt:2: expected {EXPECTED_LINE}, found \"this is not ftrace\"")
+        );
+        assert_eq!(
+            error("a-1 [000] ..... 1.0: map: IOMMU: iova=0x1 - 0x2 size=1"),
+            "t.txt:1: expected `paddr=0x<hex>` in map, found \"IOMMU: iova=0x1 - 0x2 size=1\""
+        );
+        assert_eq!(
+            error(
+                "a-1 [000] ..... 1.0: dma_map_sg: d dir=NONE dma_addrs={0x1,0x2} sizes={0x1} phys_addrs={0x1,0x2} attrs="
+            ),
+            "t.txt:1: expected as many `sizes` as `dma_addrs` in dma_map_sg, found \"sizes={0x1}\""
+        );
+        assert_eq!(
+            error(
+                "a-1 [000] ..... 1.0: dma_map_sg: d dir=NONE nents=3/3 ents=1/1 dma_addrs={0x1} sizes={0x1} phys_addrs={0x1,0x2} attrs="
+            ),
+            "t.txt:1: expected `nents=` shown count equal to the `phys_addrs` count in dma_map_sg, found \"nents=3/3\""
+        );
+    }
+
+    /// The offending text is cut to 120 characters.
+    #[test]
+    fn found_text_is_truncated() {
+        let long = "x".repeat(500);
+        let msg = error(&long);
+        assert!(
+            msg.ends_with(&format!("found \"{}\"", "x".repeat(120))),
+            "{msg}"
+        );
+    }
+
+    /// Lenient mode skips malformed lines (and garbage, and invalid UTF-8) and counts them;
+    /// every line lands in exactly one counter.
+    #[test]
+    fn lenient_skips_and_counts() {
+        let mut text = Vec::new();
+        text.extend_from_slice(MAP_PAGE.as_bytes());
+        text.extend_from_slice(b"garbage\n");
+        text.extend_from_slice(
+            b"a-1 [000] ..... 1.0: dma_map_page: d dir=UP dma_addr=1 size=1 phys_addr=1 attrs=\n",
+        );
+        text.extend_from_slice(b"a-1 [000] ..... 1.0: dma_map_page: \xff\xfe dir=NONE dma_addr=1 size=1 phys_addr=1 attrs=\n");
+        text.extend_from_slice(b"\xffcomm\xfe-1 [000] ..... 1.0: dma_map_page: d dir=NONE dma_addr=1 size=1 phys_addr=1 attrs=\n");
+        text.extend_from_slice(MAP_PAGE.as_bytes());
+        let mut r = FtraceReader::new(
+            text.as_slice(),
+            "t.txt".into(),
+            FtraceOptions { lenient: true },
+        );
+        let mut n = 0;
+        while r.next_event().unwrap().is_some() {
+            n += 1;
+        }
+        let report = r.report();
+        assert_eq!(n, 3);
+        assert_eq!(report.malformed_skipped, 3);
+        assert_eq!(report.imported_lines, 3);
+        assert_eq!(report.lines, 6);
+        assert_eq!(r.header().devices, ["0000:3b:00.0", "d"]);
+    }
+
+    /// A strict import stops at the first malformed line, and can go on after it.
+    #[test]
+    fn strict_reports_then_continues() {
+        let text = format!("garbage\n{MAP_PAGE}");
+        let mut r = FtraceReader::new(text.as_bytes(), "t.txt".into(), FtraceOptions::default());
+        assert!(matches!(
+            r.next_event(),
+            Err(TraceError::Parse { line: 1, .. })
+        ));
+        assert!(r.next_event().unwrap().is_some());
+        assert!(r.next_event().unwrap().is_none());
+    }
+
+    /// Lines over MAX_LINE are rejected without buffering the rest of them.
+    #[test]
+    fn overlong_line_is_malformed() {
+        let mut text = vec![b'a'; usize::try_from(MAX_LINE).unwrap() + 10];
+        text.push(b'\n');
+        text.extend_from_slice(MAP_PAGE.as_bytes());
+        let mut r = FtraceReader::new(
+            text.as_slice(),
+            "t.txt".into(),
+            FtraceOptions { lenient: true },
+        );
+        assert!(r.next_event().unwrap().is_some());
+        assert_eq!(r.report().malformed_skipped, 1);
+        assert_eq!(r.report().lines, 2);
+        assert_eq!(r.line_number(), 2);
+    }
+
+    /// CRLF line ends and a missing final newline are fine.
+    #[test]
+    fn crlf_and_no_final_newline() {
+        let text = MAP_PAGE.replace('\n', "\r\n") + MAP_PAGE.trim_end();
+        let (events, _, _) = import(&text, false);
+        assert_eq!(events.len(), 2);
+        assert_eq!(events[1].len, 1514);
+    }
+
+    #[test]
+    fn number_parsers() {
+        assert_eq!(parse_hex(b"0x00000001f2a3c000"), Some(0x1f2a3c000));
+        assert_eq!(parse_hex(b"FFFFffff"), Some(0xffff_ffff));
+        assert_eq!(parse_hex(b"ffffffffffffffff"), Some(u64::MAX));
+        assert_eq!(parse_hex(b"1ffffffffffffffff"), None);
+        assert_eq!(parse_hex(b"0x"), None);
+        assert_eq!(parse_hex(b"g"), None);
+        assert_eq!(parse_dec(b"18446744073709551615"), Some(u64::MAX));
+        assert_eq!(parse_dec(b"18446744073709551616"), None);
+        assert_eq!(parse_ts(b"8123.456789"), Some(8_123_456_789_000));
+        assert_eq!(parse_ts(b"8123.456789123"), Some(8_123_456_789_123));
+        assert_eq!(parse_ts(b"1.5"), Some(1_500_000_000));
+        assert_eq!(parse_ts(b"1.1234567890"), None);
+        assert_eq!(parse_ts(b"99999999999999999999.0"), None);
+    }
+}
