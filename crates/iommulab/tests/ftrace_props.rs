@@ -50,7 +50,7 @@ fn drain<R: std::io::BufRead>(r: &mut FtraceReader<R>) -> Imported {
         events,
         errors,
         header: r.header().clone(),
-        report: r.report().clone(),
+        report: r.report(),
     }
 }
 

@@ -223,8 +223,16 @@ pub struct FtraceReader<R: BufRead> {
     open_sg_more: Vec<((u16, u64), OpenSg)>,
     /// Spare segment vectors, so matching allocates nothing in steady state.
     seg_pool: Vec<Vec<Event>>,
+    /// Lines per event name, in order of first sight (`report.by_event` is built from it):
+    /// the previous line's name is tried first, then a short linear scan, then `event_index`.
+    event_counts: Vec<(Box<[u8]>, u64)>,
+    event_index: HashMap<Box<[u8]>, usize>,
+    last_event: usize,
     report: ImportReport,
 }
+
+/// Names (devices, events) found by a linear scan before a hash lookup.
+const LINEAR_SCAN: usize = 16;
 
 /// An open `dma_map_sg`: its `SgSeg` records.
 struct OpenSg {
@@ -286,13 +294,22 @@ impl<R: BufRead> FtraceReader<R> {
             open_sg: HashMap::new(),
             open_sg_more: Vec::new(),
             seg_pool: Vec::new(),
+            event_counts: Vec::new(),
+            event_index: HashMap::new(),
+            last_event: 0,
             report: ImportReport::default(),
         }
     }
 
     /// What has been read so far (complete once `next_event` returned `Ok(None)`).
-    pub fn report(&self) -> &ImportReport {
-        &self.report
+    pub fn report(&self) -> ImportReport {
+        let mut report = self.report.clone();
+        report.by_event = self
+            .event_counts
+            .iter()
+            .map(|(name, n)| (String::from_utf8_lossy(name).into_owned(), *n))
+            .collect();
+        report
     }
 
     /// The options.
@@ -411,13 +428,27 @@ impl<R: BufRead> FtraceReader<R> {
     }
 
     fn count_event(&mut self, name: &[u8]) {
-        // Names passed parse_head's check: ASCII.
-        let name = std::str::from_utf8(name).unwrap_or("?");
-        if let Some(n) = self.report.by_event.get_mut(name) {
-            *n += 1;
+        let counts = &mut self.event_counts;
+        let i = if counts
+            .get(self.last_event)
+            .is_some_and(|(n, _)| **n == *name)
+        {
+            self.last_event
+        } else if let Some(i) = counts
+            .iter()
+            .take(LINEAR_SCAN)
+            .position(|(n, _)| **n == *name)
+        {
+            i
+        } else if let Some(&i) = self.event_index.get(name) {
+            i
         } else {
-            self.report.by_event.insert(name.to_owned(), 1);
-        }
+            counts.push((name.into(), 0));
+            self.event_index.insert(name.into(), counts.len() - 1);
+            counts.len() - 1
+        };
+        counts[i].1 += 1;
+        self.last_event = i;
     }
 
     /// The device index of `name`, adding it to the header on first sight.
@@ -425,6 +456,17 @@ impl<R: BufRead> FtraceReader<R> {
         if let Some(i) = self.last_device
             && self.header.devices[usize::from(i)].as_bytes() == name
         {
+            return Ok(i);
+        }
+        if let Some((_, i)) = self
+            .header
+            .devices
+            .iter()
+            .take(LINEAR_SCAN)
+            .zip(0u16..)
+            .find(|(d, _)| d.as_bytes() == name)
+        {
+            self.last_device = Some(i);
             return Ok(i);
         }
         let Ok(s) = std::str::from_utf8(name) else {
@@ -915,28 +957,39 @@ struct Head<'a> {
 
 /// Parses `TASK-PID [(TGID)] [CPU] [FLAGS] SECS.FRAC: EVENT: BODY` (`t` trimmed).
 fn parse_head(t: &[u8]) -> Option<Head<'_>> {
+    let n = t.len();
     let mut from = 0;
-    let (cpu, after_cpu) = loop {
+    let (cpu, mut i) = loop {
         let open = from + t[from..].iter().position(|&b| b == b'[')?;
         from = open + 1;
-        let d = digits(&t[from..]);
-        let close = from + d;
-        if d == 0 || d > 5 || t.get(close) != Some(&b']') {
-            continue;
+        let mut j = from;
+        let mut cpu: u32 = 0;
+        while j < n && j - from < 5 && t[j].is_ascii_digit() {
+            cpu = cpu * 10 + u32::from(t[j] - b'0');
+            j += 1;
         }
-        if !t.get(close + 1).is_some_and(|&b| b == b' ' || b == b'\t') {
+        if j == from || t.get(j) != Some(&b']') || !t.get(j + 1).is_some_and(is_space) {
             continue;
         }
         if !task_pid_before(&t[..open]) {
             continue;
         }
-        let Ok(cpu) = u16::try_from(parse_dec(&t[from..close])?) else {
+        let Ok(cpu) = u16::try_from(cpu) else {
             continue;
         };
-        break (cpu, close + 1);
+        break (cpu, j + 1);
     };
-    let rest = trim_start(&t[after_cpu..]);
-    let (tok, mut rest) = split_word(rest);
+    let word = |i: &mut usize| {
+        while *i < n && is_space(&t[*i]) {
+            *i += 1;
+        }
+        let start = *i;
+        while *i < n && !is_space(&t[*i]) {
+            *i += 1;
+        }
+        &t[start..*i]
+    };
+    let tok = word(&mut i);
     let ts = match tok.strip_suffix(b":").and_then(parse_ts) {
         Some(ts) => ts,
         None => {
@@ -944,31 +997,37 @@ fn parse_head(t: &[u8]) -> Option<Head<'_>> {
             if tok.len() > 8 {
                 return None;
             }
-            let (tok, r) = split_word(trim_start(rest));
-            rest = r;
-            tok.strip_suffix(b":").and_then(parse_ts)?
+            word(&mut i).strip_suffix(b":").and_then(parse_ts)?
         }
     };
-    let rest = trim_start(rest);
-    // The event name ends at the first `:` followed by a blank or the end of the line.
-    let mut end = None;
-    for (i, &b) in rest.iter().enumerate() {
-        match b {
-            b':' if matches!(rest.get(i + 1), None | Some(b' ' | b'\t')) => {
-                end = Some(i);
-                break;
-            }
-            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'_' | b':' => {}
-            _ => return None,
-        }
+    while i < n && is_space(&t[i]) {
+        i += 1;
     }
-    let end = end.filter(|&e| e > 0)?;
+    // The event name ends at the first `:` followed by a blank or the end of the line.
+    let start = i;
+    loop {
+        let b = *t.get(i)?;
+        if b == b':' && t.get(i + 1).is_none_or(is_space) {
+            break;
+        }
+        if !(b.is_ascii_alphanumeric() || b == b'_' || b == b':') {
+            return None;
+        }
+        i += 1;
+    }
+    if i == start {
+        return None;
+    }
     Some(Head {
         cpu,
         ts,
-        name: &rest[..end],
-        body: trim_start(&rest[end + 1..]),
+        name: &t[start..i],
+        body: trim_start(&t[i + 1..]),
     })
+}
+
+fn is_space(b: &u8) -> bool {
+    *b == b' ' || *b == b'\t'
 }
 
 /// Whether `s` ends with `-PID`, optionally followed by a `(TGID)` column.
@@ -1016,14 +1075,12 @@ impl<'a> DmaFields<'a> {
             body,
             ..DmaFields::default()
         };
-        let mut words = body
-            .split(|&b| b == b' ' || b == b'\t')
-            .filter(|w| !w.is_empty());
+        let mut words = Words::new(body);
         f.device = match words.next() {
             Some(d) if !d.contains(&b'=') => d,
             _ => return Err(Bad::new("a device name first", body)),
         };
-        for w in words {
+        while let Some(w) = words.next() {
             if w == b"[TRUNCATED]" {
                 f.truncated = true;
                 continue;
@@ -1108,66 +1165,84 @@ struct IommuFields {
 }
 
 /// Parses `IOMMU: iova=0x… [- 0x…] paddr=0x… size=N` (map) or
-/// `IOMMU: iova=0x… [- 0x…] size=N unmapped_size=N` (unmap).
+/// `IOMMU: iova=0x… [- 0x…] size=N unmapped_size=N` (unmap): the fields in this order,
+/// separated by blanks.
 fn parse_iommu(body: &[u8], map: bool) -> Result<IommuFields, Bad<'_>> {
-    const IOVA: &str = "`iova=0x<hex>`";
-    let mut words = body
-        .split(|&b| b == b' ' || b == b'\t')
-        .filter(|w| !w.is_empty())
-        .peekable();
+    const END: &str = "the range end `0x<hex>` after `-`";
+    let mut words = Words::new(body);
     if words.next() != Some(b"IOMMU:".as_slice()) {
         return Err(Bad::new("`IOMMU:` at the start of the body", body));
     }
-    let tok = words.next().ok_or(Bad::new(IOVA, body))?;
-    let iova = tok
-        .strip_prefix(b"iova=")
-        .and_then(parse_hex)
-        .ok_or(Bad::new(IOVA, tok))?;
-    if words.peek() == Some(&b"-".as_slice()) {
+    let mut f = IommuFields {
+        iova: words.value(b"iova=", "`iova=0x<hex>`", parse_hex)?,
+        paddr: 0,
+        size: 0,
+        unmapped: 0,
+    };
+    if words.peek() == Some(b"-".as_slice()) {
         words.next();
-        let end = words
-            .next()
-            .ok_or(Bad::new("the range end `0x<hex>` after `-`", body))?;
-        parse_hex(end).ok_or(Bad::new("the range end `0x<hex>` after `-`", end))?;
+        let end = words.next().ok_or(Bad::new(END, body))?;
+        parse_hex(end).ok_or(Bad::new(END, end))?;
     }
-    let (mut paddr, mut size, mut unmapped) = (None, None, None);
-    for w in words {
-        let (k, v) = match w.iter().position(|&b| b == b'=') {
-            Some(eq) => (&w[..eq], &w[eq + 1..]),
-            None => (w, &[][..]),
-        };
-        match k {
-            b"paddr" if map => paddr = Some(parse_hex(v).ok_or(Bad::new("`paddr=0x<hex>`", w))?),
-            b"size" => size = Some(parse_dec(v).ok_or(Bad::new("`size=<decimal>`", w))?),
-            b"unmapped_size" if !map => {
-                unmapped = Some(parse_dec(v).ok_or(Bad::new("`unmapped_size=<decimal>`", w))?);
-            }
-            _ if map => return Err(Bad::new("only `paddr=` and `size=` after the iova", w)),
-            _ => {
-                return Err(Bad::new(
-                    "only `size=` and `unmapped_size=` after the iova",
-                    w,
-                ));
-            }
+    if map {
+        f.paddr = words.value(b"paddr=", "`paddr=0x<hex>`", parse_hex)?;
+    }
+    f.size = words.value(b"size=", "`size=<decimal>`", parse_dec)?;
+    if !map {
+        f.unmapped = words.value(b"unmapped_size=", "`unmapped_size=<decimal>`", parse_dec)?;
+    }
+    match words.next() {
+        None => Ok(f),
+        Some(w) => Err(Bad::new("the end of the body", w)),
+    }
+}
+
+/// Blank-separated words of a body, with one word of lookahead.
+struct Words<'a> {
+    body: &'a [u8],
+    rest: &'a [u8],
+    peeked: Option<&'a [u8]>,
+}
+
+impl<'a> Words<'a> {
+    fn new(body: &'a [u8]) -> Self {
+        Words {
+            body,
+            rest: body,
+            peeked: None,
         }
     }
-    let size = size.ok_or(Bad::new("`size=<decimal>`", body))?;
-    if map {
-        let paddr = paddr.ok_or(Bad::new("`paddr=0x<hex>`", body))?;
-        Ok(IommuFields {
-            iova,
-            paddr,
-            size,
-            unmapped: 0,
-        })
-    } else {
-        let unmapped = unmapped.ok_or(Bad::new("`unmapped_size=<decimal>`", body))?;
-        Ok(IommuFields {
-            iova,
-            paddr: 0,
-            size,
-            unmapped,
-        })
+
+    fn next(&mut self) -> Option<&'a [u8]> {
+        if let Some(w) = self.peeked.take() {
+            return Some(w);
+        }
+        let s = trim_start(self.rest);
+        if s.is_empty() {
+            self.rest = s;
+            return None;
+        }
+        let (w, rest) = split_word(s);
+        self.rest = rest;
+        Some(w)
+    }
+
+    fn peek(&mut self) -> Option<&'a [u8]> {
+        if self.peeked.is_none() {
+            self.peeked = self.next();
+        }
+        self.peeked
+    }
+
+    /// The next word, which must be `key` followed by a value `parse` accepts.
+    fn value(
+        &mut self,
+        key: &[u8],
+        what: &'static str,
+        parse: fn(&[u8]) -> Option<u64>,
+    ) -> Result<u64, Bad<'a>> {
+        let w = self.next().ok_or(Bad::new(what, self.body))?;
+        w.strip_prefix(key).and_then(parse).ok_or(Bad::new(what, w))
     }
 }
 
@@ -1188,21 +1263,50 @@ fn parse_hex(s: &[u8]) -> Option<u64> {
     }
     let mut v: u64 = 0;
     for &b in s {
-        let d = match b {
-            b'0'..=b'9' => b - b'0',
-            b'a'..=b'f' => b - b'a' + 10,
-            b'A'..=b'F' => b - b'A' + 10,
-            _ => return None,
-        };
+        let d = HEX[usize::from(b)];
+        if d == NOT_HEX {
+            return None;
+        }
         v = (v << 4) | u64::from(d);
     }
     Some(v)
 }
 
+const NOT_HEX: u8 = 0xff;
+
+/// Hex digit values by byte, [`NOT_HEX`] for others.
+static HEX: [u8; 256] = {
+    let mut t = [NOT_HEX; 256];
+    let mut d: u8 = 0;
+    while d < 10 {
+        t[(b'0' + d) as usize] = d;
+        d += 1;
+    }
+    let mut d: u8 = 0;
+    while d < 6 {
+        t[(b'a' + d) as usize] = 10 + d;
+        t[(b'A' + d) as usize] = 10 + d;
+        d += 1;
+    }
+    t
+};
+
 /// Decimal, 1 to 20 digits, no overflow.
 fn parse_dec(s: &[u8]) -> Option<u64> {
     if s.is_empty() || s.len() > 20 {
         return None;
+    }
+    if s.len() <= 19 {
+        // 19 digits cannot overflow.
+        let mut v: u64 = 0;
+        for &b in s {
+            let d = b.wrapping_sub(b'0');
+            if d > 9 {
+                return None;
+            }
+            v = v * 10 + u64::from(d);
+        }
+        return Some(v);
     }
     let mut v: u64 = 0;
     for &b in s {
@@ -1216,15 +1320,24 @@ fn parse_dec(s: &[u8]) -> Option<u64> {
 
 /// `SECONDS.FRACTION` (1–9 decimals) in ns.
 fn parse_ts(s: &[u8]) -> Option<u64> {
+    const SCALE: [u64; 10] = [
+        1_000_000_000,
+        100_000_000,
+        10_000_000,
+        1_000_000,
+        100_000,
+        10_000,
+        1_000,
+        100,
+        10,
+        1,
+    ];
     let dot = s.iter().position(|&b| b == b'.')?;
     let (secs, frac) = (&s[..dot], &s[dot + 1..]);
     if frac.is_empty() || frac.len() > 9 {
         return None;
     }
-    let mut ns = parse_dec(frac)?;
-    for _ in frac.len()..9 {
-        ns *= 10;
-    }
+    let ns = parse_dec(frac)? * SCALE[frac.len()];
     parse_dec(secs)?.checked_mul(1_000_000_000)?.checked_add(ns)
 }
 
@@ -1282,7 +1395,7 @@ mod tests {
         while let Some(e) = r.next_event().unwrap() {
             events.push(e);
         }
-        (events, r.header().clone(), r.report().clone())
+        (events, r.header().clone(), r.report())
     }
 
     /// The one record of a one-line trace.
@@ -1788,7 +1901,7 @@ a-1 [002] ..... 99.999999: dma_sync_single_for_cpu: d dir=NONE dma_addr=0 size=1
         );
         assert_eq!(
             error("a-1 [000] ..... 1.0: map: IOMMU: iova=0x1 - 0x2 size=1"),
-            "t.txt:1: expected `paddr=0x<hex>` in map, found \"IOMMU: iova=0x1 - 0x2 size=1\""
+            "t.txt:1: expected `paddr=0x<hex>` in map, found \"size=1\""
         );
         assert_eq!(
             error(
