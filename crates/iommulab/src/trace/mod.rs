@@ -7,6 +7,7 @@
 pub mod csv;
 pub mod event;
 pub mod format;
+pub mod ftrace;
 pub mod io;
 pub mod oracle_general;
 pub mod record;
