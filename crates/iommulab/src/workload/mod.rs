@@ -6,7 +6,9 @@
 //! remembers each slot's DMA address between its map and its unmap, as a driver would. Slots
 //! are small integers reused as buffers complete, so the runner's table stays small.
 
+pub mod page_alloc;
 pub mod pseudo_scsi;
+pub mod zipf;
 
 use serde::{Deserialize, Serialize};
 
