@@ -6,6 +6,7 @@
 //! remembers each slot's DMA address between its map and its unmap, as a driver would. Slots
 //! are small integers reused as buffers complete, so the runner's table stays small.
 
+pub mod netperf_send;
 pub mod page_alloc;
 pub mod pseudo_scsi;
 pub mod zipf;
@@ -14,7 +15,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::addr::{Access, CpuId, DmaDirection, Hpa};
 use crate::error::Error;
+use crate::experiment::ConfigError;
 
+pub use netperf_send::{NetperfSend, NetperfSendConfig, TxMapping};
+pub use page_alloc::PageAllocConfig;
 pub use pseudo_scsi::{PseudoScsi, PseudoScsiConfig};
 
 /// One DMA operation issued by a driver or a device.
@@ -90,4 +94,138 @@ pub trait Workload {
     fn devices(&self) -> usize;
     /// Total I/Os the workload will complete, if known (for progress bars).
     fn total_ios(&self) -> Option<u64>;
+}
+
+/// A [`ConfigError::Invalid`] for `key` (spelled as in the experiment TOML, `workload.…`).
+pub(crate) fn invalid(key: &str, value: impl std::fmt::Display, expected: &str) -> ConfigError {
+    ConfigError::Invalid {
+        key: key.into(),
+        value: value.to_string(),
+        expected: expected.into(),
+    }
+}
+
+/// `v` as an index (generators' indices are far below `usize::MAX` on any target).
+pub(crate) fn idx(v: u64) -> usize {
+    usize::try_from(v).unwrap_or(usize::MAX)
+}
+
+/// A checker of op streams shared by the generators' unit tests.
+#[cfg(test)]
+pub(crate) mod check {
+    use std::collections::{HashMap, HashSet};
+
+    use super::{DmaOp, Workload};
+    use crate::addr::{Access, DmaDirection, PAGE_4K};
+
+    /// What a checked run saw.
+    #[derive(Debug, Default)]
+    pub struct Checked {
+        /// `Map` + `MapSg`.
+        pub maps: u64,
+        /// Maps by direction: ToDevice, FromDevice, Bidirectional.
+        pub maps_by_dir: [u64; 3],
+        /// `MapSg` ops.
+        pub sg_maps: u64,
+        /// Most segments of one `MapSg`.
+        pub max_sg_segments: usize,
+        /// Bytes of all `MapSg` segments.
+        pub sg_bytes: u64,
+        /// `Unmap` ops (the runner's I/Os).
+        pub unmaps: u64,
+        /// Device reads and writes.
+        pub reads: u64,
+        /// Device writes.
+        pub writes: u64,
+        /// Longest single map.
+        pub max_len: u64,
+        /// The last tick.
+        pub last_tick: u64,
+        /// Most slots mapped at once.
+        pub peak_live: usize,
+        /// Distinct physical page numbers of mapped bytes.
+        pub pages: HashSet<u64>,
+        /// Every single map's (phys, len).
+        pub buffers: Vec<(u64, u64)>,
+    }
+
+    /// Runs `w` to the end, asserting the stream's invariants: maps only of free slots,
+    /// unmaps and accesses only of mapped ones, accesses the mapping's direction allows,
+    /// non-empty segments, devices in range, a monotonic clock, `total_ios` unmaps, no slot
+    /// left mapped, and `None` for ever after the end.
+    pub fn run_checked<W: Workload>(w: &mut W) -> Checked {
+        let mut c = Checked::default();
+        let mut live: HashMap<u32, DmaDirection> = HashMap::new();
+        let note = |c: &mut Checked, phys: u64, len: u64| {
+            assert!(len > 0, "zero-length buffer at {phys:#x}");
+            let first = phys >> PAGE_4K.shift();
+            let last = (phys + len - 1) >> PAGE_4K.shift();
+            c.pages.extend(first..=last);
+        };
+        while let Some(op) = w.next_op().unwrap() {
+            match op {
+                DmaOp::Map {
+                    slot,
+                    device,
+                    phys,
+                    len,
+                    dir,
+                    ..
+                } => {
+                    assert!(usize::from(device) < w.devices());
+                    assert!((slot as usize) < w.slots(), "slot {slot} beyond the hint");
+                    assert!(live.insert(slot, dir).is_none(), "slot {slot} mapped twice");
+                    note(&mut c, phys.get(), len);
+                    c.buffers.push((phys.get(), len));
+                    c.max_len = c.max_len.max(len);
+                    c.maps += 1;
+                    c.maps_by_dir[dir as usize] += 1;
+                }
+                DmaOp::MapSg {
+                    slot, device, dir, ..
+                } => {
+                    assert!(usize::from(device) < w.devices());
+                    assert!((slot as usize) < w.slots(), "slot {slot} beyond the hint");
+                    assert!(live.insert(slot, dir).is_none(), "slot {slot} mapped twice");
+                    let segs = w.sg_segments();
+                    assert!(!segs.is_empty(), "MapSg without segments");
+                    for s in segs {
+                        note(&mut c, s.phys.get(), s.len);
+                        c.sg_bytes += s.len;
+                    }
+                    c.max_sg_segments = c.max_sg_segments.max(segs.len());
+                    c.sg_maps += 1;
+                    c.maps += 1;
+                    c.maps_by_dir[dir as usize] += 1;
+                }
+                DmaOp::Access { slot, access } => {
+                    let dir = live.get(&slot).copied();
+                    let dir = dir.unwrap_or_else(|| panic!("access of unmapped slot {slot}"));
+                    assert!(dir.perm().allows(access), "{access:?} through {dir:?}");
+                    match access {
+                        Access::Read => c.reads += 1,
+                        Access::Write => c.writes += 1,
+                    }
+                }
+                DmaOp::Unmap { slot, .. } => {
+                    assert!(
+                        live.remove(&slot).is_some(),
+                        "unmap of unmapped slot {slot}"
+                    );
+                    c.unmaps += 1;
+                }
+                DmaOp::Tick { now_ns } => {
+                    assert!(now_ns >= c.last_tick, "clock went back");
+                    c.last_tick = now_ns;
+                }
+            }
+            c.peak_live = c.peak_live.max(live.len());
+        }
+        assert!(live.is_empty(), "slots left mapped: {live:?}");
+        if let Some(total) = w.total_ios() {
+            assert_eq!(c.unmaps, total, "total_ios");
+        }
+        assert!(w.next_op().unwrap().is_none(), "ops after the end");
+        c
+    }
 }
