@@ -6,6 +6,7 @@
 //! remembers each slot's DMA address between its map and its unmap, as a driver would. Slots
 //! are small integers reused as buffers complete, so the runner's table stays small.
 
+pub mod apache_sendfile;
 pub mod netperf_send;
 pub mod page_alloc;
 pub mod pseudo_scsi;
@@ -17,6 +18,7 @@ use crate::addr::{Access, CpuId, DmaDirection, Hpa};
 use crate::error::Error;
 use crate::experiment::ConfigError;
 
+pub use apache_sendfile::{ApacheSendfile, ApacheSendfileConfig};
 pub use netperf_send::{NetperfSend, NetperfSendConfig, TxMapping};
 pub use page_alloc::PageAllocConfig;
 pub use pseudo_scsi::{PseudoScsi, PseudoScsiConfig};
