@@ -7,6 +7,7 @@
 //! are small integers reused as buffers complete, so the runner's table stays small.
 
 pub mod apache_sendfile;
+pub mod block;
 pub mod netperf_send;
 pub mod page_alloc;
 pub mod pseudo_scsi;
@@ -19,6 +20,7 @@ use crate::error::Error;
 use crate::experiment::ConfigError;
 
 pub use apache_sendfile::{ApacheSendfile, ApacheSendfileConfig};
+pub use block::{Block, BlockBuffers, BlockConfig, Pattern};
 pub use netperf_send::{NetperfSend, NetperfSendConfig, TxMapping};
 pub use page_alloc::PageAllocConfig;
 pub use pseudo_scsi::{PseudoScsi, PseudoScsiConfig};
