@@ -5,6 +5,13 @@
 //! Operations name their buffer by a `slot` (an index the workload chooses); the runner
 //! remembers each slot's DMA address between its map and its unmap, as a driver would. Slots
 //! are small integers reused as buffers complete, so the runner's table stays small.
+//!
+//! Built-in generators, chosen by [`WorkloadConfig`]: [`PseudoScsi`] (S0.8),
+//! [`NetperfSend`] and [`ApacheSendfile`] (S1.8–S1.9, sharing the NIC transmit path of
+//! [`netperf_send`]), [`Block`] and [`UniformRandom`]. Realistic physical buffers come from
+//! [`page_alloc`] (Linux-like per-CPU LIFO page lists and a kmalloc slab); popularity from
+//! [`zipf`]. Every generator is deterministic for its `seed` and allocates nothing per op
+//! once warm (`tests/workload_props.rs`).
 
 pub mod apache_sendfile;
 pub mod block;
