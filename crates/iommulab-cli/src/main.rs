@@ -27,9 +27,8 @@ fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Bench(a) => cmd::bench::run(&a, cli.quiet),
         Command::Reproduce(a) => cmd::reproduce::run(&a, cli.quiet),
-        Command::Replay(_) | Command::Trace { .. } => {
-            anyhow::bail!("trace commands are being integrated in this session")
-        }
+        Command::Replay(a) => cmd::replay::run(&a, cli.quiet),
+        Command::Trace { command } => cmd::trace::run(&command),
     }
 }
 

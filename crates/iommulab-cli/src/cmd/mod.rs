@@ -1,4 +1,6 @@
 //! One file per subcommand.
 
 pub mod bench;
+pub mod replay;
 pub mod reproduce;
+pub mod trace;

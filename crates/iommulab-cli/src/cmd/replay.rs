@@ -24,7 +24,8 @@ struct ReplayResult {
 fn base_config(args: &ReplayArgs) -> Result<BenchConfig> {
     let mut cfg = match &args.config_file {
         Some(path) => {
-            let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read {}", path.display()))?;
             BenchConfig::from_toml(&text).with_context(|| format!("in {}", path.display()))?
         }
         None => {
@@ -76,8 +77,10 @@ pub fn run(args: &ReplayArgs, quiet: bool) -> Result<()> {
             touch: false,
         };
         progress.start_run(c.name());
-        let run = run_workload(&cfg, &mut w, labels, true, None, &mut |done, _| progress.update(done))
-            .with_context(|| format!("replaying {} through `{}`", args.trace.display(), c.name()))?;
+        let run = run_workload(&cfg, &mut w, labels, true, None, &mut |done, _| {
+            progress.update(done)
+        })
+        .with_context(|| format!("replaying {} through `{}`", args.trace.display(), c.name()))?;
         results.push(ReplayResult {
             trace: args.trace.display().to_string(),
             run,

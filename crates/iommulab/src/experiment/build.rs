@@ -151,3 +151,28 @@ impl<W: Workload> Go<'_, W> {
         )
     }
 }
+
+/// Something to do with a concrete workload type: the builder hands each
+/// [`WorkloadConfig`](crate::workload::WorkloadConfig) variant to [`WorkloadVisitor::visit`] as
+/// its own type, so the caller's loop is monomorphised per generator.
+pub trait WorkloadVisitor {
+    /// What the visit returns.
+    type Output;
+    /// Called once with the built generator.
+    fn visit<W: Workload>(self, workload: W) -> Result<Self::Output, Error>;
+}
+
+/// Builds the generator `cfg` names and hands it to `visitor`.
+pub fn with_workload<V: WorkloadVisitor>(
+    cfg: &crate::workload::WorkloadConfig,
+    visitor: V,
+) -> Result<V::Output, Error> {
+    use crate::workload::{ApacheSendfile, Block, NetperfSend, UniformRandom, WorkloadConfig};
+    match cfg {
+        WorkloadConfig::PseudoScsi(c) => visitor.visit(PseudoScsi::new(*c)),
+        WorkloadConfig::NetperfSend(c) => visitor.visit(NetperfSend::new(*c)?),
+        WorkloadConfig::ApacheSendfile(c) => visitor.visit(ApacheSendfile::new(*c)?),
+        WorkloadConfig::Block(c) => visitor.visit(Block::new(*c)?),
+        WorkloadConfig::UniformRandom(c) => visitor.visit(UniformRandom::new(*c)?),
+    }
+}

@@ -84,7 +84,7 @@ impl EventKind {
 }
 
 /// A DMA direction as traces carry it: Linux also has `DMA_NONE`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
 #[serde(rename_all = "snake_case")]
 #[repr(u8)]
 pub enum TraceDir {
@@ -95,6 +95,7 @@ pub enum TraceDir {
     /// `DMA_FROM_DEVICE`.
     FromDevice = 2,
     /// `DMA_NONE` (or unknown: `iommu:` events carry no direction).
+    #[default]
     None = 3,
 }
 

@@ -9,6 +9,7 @@ pub mod event;
 pub mod format;
 pub mod ftrace;
 pub mod io;
+pub mod open;
 pub mod oracle_general;
 pub mod record;
 pub mod replay;
@@ -22,6 +23,7 @@ pub use csv::{CsvReader, CsvWriter};
 pub use event::{Event, EventKind, TraceDir};
 pub use format::{NativeReader, NativeWriter};
 pub use io::{EventSink, convert, copy_events, create_trace, open_text, open_trace};
+pub use open::{TraceFormat, detect, open, open_ftrace};
 pub use oracle_general::{OracleFormat, OracleGeneralWriter};
 pub use stats::{Log2Histogram, TraceStats, stats};
 
@@ -135,5 +137,15 @@ impl EventSource for MemorySource {
         let e = self.events.get(self.pos).copied();
         self.pos += usize::from(e.is_some());
         Ok(e)
+    }
+}
+
+impl<S: EventSource + ?Sized> EventSource for Box<S> {
+    fn header(&self) -> &TraceHeader {
+        (**self).header()
+    }
+
+    fn next_event(&mut self) -> Result<Option<Event>, TraceError> {
+        (**self).next_event()
     }
 }

@@ -107,9 +107,17 @@ pub fn record<W: Workload, K: EventSink + ?Sized>(
                     &mut sum,
                 )?;
             }
-            DmaOp::MapSg { slot, cpu, device, dir } => {
+            DmaOp::MapSg {
+                slot,
+                cpu,
+                device,
+                dir,
+            } => {
                 let segs = workload.sg_segments();
-                let pages: u64 = segs.iter().map(|s| PAGE_4K.pages_spanned(s.phys.page_offset(PAGE_4K), s.len)).sum();
+                let pages: u64 = segs
+                    .iter()
+                    .map(|s| PAGE_4K.pages_spanned(s.phys.page_offset(PAGE_4K), s.len))
+                    .sum();
                 let pfn = iova.alloc(cpu0, pages.max(1), limit)?;
                 let slot = slot as usize;
                 if slot >= live.len() {
@@ -122,7 +130,8 @@ pub fn record<W: Workload, K: EventSink + ?Sized>(
                 let mut next = pfn;
                 for s in segs {
                     let off = s.phys.page_offset(PAGE_4K);
-                    l.segs.push((next.base(PAGE_4K).get() | off, s.phys.get(), s.len));
+                    l.segs
+                        .push((next.base(PAGE_4K).get() | off, s.phys.get(), s.len));
                     next = next.add(PAGE_4K.pages_spanned(off, s.len));
                 }
                 l.sg = true;
@@ -182,7 +191,9 @@ pub fn record<W: Workload, K: EventSink + ?Sized>(
                 let Some(l) = live.get_mut(slot as usize).filter(|l| !l.segs.is_empty()) else {
                     continue;
                 };
-                close(l, now_ns, cpu_u16(cpu), &mut iova, &mut |e| emit(e, &mut sum))?;
+                close(l, now_ns, cpu_u16(cpu), &mut iova, &mut |e| {
+                    emit(e, &mut sum)
+                })?;
             }
         }
     }
@@ -204,7 +215,11 @@ fn close(
         time_ns: now_ns,
         cpu,
         device: l.device,
-        kind: if l.sg { EventKind::UnmapSg } else { EventKind::Unmap },
+        kind: if l.sg {
+            EventKind::UnmapSg
+        } else {
+            EventKind::Unmap
+        },
         dir: l.dir,
         dma: None,
         phys: None,

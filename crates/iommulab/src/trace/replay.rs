@@ -103,6 +103,8 @@ pub struct TraceWorkload<S> {
     last_tick_ns: u64,
     iommu_device: Option<u16>,
     other_devices: bool,
+    /// Length of the device table at the last scan (text and native readers grow it).
+    known_devices: usize,
     report: ReplayReport,
 }
 
@@ -120,6 +122,7 @@ impl<S: EventSource> TraceWorkload<S> {
             last_tick_ns: 0,
             iommu_device: None,
             other_devices: false,
+            known_devices: 0,
             report: ReplayReport::default(),
         };
         w.scan_devices();
@@ -140,6 +143,7 @@ impl<S: EventSource> TraceWorkload<S> {
     /// add devices while reading, so this runs again when an unknown index shows up).
     fn scan_devices(&mut self) {
         let devices = &self.src.header().devices;
+        self.known_devices = devices.len();
         self.iommu_device = devices
             .iter()
             .position(|d| d == IOMMU_DEVICE)
@@ -163,8 +167,11 @@ impl<S: EventSource> TraceWorkload<S> {
         Ok(e)
     }
 
-    /// Reads the `nents` segments after a `MapSg`/`UnmapSg` into `self.sg`.
-    fn read_segments(&mut self, nents: u32) -> Result<(), TraceError> {
+    /// Reads the `nents` segments after a `MapSg`/`UnmapSg` of `total` bytes into `self.sg`.
+    /// When the IOMMU merged segments, Linux's event lists every physical segment but only
+    /// the merged lengths (the importer leaves the rest at 0): the bytes not accounted for are
+    /// spread evenly over the segments without a length.
+    fn read_segments(&mut self, nents: u32, total: u64) -> Result<(), TraceError> {
         self.sg.clear();
         for _ in 0..nents {
             let Some(seg) = self.next_raw()? else {
@@ -178,8 +185,16 @@ impl<S: EventSource> TraceWorkload<S> {
             if let Some(phys) = seg.phys.or(seg.dma) {
                 self.sg.push(Segment {
                     phys: Hpa::new(phys),
-                    len: seg.len.max(1),
+                    len: seg.len,
                 });
+            }
+        }
+        let known: u64 = self.sg.iter().map(|s| s.len).sum();
+        let unknown = self.sg.iter().filter(|s| s.len == 0).count() as u64;
+        if let Some(share) = total.saturating_sub(known).checked_div(unknown) {
+            let share = share.max(1);
+            for s in self.sg.iter_mut().filter(|s| s.len == 0) {
+                s.len = share;
             }
         }
         Ok(())
@@ -187,16 +202,14 @@ impl<S: EventSource> TraceWorkload<S> {
 
     /// Turns the next event into an op (or `None` for an event that makes none).
     fn translate(&mut self, e: Event) -> Result<Option<DmaOp>, TraceError> {
-        if usize::from(e.device) >= self.src.header().devices.len()
-            || (!self.other_devices && e.kind != EventKind::SgSeg)
-        {
+        if self.src.header().devices.len() != self.known_devices {
             self.scan_devices();
         }
         let cpu = CpuId::new(e.cpu);
         if Some(e.device) == self.iommu_device && self.other_devices {
             self.report.skipped_iommu_events += 1;
             if matches!(e.kind, EventKind::MapSg | EventKind::UnmapSg) {
-                self.read_segments(e.nents)?;
+                self.read_segments(e.nents, e.len)?;
             }
             return Ok(None);
         }
@@ -227,7 +240,7 @@ impl<S: EventSource> TraceWorkload<S> {
                 DmaOp::Unmap { slot, cpu }
             }
             EventKind::MapSg => {
-                self.read_segments(e.nents)?;
+                self.read_segments(e.nents, e.len)?;
                 let Some(first) = self.sg.first().map(|s| s.phys.get()) else {
                     self.report.incomplete += 1;
                     return Ok(None);
@@ -249,7 +262,7 @@ impl<S: EventSource> TraceWorkload<S> {
                 }
             }
             EventKind::UnmapSg => {
-                self.read_segments(e.nents)?;
+                self.read_segments(e.nents, e.len)?;
                 let slot = self
                     .sg
                     .first()
