@@ -24,6 +24,10 @@ use iommulab::virt::{
 };
 use proptest::prelude::*;
 
+// Counts allocations so `steady_state_replay_does_not_allocate` can prove none happen.
+#[global_allocator]
+static ALLOC: alloc_counter::CountingAlloc = alloc_counter::CountingAlloc::new();
+
 #[derive(Clone, Copy, Debug)]
 enum Op {
     Map(u64),
@@ -302,4 +306,38 @@ fn cyclic_stream_orders_the_policies_as_in_figure_3() {
     assert!(opt > 1500 && opt < 2100, "opt {opt}");
     assert!(batch > 17_000, "batch {batch}");
     assert!(pre > 15_000, "prefetch {pre}");
+}
+
+/// Style L10: after a warm-up that has seen every page, replaying map/unmap pairs
+/// allocates nothing, for every policy (outcomes borrow reusable buffers).
+#[test]
+fn steady_state_replay_does_not_allocate() {
+    // 3 passes over a mix of a ring of 300 pages and a hot set; quota 100.
+    let gs: Vec<u64> = (0..3000u64)
+        .map(|i| if i % 3 == 0 { 1000 + i % 17 } else { i % 300 })
+        .collect();
+    let mut refs = pairs(&gs);
+    refs.extend(pairs(&gs));
+    refs.extend(pairs(&gs));
+    let la = Arc::new(Lookahead::from_refs(&refs));
+    let (warm, rest) = refs.split_at(refs.len() / 3);
+    fn run<E: EvictionPolicy>(
+        warm: &[PageRef],
+        rest: &[PageRef],
+        cfg: &E::Config,
+        la: &Arc<Lookahead>,
+    ) {
+        let mut c = MapCache::<E>::new(100, cfg, Some(la.clone())).unwrap();
+        iommulab::virt::replay_into(&mut c, warm);
+        let before = alloc_counter::this_thread();
+        iommulab::virt::replay_into(&mut c, rest);
+        let n = alloc_counter::this_thread() - before;
+        assert_eq!(n, 0, "{}: {n} allocations in steady state", E::NAME);
+        assert!(c.stats().misses > 0 && c.stats().hits > 0);
+    }
+    run::<Lru>(warm, rest, &LruConfig::default(), &la);
+    run::<Fifo>(warm, rest, &FifoConfig::default(), &la);
+    run::<Opt>(warm, rest, &OptConfig::default(), &la);
+    run::<OptBatch>(warm, rest, &OptBatchConfig::default(), &la);
+    run::<Prefetch>(warm, rest, &PrefetchConfig::default(), &la);
 }
