@@ -5,6 +5,7 @@ use crate::experiment::ConfigError;
 use crate::hw::vtd::MapError;
 use crate::iova::{IovaError, MagazineConfigError, SpaceError};
 use crate::trace::TraceError;
+use crate::virt::Error as VirtError;
 
 /// Any error of the library.
 #[derive(Debug, thiserror::Error)]
@@ -24,6 +25,9 @@ pub enum Error {
     /// An IOVA space an allocator cannot manage.
     #[error(transparent)]
     Space(#[from] SpaceError),
+    /// A map-cache or eviction-policy error.
+    #[error(transparent)]
+    Virt(#[from] VirtError),
     /// A trace that cannot be read or written.
     #[error(transparent)]
     Trace(#[from] TraceError),

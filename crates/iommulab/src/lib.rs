@@ -21,6 +21,8 @@
 //! | [`device`] | devices that issue DMA and the stale-access oracle |
 //! | [`trace`] | DMA traces: event model, native format, CSV, Linux ftrace import, stats |
 //! | [`workload`] | built-in generators of DMA operations |
+//! | [`virt`] | the guest map cache of on-demand DMA mapping and its eviction policies (S1.2–S1.5) |
+//! | [`mrc`] | one-pass hit-rate (miss-ratio) curves over every quota, LRU and OPT (S1.9) |
 //! | [`experiment`] | configs, the one place enums become types, the runner, results |
 //!
 //! Cargo features: `test-utils` exports the naive oracles in [`testing`].
@@ -35,7 +37,9 @@ pub mod experiment;
 pub mod flush;
 pub mod hw;
 pub mod iova;
+pub mod mrc;
 pub mod trace;
+pub mod virt;
 pub mod workload;
 
 pub use error::{Error, Result};

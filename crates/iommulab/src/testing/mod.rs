@@ -1,4 +1,5 @@
 //! Naive oracles and fixtures (feature `test-utils`), reused by tests and benches (style L8/L9).
 
 pub mod naive;
+pub mod naive_cache;
 pub mod naive_iova;
