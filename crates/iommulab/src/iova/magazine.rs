@@ -267,6 +267,9 @@ pub(crate) struct Depot {
     spare: Vec<Mag>,
     /// Per bin: when the trim work was scheduled (`None`: not pending).
     scheduled_at: Vec<Option<Cycles>>,
+    /// The earliest of `scheduled_at` (None when nothing is scheduled), so the common tick
+    /// with nothing due returns after one comparison.
+    earliest: Option<Cycles>,
     /// The `now` of the last tick: depot pushes schedule the work at this time.
     last_now: Cycles,
     mag_size: usize,
@@ -282,6 +285,7 @@ impl Depot {
             full: (0..bins).map(|_| Vec::new()).collect(),
             spare: Vec::new(),
             scheduled_at: vec![None; bins],
+            earliest: None,
             last_now: Cycles::ZERO,
             mag_size,
             held: 0,
@@ -296,6 +300,10 @@ impl Depot {
         self.peak_held = self.peak_held.max(self.held);
         if self.scheduled_at[bin].is_none() {
             self.scheduled_at[bin] = Some(self.last_now);
+            self.earliest = Some(
+                self.earliest
+                    .map_or(self.last_now, |e| e.min(self.last_now)),
+            );
         }
     }
 
@@ -343,6 +351,10 @@ impl Depot {
         mut f: impl FnMut(usize, u64),
     ) -> bool {
         self.last_now = now;
+        match self.earliest {
+            Some(e) if e.get().saturating_add(delay) <= now.get() => {}
+            _ => return false,
+        }
         let mut trimmed = false;
         for bin in 0..self.full.len() {
             while let Some(at) = self.scheduled_at[bin] {
@@ -368,6 +380,7 @@ impl Depot {
                 }
             }
         }
+        self.earliest = self.scheduled_at.iter().flatten().copied().min();
         trimmed
     }
 

@@ -1,0 +1,299 @@
+//! End-to-end tests of `iommulab trace ...` and `iommulab replay` (issue 3): import of real
+//! ftrace text shapes, stats, conversions, generated workloads, replay, and clear errors for
+//! bad input with no output left behind.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use assert_cmd::Command;
+use predicates::prelude::*;
+use serde_json::Value;
+use tempfile::TempDir;
+
+fn iommulab() -> Command {
+    assert_cmd::cargo::cargo_bin_cmd!("iommulab")
+}
+
+fn data(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../iommulab/tests/data/ftrace")
+        .join(name)
+}
+
+fn ok_stdout(args: &[&str]) -> String {
+    let out = iommulab().args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn json(args: &[&str]) -> Value {
+    serde_json::from_str(&ok_stdout(args)).unwrap()
+}
+
+fn files_in(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
+
+/// ftrace text (tracefs shape) imports to the native format; stats report the DMA-API view.
+#[test]
+fn import_then_stats_reports_maps_unmaps_and_pages() {
+    let dir = TempDir::new().unwrap();
+    let out = dir.path().join("net.iot");
+    ok_stdout(&[
+        "trace",
+        "import",
+        data("tracefs_net.txt").to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    let s = json(&["trace", "stats", out.to_str().unwrap(), "--json"]);
+    for key in ["maps", "unmaps", "distinct_pages"] {
+        assert!(s[key].is_u64(), "stats lacks {key}: {s}");
+    }
+    // 3 single maps (one dma_map_page, two iommu:map), one map_sg counted once, one dma_alloc.
+    assert_eq!(s["maps"], 5, "{s}");
+    assert_eq!(s["unmaps"], 5, "{s}");
+}
+
+/// trace-cmd report output imports too.
+#[test]
+fn trace_cmd_report_output_imports() {
+    let dir = TempDir::new().unwrap();
+    let out = dir.path().join("tc.csv");
+    ok_stdout(&[
+        "trace",
+        "import",
+        data("trace_cmd_report.txt").to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    let text = fs::read_to_string(&out).unwrap();
+    assert!(text.lines().any(|l| l.contains(",map,")), "{text}");
+}
+
+/// A malformed event line is an error naming file, line and what was expected; nothing is
+/// written. With --lenient the line is skipped and counted.
+#[test]
+fn malformed_line_names_file_and_line_and_leaves_no_output() {
+    let dir = TempDir::new().unwrap();
+    let out = dir.path().join("bad.iot");
+    let input = data("malformed.txt");
+    iommulab()
+        .args([
+            "trace",
+            "import",
+            input.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+        ])
+        .assert()
+        .failure()
+        .stderr(
+            predicate::str::contains("malformed.txt:3:").and(predicate::str::contains("expected")),
+        );
+    assert!(
+        files_in(dir.path()).is_empty(),
+        "left {:?}",
+        files_in(dir.path())
+    );
+    let text = ok_stdout(&[
+        "trace",
+        "import",
+        input.to_str().unwrap(),
+        "--lenient",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert!(text.contains("malformed_skipped"), "{text}");
+    assert!(out.exists());
+}
+
+/// native → CSV → native keeps every event: the two CSV renderings are identical.
+#[test]
+fn native_csv_native_round_trip_is_exact() {
+    let dir = TempDir::new().unwrap();
+    let a = dir.path().join("a.iot");
+    let b = dir.path().join("b.csv");
+    let c = dir.path().join("c.iot");
+    let d = dir.path().join("d.csv");
+    ok_stdout(&[
+        "trace",
+        "generate",
+        "block",
+        "--events",
+        "5000",
+        "-o",
+        a.to_str().unwrap(),
+    ]);
+    ok_stdout(&[
+        "trace",
+        "convert",
+        a.to_str().unwrap(),
+        "-o",
+        b.to_str().unwrap(),
+    ]);
+    ok_stdout(&[
+        "trace",
+        "convert",
+        b.to_str().unwrap(),
+        "-o",
+        c.to_str().unwrap(),
+    ]);
+    ok_stdout(&[
+        "trace",
+        "convert",
+        c.to_str().unwrap(),
+        "-o",
+        d.to_str().unwrap(),
+    ]);
+    assert_eq!(
+        fs::read(&a).unwrap(),
+        fs::read(&c).unwrap(),
+        "native files differ"
+    );
+    assert_eq!(
+        fs::read_to_string(&b).unwrap(),
+        fs::read_to_string(&d).unwrap()
+    );
+}
+
+/// Every built-in workload can be written out as a trace and replayed.
+#[test]
+fn every_workload_generates_a_replayable_trace() {
+    let dir = TempDir::new().unwrap();
+    for w in [
+        "pseudo-scsi",
+        "netperf-send",
+        "apache-sendfile",
+        "block",
+        "uniform-random",
+    ] {
+        let p = dir.path().join(format!("{w}.iot"));
+        ok_stdout(&[
+            "trace",
+            "generate",
+            w,
+            "--events",
+            "3000",
+            "-o",
+            p.to_str().unwrap(),
+        ]);
+        let s = json(&["trace", "stats", p.to_str().unwrap(), "--json"]);
+        assert!(s["maps"].as_u64().unwrap() > 0, "{w}: {s}");
+        assert_eq!(
+            s["maps"], s["unmaps"],
+            "{w}: generated traces close every mapping: {s}"
+        );
+        let r = json(&[
+            "replay",
+            p.to_str().unwrap(),
+            "--config",
+            "modern",
+            "--json",
+        ]);
+        assert_eq!(r["replay"]["unmatched_unmaps"], 0, "{w}: {r}");
+        assert_eq!(r["ops"], s["unmaps"], "{w}: every unmap replayed: {r}");
+    }
+}
+
+/// Replay through several configurations; a malicious device finds deferred flushing's
+/// window and not strict's.
+#[test]
+fn replay_shows_the_deferred_window_and_not_the_strict_one() {
+    let dir = TempDir::new().unwrap();
+    let p = dir.path().join("n.iot");
+    ok_stdout(&[
+        "trace",
+        "generate",
+        "netperf-send",
+        "--events",
+        "20000",
+        "-o",
+        p.to_str().unwrap(),
+    ]);
+    let v = json(&[
+        "replay",
+        p.to_str().unwrap(),
+        "--config",
+        "strict,default",
+        "--malicious",
+        "--json",
+    ]);
+    let arr = v.as_array().unwrap();
+    assert_eq!(arr[0]["config"], "strict");
+    assert_eq!(arr[0]["stale_accesses"], 0);
+    assert!(arr[1]["stale_accesses"].as_u64().unwrap() > 0, "{v}");
+}
+
+/// libCacheSim's oracleGeneral export: 24 bytes per request.
+#[test]
+fn oracle_general_export_has_24_byte_records() {
+    let dir = TempDir::new().unwrap();
+    let a = dir.path().join("a.iot");
+    let o = dir.path().join("a.oracleGeneral");
+    ok_stdout(&[
+        "trace",
+        "generate",
+        "pseudo-scsi",
+        "--events",
+        "1000",
+        "-o",
+        a.to_str().unwrap(),
+    ]);
+    ok_stdout(&[
+        "trace",
+        "convert",
+        a.to_str().unwrap(),
+        "-o",
+        o.to_str().unwrap(),
+    ]);
+    let len = fs::metadata(&o).unwrap().len();
+    assert!(len > 0 && len % 24 == 0, "{len}");
+}
+
+/// A truncated native file is reported as such, with the byte offset.
+#[test]
+fn truncated_native_trace_is_an_error_with_offset() {
+    let dir = TempDir::new().unwrap();
+    let a = dir.path().join("a.iot");
+    ok_stdout(&[
+        "trace",
+        "generate",
+        "uniform-random",
+        "--events",
+        "20000",
+        "-o",
+        a.to_str().unwrap(),
+    ]);
+    let bytes = fs::read(&a).unwrap();
+    let cut = dir.path().join("cut.iot");
+    fs::write(&cut, &bytes[..bytes.len() / 2]).unwrap();
+    iommulab()
+        .args(["trace", "stats", cut.to_str().unwrap()])
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("cut.iot").and(predicate::str::contains("byte")));
+}
+
+/// Bad arguments: an unknown workload is a usage error (exit 2); a missing file names it.
+#[test]
+fn bad_trace_arguments_are_clear_errors() {
+    iommulab()
+        .args(["trace", "generate", "bogus", "-o", "x.iot"])
+        .assert()
+        .code(2);
+    iommulab()
+        .args(["trace", "stats", "/nonexistent/t.iot"])
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("/nonexistent/t.iot"));
+}
