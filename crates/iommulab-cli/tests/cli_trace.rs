@@ -257,7 +257,7 @@ fn oracle_general_export_has_24_byte_records() {
         o.to_str().unwrap(),
     ]);
     let len = fs::metadata(&o).unwrap().len();
-    assert!(len > 0 && len % 24 == 0, "{len}");
+    assert!(len > 0 && len.is_multiple_of(24), "{len}");
 }
 
 /// A truncated native file is reported as such, with the byte offset.
