@@ -201,7 +201,7 @@ fn run_ops<E: EvictionPolicy>(
         if let Some(c) = g.cache() {
             if strategy == Strategy::OnDemand {
                 prop_assert!(
-                    c.len() <= q.max(c.pinned() as u64) as usize,
+                    c.len() as u64 <= q.max(c.pinned() as u64),
                     "|S| {} > Q {}",
                     c.len(),
                     q
