@@ -941,6 +941,37 @@ mod tests {
         }
     }
 
+    /// S1.7: a cooperative guest's quota follows Mmax − B(t); inflating the balloon at run
+    /// time shrinks the map cache (evictions) and the host's limit.
+    #[test]
+    fn balloon_inflation_shrinks_the_cache() {
+        let fixed = GuestConfig {
+            quota: 64,
+            guest_pages: 1 << 19,
+            ..GuestConfig::default()
+        };
+        let mut g =
+            GuestDma::<crate::virt::Lru>::new(fixed.clone(), &LruConfig::default(), None).unwrap();
+        g.run(&mut netperf()).unwrap();
+        let before = g.result();
+        let cfg = GuestConfig {
+            quota_policy: Some(QuotaPolicy::Cooperative {
+                max_pages: 100,
+                requested: 64,
+                balloon: vec![(1_000_000, 90)],
+            }),
+            ..fixed
+        };
+        let mut g = GuestDma::<crate::virt::Lru>::new(cfg, &LruConfig::default(), None).unwrap();
+        g.run(&mut netperf()).unwrap();
+        let r = g.result();
+        assert_eq!(r.quota, 10);
+        assert_eq!(g.host().quota(), 10);
+        assert!(g.cache().unwrap().len() <= 10);
+        assert!(r.hits < before.hits && r.refused > before.refused);
+        g.host().check().unwrap();
+    }
+
     #[test]
     fn on_demand_hits_match_the_map_cache_replay() {
         let refs = guest_page_refs(&mut netperf(), CacheOnly::All).unwrap();
