@@ -8,6 +8,7 @@ OUT ?= results
 deps:
 	@command -v $(CARGO) >/dev/null || { echo "error: cargo not found; install Rust from https://rustup.rs" >&2; exit 1; }
 	@if command -v rustup >/dev/null; then rustup component add rustfmt clippy >/dev/null 2>&1 || true; fi
+	python3 -m pip install --quiet libcachesim==0.3.5
 
 # Builds in release, reproduces Fujita & Mori's Figure 4 on the built-in defaults.
 demo: deps
@@ -19,7 +20,7 @@ demo: deps
 test: deps
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets --all-features -- -D warnings
-	$(CARGO) test --workspace --all-features
+	IOMMULAB_REQUIRE_LIBCACHESIM=1 $(CARGO) test --workspace --all-features
 
 # Criterion benchmarks (not part of the tests; see BENCHMARKS.md).
 bench: deps

@@ -182,6 +182,104 @@ pub struct ReplayArgs {
     /// Also write the results as JSON to this file.
     #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,
+    /// Run the guest model of direct device assignment with this DMA-mapping strategy
+    /// (Yassour et al. 2010) instead of the bare-metal configurations; the trace's
+    /// addresses are taken as guest-physical.
+    #[arg(long, value_enum)]
+    pub strategy: Option<StrategyArg>,
+    /// Map-cache quota in pages (`--strategy on-demand`).
+    #[arg(long, value_name = "PAGES", default_value_t = 4096)]
+    pub quota: u64,
+    /// Map-cache eviction policy (`--strategy on-demand|persistent`).
+    #[arg(long, value_enum, default_value = "lru")]
+    pub eviction: EvictionArg,
+    /// Hypercall batching of the guest model.
+    #[arg(long, value_enum, default_value = "none")]
+    pub batching: BatchingArg,
+    /// Guest memory in MiB for the guest model (pages above it are refused).
+    #[arg(long, value_name = "MIB", default_value_t = 2048)]
+    pub guest_mib: u64,
+}
+
+/// A guest DMA-mapping strategy (S1.1).
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum StrategyArg {
+    /// All guest memory mapped and pinned up front.
+    Direct,
+    /// Map before each DMA, unmap right after.
+    SingleUse,
+    /// One mapping per page serves concurrent DMAs.
+    Shared,
+    /// Never unmap.
+    Persistent,
+    /// The quota-bound map cache.
+    OnDemand,
+}
+
+impl From<StrategyArg> for iommulab::virt::Strategy {
+    fn from(s: StrategyArg) -> Self {
+        use iommulab::virt::Strategy as S;
+        match s {
+            StrategyArg::Direct => S::Direct,
+            StrategyArg::SingleUse => S::SingleUse,
+            StrategyArg::Shared => S::Shared,
+            StrategyArg::Persistent => S::Persistent,
+            StrategyArg::OnDemand => S::OnDemand,
+        }
+    }
+}
+
+/// A map-cache eviction policy (S1.3–S1.4).
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum EvictionArg {
+    /// First in, first out.
+    Fifo,
+    /// Least recently used.
+    Lru,
+    /// Belady's optimal (offline).
+    Opt,
+    /// Optimal batching (offline).
+    OptBatch,
+    /// Follower prefetching.
+    Prefetch,
+}
+
+impl From<EvictionArg> for iommulab::virt::EvictionConfig {
+    fn from(e: EvictionArg) -> Self {
+        use iommulab::virt::EvictionConfig as E;
+        match e {
+            EvictionArg::Fifo => E::Fifo(Default::default()),
+            EvictionArg::Lru => E::Lru(Default::default()),
+            EvictionArg::Opt => E::Opt(Default::default()),
+            EvictionArg::OptBatch => E::OptBatch(Default::default()),
+            EvictionArg::Prefetch => E::Prefetch(Default::default()),
+        }
+    }
+}
+
+/// Hypercall batching (S1.6).
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum BatchingArg {
+    /// No batching.
+    None,
+    /// Batch map.
+    Map,
+    /// Batch unmap.
+    Unmap,
+    /// Unmaps ride on the next map hypercall.
+    Piggyback,
+}
+
+impl From<BatchingArg> for iommulab::virt::Batching {
+    fn from(b: BatchingArg) -> Self {
+        use iommulab::virt::Batching as B;
+        match b {
+            BatchingArg::None => B::None,
+            BatchingArg::Map => B::Map,
+            BatchingArg::Unmap => B::Unmap,
+            BatchingArg::Piggyback => B::Piggyback,
+        }
+    }
 }
 
 /// A named configuration (S0.7 + modern).
@@ -345,6 +443,9 @@ pub struct BenchArgs {
 pub enum Paper {
     /// Fujita & Mori, "IOMMU performance evaluation in Linux" (2008): Figure 4.
     Fujita2008,
+    /// Yassour, Ben-Yehuda & Wasserman, "On the DMA mapping problem in direct device
+    /// assignment" (SYSTOR 2010): Figures 3–6.
+    Yassour2010,
     /// Every reproduction that exists.
     All,
 }

@@ -191,3 +191,108 @@ pub fn bar_chart(
         }
     }
 }
+
+/// One line of a line chart.
+#[derive(Debug, Clone)]
+pub struct LineSeries {
+    /// Legend label.
+    pub label: String,
+    /// `(x, y)` points, in x order.
+    pub points: Vec<(f64, f64)>,
+}
+
+const PALETTE: [RGBColor; 8] = [
+    RGBColor(31, 119, 180),
+    RGBColor(255, 127, 14),
+    RGBColor(44, 160, 44),
+    RGBColor(214, 39, 40),
+    RGBColor(148, 103, 189),
+    RGBColor(140, 86, 75),
+    RGBColor(227, 119, 194),
+    RGBColor(127, 127, 127),
+];
+
+fn draw_lines<DB: DrawingBackend>(
+    root: DrawingArea<DB, Shift>,
+    title: &str,
+    x_label: &str,
+    y_label: &str,
+    series: &[LineSeries],
+) -> Result<()>
+where
+    DB::ErrorType: 'static,
+{
+    root.fill(&WHITE).map_err(|e| anyhow!("{e:?}"))?;
+    let pts = || series.iter().flat_map(|s| s.points.iter().copied());
+    let x_max = pts().map(|p| p.0).fold(0.0f64, f64::max).max(1e-9);
+    let y_max = pts().map(|p| p.1).fold(0.0f64, f64::max).max(1e-9) * 1.1;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title, ("sans-serif", 22))
+        .margin(15)
+        .x_label_area_size(45)
+        .y_label_area_size(70)
+        .build_cartesian_2d(0.0..x_max, 0.0..y_max)
+        .map_err(|e| anyhow!("{e:?}"))?;
+    chart
+        .configure_mesh()
+        .x_desc(x_label)
+        .y_desc(y_label)
+        .label_style(("sans-serif", 15))
+        .draw()
+        .map_err(|e| anyhow!("{e:?}"))?;
+    for (i, s) in series.iter().enumerate() {
+        let c = PALETTE[i % PALETTE.len()];
+        chart
+            .draw_series(plotters::series::LineSeries::new(
+                s.points.iter().copied(),
+                c.stroke_width(2),
+            ))
+            .map_err(|e| anyhow!("{e:?}"))?
+            .label(s.label.clone())
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], c.stroke_width(3)));
+        chart
+            .draw_series(s.points.iter().map(|&p| Circle::new(p, 3, c.filled())))
+            .map_err(|e| anyhow!("{e:?}"))?;
+    }
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .label_font(("sans-serif", 15))
+        .position(SeriesLabelPosition::LowerRight)
+        .draw()
+        .map_err(|e| anyhow!("{e:?}"))?;
+    root.present().map_err(|e| anyhow!("{e:?}"))?;
+    Ok(())
+}
+
+/// Writes a line chart (one line per series) as `stem.svg` and `stem.png` in `dir`.
+pub fn line_chart(
+    dir: &Path,
+    stem: &str,
+    title: &str,
+    x_label: &str,
+    y_label: &str,
+    series: &[LineSeries],
+) -> Result<()> {
+    register_font();
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (W, H)).into_drawing_area();
+        draw_lines(root, title, x_label, y_label, series).context("drawing the SVG figure")?;
+    }
+    write_atomic(&dir.join(format!("{stem}.svg")), svg.as_bytes())?;
+    let png = dir.join(format!("{stem}.png"));
+    let tmp = dir.join(format!(".{stem}.tmp-{}.png", std::process::id()));
+    let root = BitMapBackend::new(&tmp, (W, H)).into_drawing_area();
+    let drawn = draw_lines(root, title, x_label, y_label, series).context("drawing the PNG figure");
+    match drawn.and_then(|()| {
+        std::fs::rename(&tmp, &png).with_context(|| format!("cannot write {}", png.display()))
+    }) {
+        Ok(()) => Ok(()),
+        Err(e) => {
+            let _ = std::fs::remove_file(&tmp);
+            Err(e)
+        }
+    }
+}

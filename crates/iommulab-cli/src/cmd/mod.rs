@@ -4,3 +4,4 @@ pub mod bench;
 pub mod replay;
 pub mod reproduce;
 pub mod trace;
+pub mod yassour;

@@ -7,7 +7,12 @@ use iommulab::hw::cost::CostPreset;
 use iommulab::trace::replay::{ReplayReport, TraceWorkload};
 use serde::Serialize;
 
-use crate::args::ReplayArgs;
+use std::sync::Arc;
+
+use iommulab::hw::CostModel;
+use iommulab::virt::{GuestConfig, Lookahead, guest_page_refs, run_guest};
+
+use crate::args::{ReplayArgs, StrategyArg};
 use crate::cmd::trace::open_input;
 use crate::output::{table, write_atomic};
 use crate::progress::Progress;
@@ -48,8 +53,87 @@ fn base_config(args: &ReplayArgs) -> Result<BenchConfig> {
     Ok(cfg)
 }
 
+/// `iommulab replay --strategy ...`: the trace through the guest model.
+fn run_guest_model(args: &ReplayArgs, strategy: StrategyArg) -> Result<()> {
+    let cost = args
+        .cost
+        .map_or(CostModel::KVM_2010, |c| CostPreset::from(c).model());
+    let cfg = GuestConfig {
+        strategy: strategy.into(),
+        quota: args.quota,
+        eviction: args.eviction.into(),
+        batching: args.batching.into(),
+        cost,
+        guest_pages: args.guest_mib.saturating_mul(256).max(1),
+        ..GuestConfig::default()
+    };
+    let lookahead = if cfg.eviction.is_offline() && cfg.strategy.caches() {
+        let mut w = TraceWorkload::new(open_input(&args.trace, args.format, args.lenient)?);
+        let refs = guest_page_refs(&mut w, cfg.cache_only)
+            .with_context(|| format!("reading {}", args.trace.display()))?;
+        Some(Arc::new(Lookahead::from_refs(&refs)))
+    } else {
+        None
+    };
+    let mut w = TraceWorkload::new(open_input(&args.trace, args.format, args.lenient)?);
+    let r = run_guest(&mut w, &cfg, lookahead)
+        .with_context(|| format!("replaying {} through the guest model", args.trace.display()))?;
+    let out = serde_json::json!({
+        "trace": args.trace.display().to_string(),
+        "config": cfg,
+        "result": r,
+        "hits": r.hits,
+        "misses": r.misses,
+        "refused": r.refused,
+        "hypercalls": r.hypercalls,
+        "replay": w.report(),
+    });
+    if let Some(path) = &args.out {
+        write_atomic(path, serde_json::to_string_pretty(&out)?.as_bytes())?;
+    }
+    let text = if args.json {
+        let mut t = serde_json::to_string_pretty(&out)?;
+        t.push('\n');
+        t
+    } else {
+        format!(
+            "guest {} (eviction {}, quota {}, batching {}): {} page maps, {} hits, {} misses, {} refused (hit rate {:.1}%)\n\
+             {} hypercalls ({:.2} pages each, max {}), {} IOTLB invalidations, {} write-buffer flushes\n\
+             {} modeled cycles ({:.0} per map), CPU {:.1}% at {} Mb/s; {} stale accesses ({} writable)\n",
+            r.strategy,
+            if r.eviction.is_empty() {
+                "-"
+            } else {
+                &r.eviction
+            },
+            r.quota,
+            r.batching,
+            r.maps,
+            r.hits,
+            r.misses,
+            r.refused,
+            r.hit_rate * 100.0,
+            r.hypercalls,
+            r.pages_per_hypercall,
+            r.max_pages_per_hypercall,
+            r.iotlb_invalidations,
+            r.write_buffer_flushes,
+            r.cycles,
+            r.cycles_per_map,
+            r.cpu_utilization * 100.0,
+            cfg.link_mbps,
+            r.stale_accesses,
+            r.stale_writes,
+        )
+    };
+    crate::print_stdout(&text)
+}
+
 /// `iommulab replay`.
 pub fn run(args: &ReplayArgs, quiet: bool) -> Result<()> {
+    if let Some(s) = args.strategy {
+        return run_guest_model(args, s);
+    }
     let base = base_config(args)?;
     let configs: Vec<NamedConfig> = if !args.configs.is_empty() {
         args.configs.iter().map(|&c| c.into()).collect()

@@ -17,12 +17,15 @@ use crate::plot::{BarGroup, bar_chart};
 
 /// `iommulab reproduce`.
 pub fn run(args: &ReproduceArgs, quiet: bool) -> Result<()> {
-    match args.paper {
-        Paper::Fujita2008 | Paper::All => {
-            let page = fujita2008(&args.out, args.quick, quiet)?;
-            crate::print_stdout(&format!("report: {}\n", page.display()))
-        }
+    if matches!(args.paper, Paper::Fujita2008 | Paper::All) {
+        let page = fujita2008(&args.out, args.quick, quiet)?;
+        crate::print_stdout(&format!("report: {}\n", page.display()))?;
     }
+    if matches!(args.paper, Paper::Yassour2010 | Paper::All) {
+        let page = crate::cmd::yassour::yassour2010(&args.out, args.quick, quiet)?;
+        crate::print_stdout(&format!("report: {}\n", page.display()))?;
+    }
+    Ok(())
 }
 
 /// What Fujita & Mori published for Figure 4 (S0.8), relative to `disabled`, and where each

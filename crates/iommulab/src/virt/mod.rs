@@ -23,9 +23,13 @@
 //!
 //! The one-pass hit-rate curves over all quotas live in [`crate::mrc`].
 
+pub mod balloon;
 pub mod eviction;
+pub mod host;
+pub mod hypercall;
 pub mod lookahead;
 pub mod map_cache;
+pub mod strategy;
 
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
@@ -34,12 +38,19 @@ use serde::{Deserialize, Serialize};
 
 use crate::addr::{Gpa, Pfn};
 
+pub use balloon::{QuotaPolicy, working_set_pages};
 pub use eviction::{
     EvictionConfig, EvictionPolicy, Fifo, FifoConfig, Lru, LruConfig, Opt, OptBatch,
     OptBatchConfig, OptConfig, Prefetch, PrefetchConfig, Slot,
 };
+pub use host::{Host, HostConfig};
+pub use hypercall::{HostStats, Hypercall, HypercallError};
 pub use lookahead::Lookahead;
 pub use map_cache::{MapCache, MapCacheStats, MapOutcome, QuotaOutcome, UnmapOutcome};
+pub use strategy::{
+    Batching, CacheOnly, GuestConfig, GuestDma, GuestError, GuestResult, Strategy, guest_page_refs,
+    run_guest,
+};
 
 /// One driver request to the guest's DMA layer, reduced to the guest page it concerns.
 ///
