@@ -1,10 +1,31 @@
 """Type stubs of the private native module (checked with `python -m mypy.stubtest iommulab._native`)."""
 
 import os
-from typing import Any, Optional, Union
+from typing import Any, Optional, Union, final
 
-Config = Union[dict[str, Any], str, None]
-StrPath = Union[str, os.PathLike[str]]
+from typing_extensions import TypeAlias
+
+_Config: TypeAlias = Union[dict[str, Any], str, None]
+_StrPath: TypeAlias = Union[str, os.PathLike[str]]
+
+__all__ = [
+    "ConfigError",
+    "DmaError",
+    "IommulabError",
+    "IovaError",
+    "MapError",
+    "RunResult",
+    "TraceError",
+    "VirtError",
+    "bench",
+    "mrc",
+    "replay",
+    "run",
+    "trace_generate",
+    "trace_stats",
+    "validate",
+    "version",
+]
 
 class IommulabError(Exception): ...
 class ConfigError(IommulabError): ...
@@ -14,6 +35,7 @@ class IovaError(IommulabError): ...
 class VirtError(IommulabError): ...
 class MapError(IommulabError): ...
 
+@final
 class RunResult:
     def to_dict(self) -> dict[str, Any]: ...
     @property
@@ -48,29 +70,30 @@ class RunResult:
     def wall_seconds(self) -> float: ...
     @property
     def modeled_seconds(self) -> float: ...
+    # Every other field of to_dict() (pyo3's __getattr__ slot; see stubtest-allowlist.txt).
     def __getattr__(self, name: str) -> Any: ...
 
-def run(config: Config = None) -> RunResult: ...
+def run(config: _Config = None) -> RunResult: ...
 def bench(
     configs: Optional[list[str]] = None,
     ops: Optional[int] = None,
     seed: Optional[int] = None,
     repeats: int = 1,
-    base: Config = None,
+    base: _Config = None,
 ) -> list[RunResult]: ...
 def replay(
-    trace: StrPath, config: Config = None, format: str = "auto", lenient: bool = False
+    trace: _StrPath, config: _Config = None, format: str = "auto", lenient: bool = False
 ) -> RunResult: ...
-def trace_stats(path: StrPath, format: str = "auto", lenient: bool = False) -> dict[str, Any]: ...
+def trace_stats(path: _StrPath, format: str = "auto", lenient: bool = False) -> dict[str, Any]: ...
 def trace_generate(
-    workload: Union[str, dict[str, Any]], events: int, path: StrPath, seed: Optional[int] = None
+    workload: Union[str, dict[str, Any]], events: int, path: _StrPath, seed: Optional[int] = None
 ) -> int: ...
 def mrc(
-    trace: StrPath,
+    trace: _StrPath,
     policy: Union[str, dict[str, Any]],
     max_quota: Optional[int] = None,
     format: str = "auto",
     lenient: bool = False,
 ) -> dict[str, Any]: ...
-def validate(config: Config = None) -> None: ...
+def validate(config: _Config = None) -> None: ...
 def version() -> str: ...

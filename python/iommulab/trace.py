@@ -21,7 +21,7 @@ def generate(
 ) -> int:
     """Records `events` events of a built-in workload (`"pseudo-scsi"`, `"netperf-send"`,
     `"apache-sendfile"`, `"block"`, `"uniform-random"`, or a dict with `kind`) to `path`
-    (native `.iommutrace`, `.csv`, ... by extension). Returns the events written."""
+    (native `.iot`, `.csv`, `.oracleGeneral`, optionally `.gz`, by extension). Returns the events written."""
     return _native.trace_generate(workload, events, path, seed=seed)
 
 
