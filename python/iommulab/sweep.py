@@ -14,7 +14,6 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from iommulab import _native
-from iommulab.results import flatten
 
 Config = Union[dict[str, Any], str, None]
 
@@ -59,7 +58,7 @@ def point_config(params: Mapping[str, Any], base: Config = None, workload: Optio
 
 def run_point(config: dict[str, Any]) -> dict[str, Any]:
     """One grid point's result as a flat dict (module-level so processes and Ray can run it)."""
-    return flatten(_native.run(config).to_dict())
+    return _native.run(config).to_dict(flat=True)
 
 
 def _rows(params: list[dict[str, Any]], results: list[dict[str, Any]]) -> pd.DataFrame:

@@ -4,7 +4,7 @@
 
 use iommulab::experiment::{BenchConfig, ConfigError};
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyString};
+use pyo3::types::{PyBool, PyDict, PyList, PyString};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
@@ -13,17 +13,21 @@ use crate::errors::PyErrWrap;
 /// A dict (or any JSON-able mapping) as a TOML document: `None` values are left out, as
 /// TOML has no null and every optional key defaults to "absent".
 fn dict_to_toml(obj: &Bound<'_, PyAny>) -> PyResult<String> {
+    let mut value = dict_to_json(obj)?;
+    strip_nulls(&mut value);
+    let table: toml::Value = toml::Value::try_from(value)
+        .map_err(|e| PyErrWrap::from(ConfigError::Parse(e.to_string())))?;
+    Ok(toml::to_string(&table).map_err(|e| PyErrWrap::from(ConfigError::Parse(e.to_string())))?)
+}
+
+fn dict_to_json(obj: &Bound<'_, PyAny>) -> PyResult<serde_json::Value> {
     let json: String = obj
         .py()
         .import("json")?
         .call_method1("dumps", (obj,))?
         .extract()?;
-    let mut value: serde_json::Value = serde_json::from_str(&json)
-        .map_err(|e| PyErrWrap::from(ConfigError::Parse(e.to_string())))?;
-    strip_nulls(&mut value);
-    let table: toml::Value = toml::Value::try_from(value)
-        .map_err(|e| PyErrWrap::from(ConfigError::Parse(e.to_string())))?;
-    Ok(toml::to_string(&table).map_err(|e| PyErrWrap::from(ConfigError::Parse(e.to_string())))?)
+    Ok(serde_json::from_str(&json)
+        .map_err(|e| PyErrWrap::from(ConfigError::Parse(e.to_string())))?)
 }
 
 fn strip_nulls(v: &mut serde_json::Value) {
@@ -52,7 +56,18 @@ pub fn toml_text(obj: Option<&Bound<'_, PyAny>>) -> PyResult<String> {
 }
 
 /// A bench configuration from a TOML string, a dict or `None`.
+///
+/// A dict is first deserialised straight from its JSON form (the same serde schema, and
+/// the fast path of sweeps); if that fails it goes through TOML, so the error is exactly
+/// the one the CLI gives for the same config in a file.
 pub fn bench_config(obj: Option<&Bound<'_, PyAny>>) -> PyResult<BenchConfig> {
+    if let Some(o) = obj.filter(|o| o.is_instance_of::<PyDict>()) {
+        let mut value = dict_to_json(o)?;
+        strip_nulls(&mut value);
+        if let Ok(cfg) = serde_json::from_value::<BenchConfig>(value) {
+            return Ok(cfg);
+        }
+    }
     let text = toml_text(obj)?;
     Ok(BenchConfig::from_toml(&text).map_err(PyErrWrap::from)?)
 }
@@ -67,9 +82,69 @@ pub fn parse_toml<T: DeserializeOwned>(text: &str) -> PyResult<T> {
     Ok(toml::from_str(text).map_err(|e| PyErrWrap::from(ConfigError::Parse(e.to_string())))?)
 }
 
-/// A serialisable value as a Python object (through JSON).
+/// A serialisable value as a Python object (through `serde_json::Value`).
 pub fn to_py<'py, T: Serialize>(py: Python<'py>, value: &T) -> PyResult<Bound<'py, PyAny>> {
-    let json = serde_json::to_string(value)
-        .map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))?;
-    py.import("json")?.call_method1("loads", (json,))
+    value_to_py(py, &to_json(value)?)
+}
+
+/// A serialisable value as a JSON value.
+pub fn to_json<T: Serialize>(value: &T) -> PyResult<serde_json::Value> {
+    serde_json::to_value(value).map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))
+}
+
+/// A JSON value as the Python object `json.loads` would give.
+pub fn value_to_py<'py>(py: Python<'py>, v: &serde_json::Value) -> PyResult<Bound<'py, PyAny>> {
+    use serde_json::Value as V;
+    Ok(match v {
+        V::Null => py.None().into_bound(py),
+        V::Bool(b) => PyBool::new(py, *b).to_owned().into_any(),
+        V::Number(n) => match (n.as_u64(), n.as_i64()) {
+            (Some(u), _) => u.into_pyobject(py)?.into_any(),
+            (None, Some(i)) => i.into_pyobject(py)?.into_any(),
+            _ => n.as_f64().unwrap_or(f64::NAN).into_pyobject(py)?.into_any(),
+        },
+        V::String(s) => PyString::new(py, s).into_any(),
+        V::Array(a) => {
+            let items = a
+                .iter()
+                .map(|x| value_to_py(py, x))
+                .collect::<PyResult<Vec<_>>>()?;
+            PyList::new(py, items)?.into_any()
+        }
+        V::Object(m) => {
+            let d = PyDict::new(py);
+            for (k, x) in m {
+                d.set_item(k, value_to_py(py, x)?)?;
+            }
+            d.into_any()
+        }
+    })
+}
+
+/// A JSON object as a flat dict: nested objects become dotted keys (`stats.iommu.walks`).
+pub fn flat_dict<'py>(py: Python<'py>, v: &serde_json::Value) -> PyResult<Bound<'py, PyDict>> {
+    fn walk(
+        py: Python<'_>,
+        d: &Bound<'_, PyDict>,
+        prefix: &str,
+        v: &serde_json::Value,
+    ) -> PyResult<()> {
+        match v {
+            serde_json::Value::Object(m) => {
+                for (k, x) in m {
+                    let key = if prefix.is_empty() {
+                        k.clone()
+                    } else {
+                        format!("{prefix}.{k}")
+                    };
+                    walk(py, d, &key, x)?;
+                }
+                Ok(())
+            }
+            other => d.set_item(prefix, value_to_py(py, other)?),
+        }
+    }
+    let d = PyDict::new(py);
+    walk(py, &d, "", v)?;
+    Ok(d)
 }

@@ -12,7 +12,7 @@ use iommulab::trace::{TraceFormat, open};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use crate::convert::{bench_config, to_py};
+use crate::convert::{bench_config, flat_dict, to_json, value_to_py};
 use crate::errors::PyErrWrap;
 
 /// What one run measured (the CLI's `--json` object).
@@ -22,9 +22,16 @@ pub struct PyRunResult(pub RunResult);
 
 #[pymethods]
 impl PyRunResult {
-    /// Every field, as the CLI's `--json` prints it.
-    fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        Ok(to_py(py, &self.0)?.cast_into::<PyDict>()?)
+    /// Every field, as the CLI's `--json` prints it; with `flat=True`, nested `stats`
+    /// become dotted keys (`stats.iommu.iotlb_hits`), one level, as DataFrame columns.
+    #[pyo3(signature = (flat=false))]
+    fn to_dict<'py>(&self, py: Python<'py>, flat: bool) -> PyResult<Bound<'py, PyDict>> {
+        let v = to_json(&self.0)?;
+        if flat {
+            flat_dict(py, &v)
+        } else {
+            Ok(value_to_py(py, &v)?.cast_into::<PyDict>()?)
+        }
     }
     /// Configuration label (`default`, `strict`, ..., `custom`).
     #[getter]
@@ -108,7 +115,7 @@ impl PyRunResult {
     }
     /// Any other field of [`Self::to_dict`] (`stats`, `peak_metadata_bytes`, ...).
     fn __getattr__<'py>(&self, py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyAny>> {
-        let d = self.to_dict(py)?;
+        let d = self.to_dict(py, false)?;
         d.get_item(name)?.ok_or_else(|| {
             pyo3::exceptions::PyAttributeError::new_err(format!(
                 "'RunResult' object has no attribute '{name}'"
