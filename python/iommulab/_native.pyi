@@ -21,6 +21,7 @@ __all__ = [
     "mrc",
     "replay",
     "run",
+    "run_batch",
     "trace_generate",
     "trace_stats",
     "validate",
@@ -95,5 +96,6 @@ def mrc(
     format: str = "auto",
     lenient: bool = False,
 ) -> dict[str, Any]: ...
+def run_batch(configs: list[dict[str, Any]], validate_only: bool = False) -> dict[str, list[Any]]: ...
 def validate(config: _Config = None) -> None: ...
 def version() -> str: ...

@@ -61,38 +61,57 @@ def run_point(config: dict[str, Any]) -> dict[str, Any]:
     return _native.run(config).to_dict(flat=True)
 
 
-def _rows(params: list[dict[str, Any]], results: list[dict[str, Any]]) -> pd.DataFrame:
-    rows = []
-    for p, r in zip(params, results):
-        row = dict(p)
-        row.update({k: v for k, v in r.items() if k not in p})
-        rows.append(row)
-    return pd.DataFrame(rows)
+def run_chunk(configs: list[dict[str, Any]]) -> dict[str, list[Any]]:
+    """Several grid points in one native call, as columns (module-level for processes)."""
+    return _native.run_batch(configs)
+
+
+def _frame(params: list[dict[str, Any]], chunks: list[dict[str, list[Any]]]) -> pd.DataFrame:
+    """Parameter columns, then result columns, concatenated over chunks in grid order."""
+    data: dict[str, list[Any]] = {k: [p[k] for p in params] for k in (params[0] if params else {})}
+    for chunk in chunks:
+        for k, col in chunk.items():
+            if k not in (params[0] if params else {}):
+                data.setdefault(k, []).extend(col)
+    return pd.DataFrame(data)
+
+
+def _chunks(configs: list[dict[str, Any]], size: int) -> list[list[dict[str, Any]]]:
+    return [configs[i : i + size] for i in range(0, len(configs), size)]
 
 
 def _local(
-    configs: list[dict[str, Any]], workers: int, executor: str, bar: Callable[[], None]
-) -> list[dict[str, Any]]:
-    out: list[Optional[dict[str, Any]]] = [None] * len(configs)
+    configs: list[dict[str, Any]], workers: int, executor: str, bar: Callable[[int], None]
+) -> list[dict[str, list[Any]]]:
+    # Chunks amortise the call overhead; a few per worker keep the workers balanced and the
+    # progress bar moving.
+    size = max(1, min(250, -(-len(configs) // (workers * 8))))
+    chunks = _chunks(configs, size)
+    out: list[Optional[dict[str, list[Any]]]] = [None] * len(chunks)
     if workers == 1:
-        for i, c in enumerate(configs):
-            out[i] = run_point(c)
-            bar()
+        for i, c in enumerate(chunks):
+            out[i] = run_chunk(c)
+            bar(len(c))
         return [r for r in out if r is not None]
     pool: Executor = (
         ThreadPoolExecutor(max_workers=workers) if executor == "thread" else ProcessPoolExecutor(max_workers=workers)
     )
     with pool:
-        futures = {pool.submit(run_point, c): i for i, c in enumerate(configs)}
+        futures = {pool.submit(run_chunk, c): i for i, c in enumerate(chunks)}
         for f in as_completed(futures):
-            out[futures[f]] = f.result()
-            bar()
+            i = futures[f]
+            out[i] = f.result()
+            bar(len(chunks[i]))
     return [r for r in out if r is not None]
 
 
 def _ray(
-    configs: list[dict[str, Any]], workers: Optional[int], address: Optional[str], bar: Callable[[], None], runtime_env: Optional[dict[str, Any]]
-) -> list[dict[str, Any]]:
+    configs: list[dict[str, Any]],
+    workers: Optional[int],
+    address: Optional[str],
+    bar: Callable[[int], None],
+    runtime_env: Optional[dict[str, Any]],
+) -> list[dict[str, list[Any]]]:
     import ray
 
     if not ray.is_initialized():
@@ -103,14 +122,16 @@ def _ray(
     task = ray.remote(num_cpus=1)(run_point)
     refs = [task.remote(c) for c in configs]
     index = {r: i for i, r in enumerate(refs)}
-    out: list[Optional[dict[str, Any]]] = [None] * len(configs)
+    rows: list[Optional[dict[str, Any]]] = [None] * len(configs)
     pending = list(refs)
     while pending:
         done, pending = ray.wait(pending, num_returns=min(len(pending), 64), timeout=1.0)
         for ref, value in zip(done, ray.get(done)):
-            out[index[ref]] = value
-            bar()
-    return [r for r in out if r is not None]
+            rows[index[ref]] = value
+            bar(1)
+    # The same columns as the local backend's chunks.
+    flat = [r for r in rows if r is not None]
+    return [{k: [r[k] for r in flat] for k in flat[0]}] if flat else []
 
 
 def sweep(
@@ -150,23 +171,18 @@ def sweep(
     if n < 1:
         raise ValueError(f"workers must be at least 1, not {n}")
     with tqdm(total=len(configs), disable=not progress, desc="sweep", unit="run") as bar:
-        step: Callable[[], None] = lambda: bar.update(1)  # noqa: E731
         if backend == "local":
-            results = _local(configs, n, executor, step)
+            chunks = _local(configs, n, executor, bar.update)
         elif backend == "ray":
-            results = _ray(configs, workers, address, step, runtime_env)
+            chunks = _ray(configs, workers, address, bar.update, runtime_env)
         else:
             raise ValueError(f"backend must be 'local' or 'ray', not {backend!r}")
-    return _rows(params, results)
+    return _frame(params, chunks)
 
 
 def _validate(configs: list[dict[str, Any]]) -> None:
-    seen: set[str] = set()
-    for c in configs:
-        key = repr(c)
-        if key not in seen:
-            seen.add(key)
-            _native.validate(c)
+    """Parses and validates every config in the core before anything runs."""
+    _native.run_batch(configs, validate_only=True)
 
 
 def iter_grid(grid: Mapping[str, Sequence[Any]]) -> Iterator[dict[str, Any]]:
@@ -174,4 +190,4 @@ def iter_grid(grid: Mapping[str, Sequence[Any]]) -> Iterator[dict[str, Any]]:
     yield from expand_grid(grid)
 
 
-__all__ = ["expand_grid", "iter_grid", "point_config", "run_point", "sweep"]
+__all__ = ["expand_grid", "iter_grid", "point_config", "run_chunk", "run_point", "sweep"]

@@ -84,3 +84,17 @@ def test_plots_write_pngs(tmp_path: Path, trace_path: Path) -> None:
     ax = plots.plot_mrc([iommulab.mrc(trace_path, p) for p in ("lru", "opt")], relative=True)
     ax.figure.savefig(tmp_path / "mrc.png")
     assert all((tmp_path / f).stat().st_size > 1000 for f in ("bars.png", "curves.png", "mrc.png"))
+
+
+def test_run_batch_columns_equal_single_runs() -> None:
+    from iommulab import _native
+
+    cfgs = [{"configuration": c, "workload": {"ios": 100, "seed": s}} for c in ("strict", "modern") for s in (1, 2)]
+    cols = _native.run_batch(cfgs)
+    singles = [iommulab.run(c).to_dict(flat=True) for c in cfgs]
+    assert list(cols) == list(singles[0])
+    for k in cols:
+        if k not in iommulab.results.MEASURED_COLUMNS:
+            assert cols[k] == [s[k] for s in singles], k
+    with pytest.raises(iommulab.ConfigError, match="hardware.levels"):
+        _native.run_batch([cfgs[0], {"hardware": {"levels": 9}}])

@@ -15,12 +15,10 @@ use crate::errors::PyErrWrap;
 fn dict_to_toml(obj: &Bound<'_, PyAny>) -> PyResult<String> {
     let mut value = dict_to_json(obj)?;
     strip_nulls(&mut value);
-    let table: toml::Value = toml::Value::try_from(value)
-        .map_err(|e| PyErrWrap::from(ConfigError::Parse(e.to_string())))?;
-    Ok(toml::to_string(&table).map_err(|e| PyErrWrap::from(ConfigError::Parse(e.to_string())))?)
+    json_to_toml(value)
 }
 
-fn dict_to_json(obj: &Bound<'_, PyAny>) -> PyResult<serde_json::Value> {
+pub fn dict_to_json(obj: &Bound<'_, PyAny>) -> PyResult<serde_json::Value> {
     let json: String = obj
         .py()
         .import("json")?
@@ -62,14 +60,28 @@ pub fn toml_text(obj: Option<&Bound<'_, PyAny>>) -> PyResult<String> {
 /// the one the CLI gives for the same config in a file.
 pub fn bench_config(obj: Option<&Bound<'_, PyAny>>) -> PyResult<BenchConfig> {
     if let Some(o) = obj.filter(|o| o.is_instance_of::<PyDict>()) {
-        let mut value = dict_to_json(o)?;
-        strip_nulls(&mut value);
-        if let Ok(cfg) = serde_json::from_value::<BenchConfig>(value) {
-            return Ok(cfg);
-        }
+        return config_from_json(dict_to_json(o)?);
     }
     let text = toml_text(obj)?;
     Ok(BenchConfig::from_toml(&text).map_err(PyErrWrap::from)?)
+}
+
+/// A bench configuration from the JSON form of a dict (see [`bench_config`]).
+pub fn config_from_json(mut value: serde_json::Value) -> PyResult<BenchConfig> {
+    strip_nulls(&mut value);
+    match serde_json::from_value::<BenchConfig>(value.clone()) {
+        Ok(cfg) => Ok(cfg),
+        Err(_) => {
+            let text = json_to_toml(value)?;
+            Ok(BenchConfig::from_toml(&text).map_err(PyErrWrap::from)?)
+        }
+    }
+}
+
+fn json_to_toml(value: serde_json::Value) -> PyResult<String> {
+    let table: toml::Value = toml::Value::try_from(value)
+        .map_err(|e| PyErrWrap::from(ConfigError::Parse(e.to_string())))?;
+    Ok(toml::to_string(&table).map_err(|e| PyErrWrap::from(ConfigError::Parse(e.to_string())))?)
 }
 
 /// Any serde value of the core's schema from a TOML string or dict.
@@ -121,14 +133,13 @@ pub fn value_to_py<'py>(py: Python<'py>, v: &serde_json::Value) -> PyResult<Boun
     })
 }
 
-/// A JSON object as a flat dict: nested objects become dotted keys (`stats.iommu.walks`).
-pub fn flat_dict<'py>(py: Python<'py>, v: &serde_json::Value) -> PyResult<Bound<'py, PyDict>> {
-    fn walk(
-        py: Python<'_>,
-        d: &Bound<'_, PyDict>,
+/// A JSON object's leaves with dotted keys (`stats.iommu.walks`), in order.
+pub fn flatten(v: &serde_json::Value) -> Vec<(String, &serde_json::Value)> {
+    fn walk<'v>(
+        out: &mut Vec<(String, &'v serde_json::Value)>,
         prefix: &str,
-        v: &serde_json::Value,
-    ) -> PyResult<()> {
+        v: &'v serde_json::Value,
+    ) {
         match v {
             serde_json::Value::Object(m) => {
                 for (k, x) in m {
@@ -137,14 +148,22 @@ pub fn flat_dict<'py>(py: Python<'py>, v: &serde_json::Value) -> PyResult<Bound<
                     } else {
                         format!("{prefix}.{k}")
                     };
-                    walk(py, d, &key, x)?;
+                    walk(out, &key, x);
                 }
-                Ok(())
             }
-            other => d.set_item(prefix, value_to_py(py, other)?),
+            other => out.push((prefix.to_string(), other)),
         }
     }
+    let mut out = Vec::new();
+    walk(&mut out, "", v);
+    out
+}
+
+/// A JSON object as a flat dict: nested objects become dotted keys (`stats.iommu.walks`).
+pub fn flat_dict<'py>(py: Python<'py>, v: &serde_json::Value) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
-    walk(py, &d, "", v)?;
+    for (k, x) in flatten(v) {
+        d.set_item(k, value_to_py(py, x)?)?;
+    }
     Ok(d)
 }

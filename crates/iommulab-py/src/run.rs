@@ -10,9 +10,11 @@ use iommulab::hw::cost::CostPreset;
 use iommulab::trace::replay::TraceWorkload;
 use iommulab::trace::{TraceFormat, open};
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
+use pyo3::types::{PyDict, PyList};
 
-use crate::convert::{bench_config, flat_dict, to_json, value_to_py};
+use crate::convert::{
+    bench_config, config_from_json, dict_to_json, flat_dict, flatten, to_json, value_to_py,
+};
 use crate::errors::PyErrWrap;
 
 /// What one run measured (the CLI's `--json` object).
@@ -259,4 +261,58 @@ pub fn replay(
 #[pyo3(signature = (config=None))]
 pub fn validate(config: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
     Ok(bench_config(config)?.validate().map_err(PyErrWrap::from)?)
+}
+
+/// Runs a list of configs (dicts) as one batch and returns the results as columns: a dict of
+/// dotted result keys (as `RunResult.to_dict(flat=True)`) to lists, one entry per config.
+/// Every config is parsed and validated before any runs; the GIL is released for the runs.
+/// With `validate_only`, returns `{}` after the checks.
+#[pyfunction]
+#[pyo3(signature = (configs, validate_only=false))]
+pub fn run_batch<'py>(
+    py: Python<'py>,
+    configs: &Bound<'py, PyList>,
+    validate_only: bool,
+) -> PyResult<Bound<'py, PyDict>> {
+    let serde_json::Value::Array(values) = dict_to_json(configs.as_any())? else {
+        return Err(pyo3::exceptions::PyTypeError::new_err(
+            "configs must be a list of dicts",
+        ));
+    };
+    let cfgs = values
+        .into_iter()
+        .map(|v| {
+            let cfg = config_from_json(v)?;
+            cfg.validate().map_err(PyErrWrap::from)?;
+            Ok(cfg)
+        })
+        .collect::<PyResult<Vec<BenchConfig>>>()?;
+    let columns = PyDict::new(py);
+    if validate_only || cfgs.is_empty() {
+        return Ok(columns);
+    }
+    let results = py
+        .detach(|| {
+            cfgs.iter()
+                .map(|c| {
+                    let r = run_bench(c, &mut |_, _| {})?;
+                    serde_json::to_value(&r)
+                        .map_err(|e| iommulab::experiment::ConfigError::Parse(e.to_string()).into())
+                })
+                .collect::<Result<Vec<serde_json::Value>, iommulab::Error>>()
+        })
+        .map_err(PyErrWrap::from)?;
+    let keys: Vec<String> = flatten(&results[0]).into_iter().map(|(k, _)| k).collect();
+    let mut cols: Vec<Vec<Bound<'py, PyAny>>> = vec![Vec::with_capacity(results.len()); keys.len()];
+    for r in &results {
+        for (i, (_, v)) in flatten(r).into_iter().enumerate() {
+            if let Some(col) = cols.get_mut(i) {
+                col.push(value_to_py(py, v)?);
+            }
+        }
+    }
+    for (k, col) in keys.into_iter().zip(cols) {
+        columns.set_item(k, PyList::new(py, col)?)?;
+    }
+    Ok(columns)
 }
