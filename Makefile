@@ -4,7 +4,7 @@ PYTHON ?= python3
 WHEELS ?= $(or $(CARGO_TARGET_DIR),target)/wheels
 OUT ?= results
 
-.PHONY: deps demo test pytest bench
+.PHONY: deps demo test pytest bench bench-python
 
 # Rust components (the toolchain itself comes with the machine or from rustup).
 deps:
@@ -37,3 +37,8 @@ pytest:
 # Criterion benchmarks (not part of the tests; see BENCHMARKS.md).
 bench: deps
 	$(CARGO) bench -p iommulab
+
+# Python sweep overhead vs the CLI, and local scaling (BENCHMARKS.md, "Python sweeps").
+bench-python: pytest
+	$(CARGO) build --release -q -p iommulab-cli
+	$(PYTHON) benches/python/sweep_bench.py --cli $(or $(CARGO_TARGET_DIR),target)/release/iommulab
