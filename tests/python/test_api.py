@@ -161,3 +161,10 @@ def test_mrc_unknown_policy(trace_path: Path) -> None:
 
 def test_version() -> None:
     assert iommulab.__version__ == iommulab.version()
+
+
+def test_cost_overrides_from_a_dict_equal_toml() -> None:
+    a = iommulab.run({"configuration": "strict", "hardware": {"cost_overrides": {"inv_page": 25000}}, "workload": {"ios": 300}})
+    b = iommulab.run('configuration = "strict"\n[hardware.cost_overrides]\ninv_page = 25000\n[workload]\nios = 300\n')
+    c = iommulab.run({"configuration": "strict", "workload": {"ios": 300}})
+    assert a.modeled_ns_per_op == b.modeled_ns_per_op > c.modeled_ns_per_op
