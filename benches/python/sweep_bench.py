@@ -10,13 +10,14 @@
 (b) Local scaling: a sweep of 400 runs of 20,000 I/Os each on 1 worker vs 2 workers, with
     threads (the GIL is released during runs) and with processes.
 
-Usage: python benches/python/sweep_bench.py [--cli target/release/iommulab] [--repeat 3]
+Usage: python benches/python/sweep_bench.py [--cli target/release/iommulab] [--repeat 10]
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import subprocess
 import time
 from collections.abc import Callable
@@ -26,13 +27,21 @@ import iommulab
 CONFIGS = ["disabled", "default", "strict", "bitmap", "modern"]
 
 
-def best(f: Callable[[], object], repeat: int) -> float:
-    times = []
+def interleaved(a: Callable[[], object], b: Callable[[], object], repeat: int) -> tuple[list[float], list[float]]:
+    """Times `a` and `b` alternately (a shared VM's load drifts; alternating spreads it)."""
+    ta: list[float] = []
+    tb: list[float] = []
     for _ in range(repeat):
-        t = time.perf_counter()
-        f()
-        times.append(time.perf_counter() - t)
-    return min(times)
+        for f, out in ((a, ta), (b, tb)):
+            t = time.perf_counter()
+            f()
+            out.append(time.perf_counter() - t)
+    return ta, tb
+
+
+def summary(name: str, x: list[float], y: list[float], what: str) -> None:
+    mn, md = min(x) / min(y), statistics.median(x) / statistics.median(y)
+    print(f"{name}: {min(x):.3f} s vs {min(y):.3f} s (min), {statistics.median(x):.3f} s vs {statistics.median(y):.3f} s (median); {what} {mn:.2f}x (min) {md:.2f}x (median)")
 
 
 def python_sweep() -> None:
@@ -78,18 +87,17 @@ def scaling(workers: int, executor: str) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--cli", default=os.path.join(os.environ.get("CARGO_TARGET_DIR", "target"), "release", "iommulab"))
-    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--repeat", type=int, default=10)
     a = ap.parse_args()
-    print(f"nproc {os.cpu_count()}, iommulab {iommulab.__version__}, best of {a.repeat}")
-    py = best(python_sweep, a.repeat)
-    cli = best(lambda: cli_batched(a.cli), a.repeat)
-    per = best(lambda: cli_per_run(a.cli), 1)
-    print(f"(a) 1000 runs: python sweep {py:.3f} s, cli batched {cli:.3f} s, ratio {py / cli:.2f}x; cli one process per run {per:.3f} s")
+    print(f"nproc {os.cpu_count()}, iommulab {iommulab.__version__}, {a.repeat} interleaved repeats")
+    py, cli = interleaved(python_sweep, lambda: cli_batched(a.cli), a.repeat)
+    summary("(a) 1000 runs, python sweep vs cli batched", py, cli, "ratio")
+    t = time.perf_counter()
+    cli_per_run(a.cli)
+    print(f"    cli one process per run: {time.perf_counter() - t:.3f} s")
     for ex in ("thread", "process"):
-        one = best(lambda: scaling(1, ex), a.repeat)
-        two = best(lambda: scaling(2, ex), a.repeat)
-        print(f"(b) 400 runs x 20000 I/Os, {ex}s: 1 worker {one:.3f} s, 2 workers {two:.3f} s, speed-up {one / two:.2f}x")
-
+        one, two = interleaved(lambda: scaling(1, ex), lambda: scaling(2, ex), max(3, a.repeat // 2))
+        summary(f"(b) 400 runs x 20000 I/Os, {ex} executor, 1 vs 2 workers", one, two, "speed-up")
 
 if __name__ == "__main__":
     main()
