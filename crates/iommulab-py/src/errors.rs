@@ -1,0 +1,128 @@
+//! The exception tree (style L6): `IommulabError` and one subclass per kind of core error.
+//! Messages are the CLI's: the error and its causes joined by `": "` (anyhow's `{e:#}`).
+
+use std::io::ErrorKind;
+
+use pyo3::exceptions::{
+    PyException, PyFileExistsError, PyFileNotFoundError, PyIsADirectoryError, PyOSError,
+    PyPermissionError,
+};
+use pyo3::prelude::*;
+use pyo3::{PyErr, create_exception};
+
+create_exception!(
+    iommulab,
+    IommulabError,
+    PyException,
+    "Base class of every iommulab error."
+);
+create_exception!(
+    iommulab,
+    ConfigError,
+    IommulabError,
+    "A configuration key or value the schema does not allow (the message names the key and the allowed values)."
+);
+create_exception!(
+    iommulab,
+    TraceError,
+    IommulabError,
+    "A trace that cannot be read or written."
+);
+create_exception!(
+    iommulab,
+    DmaError,
+    IommulabError,
+    "The DMA layer refused an operation."
+);
+create_exception!(
+    iommulab,
+    IovaError,
+    IommulabError,
+    "An IOVA allocator error."
+);
+create_exception!(
+    iommulab,
+    VirtError,
+    IommulabError,
+    "A map-cache or eviction-policy error."
+);
+create_exception!(
+    iommulab,
+    MapError,
+    IommulabError,
+    "An I/O page-table error."
+);
+
+/// A core error on its way to Python (the orphan rule forbids `From<iommulab::Error> for PyErr`).
+#[derive(Debug)]
+pub struct PyErrWrap(pub iommulab::Error);
+
+impl<E: Into<iommulab::Error>> From<E> for PyErrWrap {
+    fn from(e: E) -> Self {
+        PyErrWrap(e.into())
+    }
+}
+
+/// The error and its causes, as the CLI prints them (`{e:#}` of anyhow).
+pub fn message(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut msg = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        msg.push_str(": ");
+        msg.push_str(&c.to_string());
+        cause = c.source();
+    }
+    msg
+}
+
+/// The innermost I/O error of a chain, if any.
+fn io_kind(e: &(dyn std::error::Error + 'static)) -> Option<ErrorKind> {
+    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(c) = cur {
+        if let Some(io) = c.downcast_ref::<std::io::Error>() {
+            return Some(io.kind());
+        }
+        cur = c.source();
+    }
+    None
+}
+
+impl From<PyErrWrap> for PyErr {
+    fn from(w: PyErrWrap) -> PyErr {
+        use iommulab::Error as E;
+        let e = &w.0;
+        let msg = message(e);
+        // I/O errors become Python's own OSError subclasses (a missing trace is a
+        // `FileNotFoundError`, as for `open()`).
+        if let Some(kind) = io_kind(e) {
+            return match kind {
+                ErrorKind::NotFound => PyFileNotFoundError::new_err(msg),
+                ErrorKind::PermissionDenied => PyPermissionError::new_err(msg),
+                ErrorKind::AlreadyExists => PyFileExistsError::new_err(msg),
+                ErrorKind::IsADirectory => PyIsADirectoryError::new_err(msg),
+                _ => PyOSError::new_err(msg),
+            };
+        }
+        match e {
+            E::Config(_) | E::Magazine(_) | E::Space(_) => ConfigError::new_err(msg),
+            E::Dma(_) => DmaError::new_err(msg),
+            E::Iova(_) => IovaError::new_err(msg),
+            E::Map(_) => MapError::new_err(msg),
+            E::Trace(_) => TraceError::new_err(msg),
+            E::Virt(_) => VirtError::new_err(msg),
+        }
+    }
+}
+
+/// Registers the exception classes in the module.
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    m.add("IommulabError", py.get_type::<IommulabError>())?;
+    m.add("ConfigError", py.get_type::<ConfigError>())?;
+    m.add("TraceError", py.get_type::<TraceError>())?;
+    m.add("DmaError", py.get_type::<DmaError>())?;
+    m.add("IovaError", py.get_type::<IovaError>())?;
+    m.add("VirtError", py.get_type::<VirtError>())?;
+    m.add("MapError", py.get_type::<MapError>())?;
+    Ok(())
+}

@@ -1,0 +1,318 @@
+//! Runs: `run`, `bench` and `replay`, mirroring `iommulab bench` and `iommulab replay` by
+//! calling the same library functions. The GIL is released while the core runs.
+
+use std::path::PathBuf;
+
+use iommulab::experiment::{
+    BenchConfig, NamedConfig, RunLabels, RunResult, run_bench, run_workload,
+};
+use iommulab::hw::cost::CostPreset;
+use iommulab::trace::replay::TraceWorkload;
+use iommulab::trace::{TraceFormat, open};
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList};
+
+use crate::convert::{
+    bench_config, config_from_json, dict_to_json, flat_dict, flatten, to_json, value_to_py,
+};
+use crate::errors::PyErrWrap;
+
+/// What one run measured (the CLI's `--json` object).
+#[pyclass(module = "iommulab", name = "RunResult", frozen)]
+#[derive(Debug, Clone)]
+pub struct PyRunResult(pub RunResult);
+
+#[pymethods]
+impl PyRunResult {
+    /// Every field, as the CLI's `--json` prints it; with `flat=True`, nested `stats`
+    /// become dotted keys (`stats.iommu.iotlb_hits`), one level, as DataFrame columns.
+    #[pyo3(signature = (flat=false))]
+    fn to_dict<'py>(&self, py: Python<'py>, flat: bool) -> PyResult<Bound<'py, PyDict>> {
+        let v = to_json(&self.0)?;
+        if flat {
+            flat_dict(py, &v)
+        } else {
+            Ok(value_to_py(py, &v)?.cast_into::<PyDict>()?)
+        }
+    }
+    /// Configuration label (`default`, `strict`, ..., `custom`).
+    #[getter]
+    fn config(&self) -> &str {
+        &self.0.config
+    }
+    /// Allocator name.
+    #[getter]
+    fn allocator(&self) -> &str {
+        &self.0.allocator
+    }
+    /// Flush policy name.
+    #[getter]
+    fn flush(&self) -> &str {
+        &self.0.flush
+    }
+    /// Cost preset name.
+    #[getter]
+    fn cost_preset(&self) -> &str {
+        &self.0.cost_preset
+    }
+    /// Workload seed.
+    #[getter]
+    fn seed(&self) -> u64 {
+        self.0.seed
+    }
+    /// I/Os completed.
+    #[getter]
+    fn ops(&self) -> u64 {
+        self.0.ops
+    }
+    /// I/Os per second of the modeled machine.
+    #[getter]
+    fn iops(&self) -> f64 {
+        self.0.iops
+    }
+    /// `iops / iops(disabled)` when a disabled run is in the same batch.
+    #[getter]
+    fn relative_to_disabled(&self) -> Option<f64> {
+        self.0.relative_to_disabled
+    }
+    /// Measured wall time of the run loop per I/O, in ns.
+    #[getter]
+    fn software_ns_per_op(&self) -> f64 {
+        self.0.software_ns_per_op
+    }
+    /// Modeled time per I/O, in ns.
+    #[getter]
+    fn modeled_ns_per_op(&self) -> f64 {
+        self.0.modeled_ns_per_op
+    }
+    /// IOTLB invalidation commands.
+    #[getter]
+    fn iotlb_invalidations(&self) -> u64 {
+        self.0.iotlb_invalidations
+    }
+    /// Flush rounds the policy ran.
+    #[getter]
+    fn iotlb_flushes(&self) -> u64 {
+        self.0.iotlb_flushes
+    }
+    /// Device accesses that succeeded through a mapping already unmapped.
+    #[getter]
+    fn stale_accesses(&self) -> u64 {
+        self.0.stale_accesses
+    }
+    /// IOMMU faults recorded.
+    #[getter]
+    fn faults(&self) -> u64 {
+        self.0.faults
+    }
+    /// Wall time of the run loop, in seconds.
+    #[getter]
+    fn wall_seconds(&self) -> f64 {
+        self.0.wall_seconds
+    }
+    /// Modeled time of the run, in seconds.
+    #[getter]
+    fn modeled_seconds(&self) -> f64 {
+        self.0.modeled_seconds
+    }
+    /// Any other field of [`Self::to_dict`] (`stats`, `peak_metadata_bytes`, ...).
+    fn __getattr__<'py>(&self, py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyAny>> {
+        let d = self.to_dict(py, false)?;
+        d.get_item(name)?.ok_or_else(|| {
+            pyo3::exceptions::PyAttributeError::new_err(format!(
+                "'RunResult' object has no attribute '{name}'"
+            ))
+        })
+    }
+    fn __repr__(&self) -> String {
+        format!(
+            "RunResult(config={:?}, ops={}, iops={:.1}, modeled_ns_per_op={:.1})",
+            self.0.config, self.0.ops, self.0.iops, self.0.modeled_ns_per_op
+        )
+    }
+}
+
+/// One run of the pseudo-driver benchmark for a config (dict, TOML string, or `None`).
+#[pyfunction]
+#[pyo3(signature = (config=None))]
+pub fn run(py: Python<'_>, config: Option<&Bound<'_, PyAny>>) -> PyResult<PyRunResult> {
+    let cfg = bench_config(config)?;
+    let r = py.detach(|| run_bench(&cfg, &mut |_, _| {}));
+    Ok(PyRunResult(r.map_err(PyErrWrap::from)?))
+}
+
+/// `iommulab bench`: every named configuration in `configs` (default: all six), `repeats`
+/// times with seeds `seed..seed+repeats`, with `relative_to_disabled` filled.
+#[pyfunction]
+#[pyo3(signature = (configs=None, ops=None, seed=None, repeats=1, base=None))]
+pub fn bench(
+    py: Python<'_>,
+    configs: Option<Vec<String>>,
+    ops: Option<u64>,
+    seed: Option<u64>,
+    repeats: u32,
+    base: Option<&Bound<'_, PyAny>>,
+) -> PyResult<Vec<PyRunResult>> {
+    let mut base = bench_config(base)?;
+    if let Some(ops) = ops {
+        base.workload.ios = ops;
+        base.duration_s = None;
+    }
+    if let Some(s) = seed {
+        base.workload.seed = s;
+    }
+    let names: Vec<NamedConfig> = match configs {
+        None => NamedConfig::ALL.to_vec(),
+        Some(cs) => {
+            base.mechanisms = None;
+            cs.iter()
+                .map(|c| NamedConfig::parse(c))
+                .collect::<Result<_, _>>()
+                .map_err(PyErrWrap::from)?
+        }
+    };
+    base.validate().map_err(PyErrWrap::from)?;
+    let results = py.detach(|| -> Result<Vec<RunResult>, iommulab::Error> {
+        let mut out = Vec::new();
+        for &c in &names {
+            for r in 0..repeats {
+                let cfg = BenchConfig {
+                    configuration: c,
+                    workload: iommulab::workload::PseudoScsiConfig {
+                        seed: base.workload.seed + u64::from(r),
+                        ..base.workload
+                    },
+                    ..base.clone()
+                };
+                out.push(run_bench(&cfg, &mut |_, _| {})?);
+            }
+        }
+        RunResult::fill_relative(&mut out);
+        Ok(out)
+    });
+    Ok(results
+        .map_err(PyErrWrap::from)?
+        .into_iter()
+        .map(PyRunResult)
+        .collect())
+}
+
+/// The format name of a trace, as the CLI's `--format`.
+pub fn trace_format(name: &str) -> PyResult<TraceFormat> {
+    Ok(match name {
+        "auto" => TraceFormat::Auto,
+        "ftrace" => TraceFormat::Ftrace,
+        "csv" => TraceFormat::Csv,
+        "native" => TraceFormat::Native,
+        other => {
+            return Err(PyErrWrap::from(iommulab::experiment::ConfigError::Invalid {
+                key: "format".into(),
+                value: other.into(),
+                expected: "one of auto, ftrace, csv, native".into(),
+            })
+            .into());
+        }
+    })
+}
+
+/// `iommulab replay`: a trace through one configuration. Without a config, the CLI's
+/// default: `modern` on the `modern` cost preset.
+#[pyfunction]
+#[pyo3(signature = (trace, config=None, format="auto", lenient=false))]
+pub fn replay(
+    py: Python<'_>,
+    trace: PathBuf,
+    config: Option<&Bound<'_, PyAny>>,
+    format: &str,
+    lenient: bool,
+) -> PyResult<PyRunResult> {
+    let cfg = match config {
+        Some(c) if !c.is_none() => bench_config(Some(c))?,
+        _ => BenchConfig {
+            configuration: NamedConfig::Modern,
+            hardware: iommulab::experiment::HardwareConfig {
+                cost: CostPreset::Modern,
+                ..Default::default()
+            },
+            ..BenchConfig::default()
+        },
+    };
+    cfg.validate().map_err(PyErrWrap::from)?;
+    let format = trace_format(format)?;
+    let r = py.detach(|| -> Result<RunResult, iommulab::Error> {
+        let src = open(&trace, format, lenient)?;
+        let mut w = TraceWorkload::new(src);
+        let labels = RunLabels {
+            config: cfg.label(),
+            cost_preset: cfg.hardware.cost.name().to_string(),
+            seed: 0,
+            io_size: 0,
+            outstanding: 0,
+            cpus: 0,
+            touch: false,
+        };
+        run_workload(&cfg, &mut w, labels, true, None, &mut |_, _| {})
+    });
+    Ok(PyRunResult(r.map_err(PyErrWrap::from)?))
+}
+
+/// Parses and validates a config without running it (raises `ConfigError`).
+#[pyfunction]
+#[pyo3(signature = (config=None))]
+pub fn validate(config: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
+    Ok(bench_config(config)?.validate().map_err(PyErrWrap::from)?)
+}
+
+/// Runs a list of configs (dicts) as one batch and returns the results as columns: a dict of
+/// dotted result keys (as `RunResult.to_dict(flat=True)`) to lists, one entry per config.
+/// Every config is parsed and validated before any runs; the GIL is released for the runs.
+/// With `validate_only`, returns `{}` after the checks.
+#[pyfunction]
+#[pyo3(signature = (configs, validate_only=false))]
+pub fn run_batch<'py>(
+    py: Python<'py>,
+    configs: &Bound<'py, PyList>,
+    validate_only: bool,
+) -> PyResult<Bound<'py, PyDict>> {
+    let serde_json::Value::Array(values) = dict_to_json(configs.as_any())? else {
+        return Err(pyo3::exceptions::PyTypeError::new_err(
+            "configs must be a list of dicts",
+        ));
+    };
+    let cfgs = values
+        .into_iter()
+        .map(|v| {
+            let cfg = config_from_json(v)?;
+            cfg.validate().map_err(PyErrWrap::from)?;
+            Ok(cfg)
+        })
+        .collect::<PyResult<Vec<BenchConfig>>>()?;
+    let columns = PyDict::new(py);
+    if validate_only || cfgs.is_empty() {
+        return Ok(columns);
+    }
+    let results = py
+        .detach(|| {
+            cfgs.iter()
+                .map(|c| {
+                    let r = run_bench(c, &mut |_, _| {})?;
+                    serde_json::to_value(&r)
+                        .map_err(|e| iommulab::experiment::ConfigError::Parse(e.to_string()).into())
+                })
+                .collect::<Result<Vec<serde_json::Value>, iommulab::Error>>()
+        })
+        .map_err(PyErrWrap::from)?;
+    let keys: Vec<String> = flatten(&results[0]).into_iter().map(|(k, _)| k).collect();
+    let mut cols: Vec<Vec<Bound<'py, PyAny>>> = vec![Vec::with_capacity(results.len()); keys.len()];
+    for r in &results {
+        for (i, (_, v)) in flatten(r).into_iter().enumerate() {
+            if let Some(col) = cols.get_mut(i) {
+                col.push(value_to_py(py, v)?);
+            }
+        }
+    }
+    for (k, col) in keys.into_iter().zip(cols) {
+        columns.set_item(k, PyList::new(py, col)?)?;
+    }
+    Ok(columns)
+}

@@ -1,0 +1,54 @@
+"""iommulab: a software model of IOMMU hardware and the DMA-mapping software that drives it.
+
+The Python API over the Rust core. Configs are dicts or TOML strings with the same schema as
+the CLI and config files (docs/configuration.md)::
+
+    import iommulab
+    r = iommulab.run({"configuration": "strict", "workload": {"ios": 10_000}})
+    r.iops, r.to_dict()
+    df = iommulab.sweep({"configuration": ["default", "strict"], "workload.ios": [1000, 10000]})
+"""
+
+from __future__ import annotations
+
+from iommulab import plots, results, trace
+from iommulab._native import (
+    ConfigError,
+    DmaError,
+    IommulabError,
+    IovaError,
+    MapError,
+    RunResult,
+    TraceError,
+    VirtError,
+    bench,
+    replay,
+    run,
+    version,
+)
+from iommulab._mrc import mrc
+from iommulab.sweep import expand_grid, sweep
+
+__version__ = version()
+
+__all__ = [
+    "ConfigError",
+    "DmaError",
+    "IommulabError",
+    "IovaError",
+    "MapError",
+    "RunResult",
+    "TraceError",
+    "VirtError",
+    "__version__",
+    "bench",
+    "expand_grid",
+    "mrc",
+    "plots",
+    "replay",
+    "results",
+    "run",
+    "sweep",
+    "trace",
+    "version",
+]

@@ -1,0 +1,28 @@
+"""Traces: statistics and generation (the CLI's `iommulab trace stats|generate`)."""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Optional, Union
+
+from iommulab import _native
+
+
+def stats(path: Union[str, os.PathLike[str]], format: str = "auto", lenient: bool = False) -> dict[str, Any]:
+    """`iommulab trace stats --json` as a dict. A missing file raises `FileNotFoundError`."""
+    return _native.trace_stats(path, format=format, lenient=lenient)
+
+
+def generate(
+    workload: Union[str, dict[str, Any]],
+    events: int,
+    path: Union[str, os.PathLike[str]],
+    seed: Optional[int] = None,
+) -> int:
+    """Records `events` events of a built-in workload (`"pseudo-scsi"`, `"netperf-send"`,
+    `"apache-sendfile"`, `"block"`, `"uniform-random"`, or a dict with `kind`) to `path`
+    (native `.iot`, `.csv`, `.oracleGeneral`, optionally `.gz`, by extension). Returns the events written."""
+    return _native.trace_generate(workload, events, path, seed=seed)
+
+
+__all__ = ["generate", "stats"]
