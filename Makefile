@@ -12,11 +12,12 @@ deps:
 	@if command -v rustup >/dev/null; then rustup component add rustfmt clippy >/dev/null 2>&1 || true; fi
 	$(PYTHON) -m pip install --quiet --disable-pip-version-check maturin pytest hypothesis pandas matplotlib tqdm mypy typing_extensions "ray[default]==2.60.0" libcachesim==0.3.5
 
-# Builds in release, reproduces Fujita & Mori's Figure 4 on the built-in defaults.
+# Builds in release and reruns every reproduction (Fujita & Mori's Figure 4 first) on the
+# built-in defaults; ends with the path of the index page.
 demo: deps
 	$(CARGO) build --release -p iommulab-cli
-	$(CARGO) run --release -q -p iommulab-cli -- reproduce fujita2008 --out $(OUT)
-	@echo "open $(OUT)/fujita2008/README.md (figures: $(OUT)/fujita2008/figure4.svg, figure4.png)"
+	$(CARGO) run --release -q -p iommulab-cli -- reproduce all --out $(OUT)
+	@echo "open $(OUT)/index.md (Fujita & Mori: $(OUT)/fujita2008/README.md, figure4.svg/png)"
 
 # Format check, clippy with -D warnings, every Rust test, then the Python package: build the
 # wheel, install it, check the stubs against the module, and run pytest (Ray included).

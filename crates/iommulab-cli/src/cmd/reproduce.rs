@@ -17,15 +17,65 @@ use crate::plot::{BarGroup, bar_chart};
 
 /// `iommulab reproduce`.
 pub fn run(args: &ReproduceArgs, quiet: bool) -> Result<()> {
+    let mut pages = Vec::new();
     if matches!(args.paper, Paper::Fujita2008 | Paper::All) {
         let page = fujita2008(&args.out, args.quick, quiet)?;
         crate::print_stdout(&format!("report: {}\n", page.display()))?;
+        pages.push(("fujita2008", FUJITA2008_TITLE, page));
     }
     if matches!(args.paper, Paper::Yassour2010 | Paper::All) {
         let page = crate::cmd::yassour::yassour2010(&args.out, args.quick, quiet)?;
         crate::print_stdout(&format!("report: {}\n", page.display()))?;
+        pages.push(("yassour2010", YASSOUR2010_TITLE, page));
+    }
+    if args.paper == Paper::All {
+        let index = write_index(&args.out, &pages, args.quick)?;
+        crate::print_stdout(&format!("index: {}\n", index.display()))?;
     }
     Ok(())
+}
+
+const FUJITA2008_TITLE: &str = "Fujita & Mori 2008, IOMMU performance evaluation in Linux (Figure 4: IOPS of the \
+five configurations relative to disabled)";
+const YASSOUR2010_TITLE: &str = "Yassour, Ben-Yehuda & Wasserman 2010, On the DMA mapping problem in direct device \
+assignment (Figures 3-6: hit rate and CPU vs quota; intra-guest protection)";
+
+/// Writes `out/index.md` and `out/index.html` linking every reproduction's page; returns the
+/// markdown's path.
+fn write_index(
+    out: &Path,
+    pages: &[(&str, &str, std::path::PathBuf)],
+    quick: bool,
+) -> Result<std::path::PathBuf> {
+    let cmd = if quick {
+        "iommulab reproduce all --quick"
+    } else {
+        "iommulab reproduce all"
+    };
+    let mut md = format!(
+        "# iommulab reproductions\n\nRegenerate with `{cmd}`. Each page puts our numbers beside the published ones \
+and explains the differences from the mechanisms.\n\n| paper | report | data |\n|---|---|---|\n"
+    );
+    let mut html = String::from(
+        "<!doctype html><html><head><meta charset=\"utf-8\"><title>iommulab reproductions</title></head><body>\
+<h1>iommulab reproductions</h1><ul>",
+    );
+    for (name, title, _) in pages {
+        let _ = writeln!(
+            md,
+            "| {title} | [{name}/README.md]({name}/README.md) | [{name}/results.json]({name}/results.json) |"
+        );
+        let _ = write!(
+            html,
+            "<li>{title}: <a href=\"{name}/README.md\">report</a>, <a href=\"{name}/results.json\">results.json</a></li>"
+        );
+    }
+    let _ = writeln!(md, "\nCommand: `{cmd}`.");
+    html.push_str("</ul></body></html>\n");
+    write_atomic(&out.join("index.html"), html.as_bytes())?;
+    let index = out.join("index.md");
+    write_atomic(&index, md.as_bytes())?;
+    Ok(index)
 }
 
 /// What Fujita & Mori published for Figure 4 (S0.8), relative to `disabled`, and where each
