@@ -3,13 +3,12 @@
 use std::path::Path;
 
 use anyhow::{Context, Result, bail};
-use iommulab::experiment::{WorkloadVisitor, with_workload};
-use iommulab::trace::record::record;
+use iommulab::trace::record::generate as generate_trace;
 use iommulab::trace::{
-    EventSink, EventSource, TraceFormat, TraceHeader, copy_events, create_trace, detect, open,
-    open_ftrace, stats,
+    EventSource, TraceFormat, TraceHeader, copy_events, create_trace, detect, open, open_ftrace,
+    stats,
 };
-use iommulab::workload::{Workload, WorkloadConfig};
+use iommulab::workload::WorkloadConfig;
 use serde::Serialize;
 
 use crate::args::{TraceCommand, TraceFormatArg, TraceGenerateArgs, TraceImportArgs, WorkloadArg};
@@ -118,40 +117,18 @@ fn workload_config(w: WorkloadArg, seed: u64) -> WorkloadConfig {
     cfg
 }
 
-struct Recorder<'a> {
-    sink: &'a mut dyn EventSink,
-    events: u64,
-}
-
-impl WorkloadVisitor for Recorder<'_> {
-    type Output = iommulab::trace::record::RecordSummary;
-    fn visit<W: Workload>(self, mut w: W) -> iommulab::Result<Self::Output> {
-        let names: Vec<String> = (0..w.devices().max(1)).map(|i| format!("sim{i}")).collect();
-        self.sink.set_devices(&names)?;
-        record(&mut w, self.sink, self.events, 1000)
-    }
-}
-
 fn generate(a: &TraceGenerateArgs) -> Result<()> {
     if a.events == 0 {
         bail!("--events must be at least 1");
     }
-    let mut cfg = workload_config(a.workload, a.seed);
-    // Enough I/Os for the requested events: the recorder stops at `--events`.
-    unbounded(&mut cfg);
+    let cfg = workload_config(a.workload, a.seed);
     let header = TraceHeader {
         devices: Vec::new(),
         source: format!("iommulab trace generate {} --seed {}", cfg.name(), a.seed),
     };
     let mut sink = create_trace(&a.output, &header)?;
-    let summary = with_workload(
-        &cfg,
-        Recorder {
-            sink: &mut *sink,
-            events: a.events,
-        },
-    )
-    .with_context(|| format!("generating {}", cfg.name()))?;
+    let summary = generate_trace(&cfg, &mut *sink, a.events)
+        .with_context(|| format!("generating {}", cfg.name()))?;
     sink.finish()?;
     crate::print_stdout(&format!(
         "{} events ({} workload operations) written to {}\n",
@@ -159,15 +136,4 @@ fn generate(a: &TraceGenerateArgs) -> Result<()> {
         summary.ops,
         a.output.display()
     ))
-}
-
-/// Lets a generator run until the recorder has its events (`u64::MAX` means unbounded).
-fn unbounded(cfg: &mut WorkloadConfig) {
-    match cfg {
-        WorkloadConfig::PseudoScsi(c) => c.ios = u64::MAX,
-        WorkloadConfig::NetperfSend(c) => c.packets = u64::MAX,
-        WorkloadConfig::ApacheSendfile(c) => c.requests = u64::MAX,
-        WorkloadConfig::Block(c) => c.requests = u64::MAX,
-        WorkloadConfig::UniformRandom(c) => c.ios = u64::MAX,
-    }
 }

@@ -256,3 +256,45 @@ fn close(
 fn cpu_u16(cpu: CpuId) -> u16 {
     u16::try_from(cpu.index()).unwrap_or(u16::MAX)
 }
+
+/// Records `max_events` events of the built-in workload `cfg` into `sink` (the workload runs
+/// as long as needed; its devices are named `sim0`, `sim1`, ...). The one implementation behind
+/// `iommulab trace generate` and Python's `iommulab.trace.generate`.
+pub fn generate<K: EventSink + ?Sized>(
+    cfg: &crate::workload::WorkloadConfig,
+    sink: &mut K,
+    max_events: u64,
+) -> Result<RecordSummary, Error> {
+    use crate::experiment::{WorkloadVisitor, with_workload};
+    use crate::workload::WorkloadConfig;
+
+    struct Recorder<'a, K: ?Sized> {
+        sink: &'a mut K,
+        events: u64,
+    }
+    impl<K: EventSink + ?Sized> WorkloadVisitor for Recorder<'_, K> {
+        type Output = RecordSummary;
+        fn visit<W: Workload>(self, mut w: W) -> Result<Self::Output, Error> {
+            let names: Vec<String> = (0..w.devices().max(1)).map(|i| format!("sim{i}")).collect();
+            self.sink.set_devices(&names)?;
+            record(&mut w, self.sink, self.events, 1000)
+        }
+    }
+
+    // `u64::MAX` I/Os: run until the recorder has its events.
+    let mut cfg = *cfg;
+    match &mut cfg {
+        WorkloadConfig::PseudoScsi(c) => c.ios = u64::MAX,
+        WorkloadConfig::NetperfSend(c) => c.packets = u64::MAX,
+        WorkloadConfig::ApacheSendfile(c) => c.requests = u64::MAX,
+        WorkloadConfig::Block(c) => c.requests = u64::MAX,
+        WorkloadConfig::UniformRandom(c) => c.ios = u64::MAX,
+    }
+    with_workload(
+        &cfg,
+        Recorder {
+            sink,
+            events: max_events,
+        },
+    )
+}
