@@ -91,7 +91,7 @@ pub fn from_toml<T: DeserializeOwned>(obj: &Bound<'_, PyAny>) -> PyResult<T> {
 
 /// Any serde value of the core's schema from TOML text.
 pub fn parse_toml<T: DeserializeOwned>(text: &str) -> PyResult<T> {
-    Ok(toml::from_str(text).map_err(|e| PyErrWrap::from(ConfigError::Parse(e.to_string())))?)
+    Ok(iommulab::experiment::config::from_toml_with_path(text).map_err(PyErrWrap::from)?)
 }
 
 /// A serialisable value as a Python object (through `serde_json::Value`).

@@ -339,7 +339,7 @@ impl Default for BenchConfig {
 impl BenchConfig {
     /// Parses a TOML document.
     pub fn from_toml(text: &str) -> Result<Self, ConfigError> {
-        toml::from_str(text).map_err(|e| ConfigError::Parse(e.to_string()))
+        from_toml_with_path(text)
     }
 
     /// The configuration as TOML.
@@ -390,6 +390,21 @@ impl BenchConfig {
         }
         Ok(())
     }
+}
+
+/// Parses TOML into `T`, naming the dotted path of a bad key or value (`hardware.cost`) before
+/// TOML's own message (line, column, what was expected).
+pub fn from_toml_with_path<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, ConfigError> {
+    let de = toml::Deserializer::new(text);
+    serde_path_to_error::deserialize(de).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner();
+        if path.is_empty() || path == "." {
+            ConfigError::Parse(inner.to_string())
+        } else {
+            ConfigError::Parse(format!("key `{path}`: {inner}"))
+        }
+    })
 }
 
 #[cfg(test)]
@@ -445,6 +460,15 @@ mod tests {
         c.hardware.levels = Some(5);
         let text = c.to_toml().unwrap();
         assert_eq!(BenchConfig::from_toml(&text).unwrap(), c);
+    }
+
+    #[test]
+    fn bad_nested_value_names_its_dotted_key_and_the_allowed_values() {
+        let e = BenchConfig::from_toml("[hardware]\ncost = \"vtd-2009\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("`hardware.cost`"), "{e}");
+        assert!(e.contains("vtd-2008") && e.contains("line 2"), "{e}");
     }
 
     #[test]
