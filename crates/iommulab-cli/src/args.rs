@@ -196,8 +196,9 @@ pub struct ReplayArgs {
     /// Hypercall batching of the guest model.
     #[arg(long, value_enum, default_value = "none")]
     pub batching: BatchingArg,
-    /// Guest memory in MiB for the guest model (pages above it are refused).
-    #[arg(long, value_name = "MIB", default_value_t = 2048)]
+    /// Guest memory in MiB for the guest model (pages above it are refused); at most 65536
+    /// (64 GiB: the host model keeps a pin count per guest page).
+    #[arg(long, value_name = "MIB", default_value_t = 2048, value_parser = clap::value_parser!(u64).range(1..=65536))]
     pub guest_mib: u64,
 }
 
