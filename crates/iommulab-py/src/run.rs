@@ -3,11 +3,8 @@
 
 use std::path::PathBuf;
 
-use iommulab::experiment::{
-    BenchConfig, NamedConfig, RunLabels, RunResult, run_bench, run_workload,
-};
+use iommulab::experiment::{BenchConfig, NamedConfig, RunResult, run_bench};
 use iommulab::hw::cost::CostPreset;
-use iommulab::trace::replay::TraceWorkload;
 use iommulab::trace::{TraceFormat, open};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
@@ -241,17 +238,7 @@ pub fn replay(
     let format = trace_format(format)?;
     let r = py.detach(|| -> Result<RunResult, iommulab::Error> {
         let src = open(&trace, format, lenient)?;
-        let mut w = TraceWorkload::new(src);
-        let labels = RunLabels {
-            config: cfg.label(),
-            cost_preset: cfg.hardware.cost.name().to_string(),
-            seed: 0,
-            io_size: 0,
-            outstanding: 0,
-            cpus: 0,
-            touch: false,
-        };
-        run_workload(&cfg, &mut w, labels, true, None, &mut |_, _| {})
+        Ok(iommulab::experiment::replay_trace(&cfg, src, &mut |_, _| {})?.0)
     });
     Ok(PyRunResult(r.map_err(PyErrWrap::from)?))
 }

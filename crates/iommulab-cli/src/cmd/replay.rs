@@ -2,7 +2,7 @@
 
 use anyhow::{Context, Result};
 use iommulab::device::DeviceMode;
-use iommulab::experiment::{BenchConfig, NamedConfig, RunLabels, RunResult, run_workload};
+use iommulab::experiment::{BenchConfig, NamedConfig, RunResult, replay_trace};
 use iommulab::hw::cost::CostPreset;
 use iommulab::trace::replay::{ReplayReport, TraceWorkload};
 use serde::Serialize;
@@ -150,25 +150,15 @@ pub fn run(args: &ReplayArgs, quiet: bool) -> Result<()> {
             ..base.clone()
         };
         let src = open_input(&args.trace, args.format, args.lenient)?;
-        let mut w = TraceWorkload::new(src);
-        let labels = RunLabels {
-            config: cfg.label(),
-            cost_preset: cfg.hardware.cost.name().to_string(),
-            seed: 0,
-            io_size: 0,
-            outstanding: 0,
-            cpus: 0,
-            touch: false,
-        };
         progress.start_run(c.name());
-        let run = run_workload(&cfg, &mut w, labels, true, None, &mut |done, _| {
-            progress.update(done)
-        })
-        .with_context(|| format!("replaying {} through `{}`", args.trace.display(), c.name()))?;
+        let (run, replay) = replay_trace(&cfg, src, &mut |done, _| progress.update(done))
+            .with_context(|| {
+                format!("replaying {} through `{}`", args.trace.display(), c.name())
+            })?;
         results.push(ReplayResult {
             trace: args.trace.display().to_string(),
             run,
-            replay: w.report(),
+            replay,
         });
     }
     progress.finish();

@@ -176,3 +176,27 @@ pub fn with_workload<V: WorkloadVisitor>(
         WorkloadConfig::UniformRandom(c) => visitor.visit(UniformRandom::new(*c)?),
     }
 }
+
+/// Replays the trace `src` through the configuration `cfg` (its mechanisms, hardware,
+/// device mode and clocks) with the stale-access oracle on: the one implementation behind
+/// `iommulab replay` and Python's `iommulab.replay`. Returns the run and what the replay made
+/// of the trace's events.
+pub fn replay_trace<S: crate::trace::EventSource>(
+    cfg: &BenchConfig,
+    src: S,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<(RunResult, crate::trace::replay::ReplayReport), Error> {
+    let mut w = crate::trace::replay::TraceWorkload::new(src);
+    // A trace has no seed, I/O size or queue depth of its own: those labels stay zero.
+    let labels = RunLabels {
+        config: cfg.label(),
+        cost_preset: cfg.hardware.cost.name().to_string(),
+        seed: 0,
+        io_size: 0,
+        outstanding: 0,
+        cpus: 0,
+        touch: false,
+    };
+    let run = run_workload(cfg, &mut w, labels, true, None, progress)?;
+    Ok((run, w.report()))
+}

@@ -6,7 +6,7 @@ pub mod config;
 pub mod result;
 pub mod runner;
 
-pub use build::{WorkloadVisitor, run_bench, run_workload, with_workload};
+pub use build::{WorkloadVisitor, replay_trace, run_bench, run_workload, with_workload};
 pub use config::{
     BenchConfig, ConfigError, HardwareConfig, Mechanisms, NamedConfig, SoftwareClock,
 };
