@@ -281,3 +281,25 @@ fn bad_lengths_are_errors() {
         Err(DmaError::EmptyScatterlist)
     );
 }
+
+/// Passthrough: the same buffer mapped twice has one DMA address (its physical one); that is
+/// legal, and dma-debug tracks both mappings until both are unmapped (found by hypothesis:
+/// `disabled` + `dma_debug` + several I/Os in flight).
+#[test]
+fn passthrough_allows_the_same_buffer_mapped_twice() {
+    let (mut api, dev) = api_with(Translation::Passthrough);
+    let d = DmaDirection::ToDevice;
+    let a = api.map_single(dev, CPU, Hpa::new(0x9000), 4096, d).unwrap();
+    let b = api.map_single(dev, CPU, Hpa::new(0x9000), 4096, d).unwrap();
+    assert_eq!(a, b);
+    assert_eq!(api.debug().unwrap().stats().live, 2);
+    api.unmap_single(dev, CPU, a, 4096, d).unwrap();
+    api.unmap_single(dev, CPU, b, 4096, d).unwrap();
+    assert_eq!(
+        api.unmap_single(dev, CPU, a, 4096, d),
+        Err(DmaError::Debug(DmaDebugError::DoubleUnmap {
+            device: 0,
+            addr: a.get()
+        }))
+    );
+}

@@ -129,22 +129,31 @@ struct Record {
 /// The checker's memory of live and recently unmapped mappings.
 #[derive(Debug, Default, Clone)]
 pub struct DmaDebug {
-    live: HashMap<(u16, u64), Record>,
+    /// Live mappings by (device, DMA address). Several may share an address in passthrough
+    /// mode, where the DMA address is the physical one and a driver may map one buffer twice
+    /// (Linux's dma-debug keeps duplicate entries in its hash buckets too).
+    live: HashMap<(u16, u64), Vec<Record>>,
+    /// Whether every live mapping must have its own address: true behind an IOMMU, whose
+    /// allocator hands out distinct IOVAs, so a repeat is a bug of the DMA layer itself.
+    unique_addresses: bool,
     /// Addresses unmapped and not mapped again since: tells "double unmap" from "never mapped".
     unmapped: HashSet<(u16, u64)>,
     stats: DebugStats,
 }
 
 impl DmaDebug {
-    /// An empty checker.
-    pub fn new() -> Self {
-        Self::default()
+    /// An empty checker; `unique_addresses` as for an IOMMU (see the field).
+    pub fn new(unique_addresses: bool) -> Self {
+        Self {
+            unique_addresses,
+            ..Self::default()
+        }
     }
 
     /// The counters so far.
     pub fn stats(&self) -> DebugStats {
         DebugStats {
-            live: self.live.len() as u64,
+            live: self.live.values().map(|v| v.len() as u64).sum(),
             ..self.stats
         }
     }
@@ -156,7 +165,7 @@ impl DmaDebug {
 
     /// Checks that `addr` may be recorded as a new mapping (before the DMA layer commits it).
     pub fn check_map(&mut self, device: u16, addr: Iova) -> Result<(), DmaDebugError> {
-        if self.live.contains_key(&(device, addr.get())) {
+        if self.unique_addresses && self.live.contains_key(&(device, addr.get())) {
             return self.fail(DmaDebugError::AddressReused {
                 device,
                 addr: addr.get(),
@@ -176,7 +185,9 @@ impl DmaDebug {
     ) {
         self.unmapped.remove(&(device, addr.get()));
         self.live
-            .insert((device, addr.get()), Record { len, dir, kind });
+            .entry((device, addr.get()))
+            .or_default()
+            .push(Record { len, dir, kind });
     }
 
     /// Checks an unmap against the recorded mapping; on success forgets the mapping.
@@ -191,12 +202,18 @@ impl DmaDebug {
     ) -> Result<(), DmaDebugError> {
         let key = (device, addr.get());
         let addr = addr.get();
-        let Some(&rec) = self.live.get(&key) else {
+        let wanted = Record { len, dir, kind };
+        let Some(recs) = self.live.get(&key) else {
             return if self.unmapped.contains(&key) {
                 self.fail(DmaDebugError::DoubleUnmap { device, addr })
             } else {
                 self.fail(DmaDebugError::NotMapped { device, addr })
             };
+        };
+        // An exact match among the mappings at this address, or a report against the first.
+        let (index, rec) = match recs.iter().position(|r| *r == wanted) {
+            Some(i) => (i, recs[i]),
+            None => (usize::MAX, recs[0]),
         };
         if rec.kind != kind {
             return self.fail(DmaDebugError::KindMismatch {
@@ -222,8 +239,13 @@ impl DmaDebug {
                 unmapped: dir,
             });
         }
-        self.live.remove(&key);
-        self.unmapped.insert(key);
+        if let Some(recs) = self.live.get_mut(&key) {
+            recs.swap_remove(index);
+            if recs.is_empty() {
+                self.live.remove(&key);
+                self.unmapped.insert(key);
+            }
+        }
         Ok(())
     }
 
@@ -233,7 +255,7 @@ impl DmaDebug {
             .live
             .iter()
             .filter(|((d, _), _)| *d == device)
-            .map(|(&(_, a), r)| (Iova::new(a), r.len, r.dir, r.kind))
+            .flat_map(|(&(_, a), rs)| rs.iter().map(move |r| (Iova::new(a), r.len, r.dir, r.kind)))
             .collect();
         v.sort_by_key(|e| e.0);
         v

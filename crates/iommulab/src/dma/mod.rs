@@ -167,7 +167,9 @@ impl<A: IovaAllocator, F: FlushPolicy> DmaApi<A, F> {
             iova,
             flush,
             devices: Vec::new(),
-            debug: config.debug.then(DmaDebug::new),
+            debug: config
+                .debug
+                .then(|| DmaDebug::new(config.translation == Translation::Iommu)),
             oracle: config.oracle.then(StaleOracle::new),
             limit,
             now: Cycles::ZERO,
