@@ -1,6 +1,9 @@
 //! Trace storage throughput (style L10). Cases:
 //!
-//! - `trace/read_native`: decode 1 M events of the synthetic trace from an in-memory `.iot`.
+//! - `trace/read_native`: decode 1 M events of the synthetic trace from an in-memory `.iot`,
+//!   one `next_event` call per event.
+//! - `trace/read_native_batch`: the same through `read_batch` (a block per call, as replay,
+//!   statistics and conversion read).
 //! - `trace/baseline_vec`: iterate the same events from a `Vec` (the machine's ceiling).
 //! - `trace/read_native_dyn`: the same through `dyn EventSource` (as replay reads).
 //! - `trace/write_native`: encode the same events into a `Vec`.
@@ -46,6 +49,22 @@ fn native(c: &mut Criterion) {
             let mut r =
                 NativeReader::new(black_box(&bytes[..]), "bench.iot".into()).expect("header");
             drain(&mut r)
+        })
+    });
+    g.bench_function("read_native_batch", |b| {
+        let mut batch = Vec::new();
+        b.iter(|| {
+            let mut r =
+                NativeReader::new(black_box(&bytes[..]), "bench.iot".into()).expect("header");
+            let (mut n, mut sum) = (0u64, 0u64);
+            while r.read_batch(&mut batch).expect("valid trace") != 0 {
+                n += batch.len() as u64;
+                for e in &batch {
+                    sum = sum.wrapping_add(e.time_ns ^ e.len);
+                }
+            }
+            black_box(sum);
+            n
         })
     });
     g.bench_function("baseline_vec", |b| {

@@ -84,13 +84,17 @@ pub fn copy_events(src: &mut dyn EventSource, dst: &mut dyn EventSink) -> Result
     let mut known = src.header().devices.len();
     dst.set_devices(&src.header().devices)?;
     let mut n = 0;
-    while let Some(e) = src.next_event()? {
+    let mut batch = Vec::new();
+    while src.read_batch(&mut batch)? != 0 {
+        // The header holds every device of the batch once the batch is read.
         if src.header().devices.len() != known {
             known = src.header().devices.len();
             dst.set_devices(&src.header().devices)?;
         }
-        dst.write(&e)?;
-        n += 1;
+        for e in &batch {
+            dst.write(e)?;
+        }
+        n += batch.len() as u64;
     }
     if src.header().devices.len() != known {
         dst.set_devices(&src.header().devices)?;

@@ -90,6 +90,11 @@ pub struct ReplayReport {
 #[derive(Debug)]
 pub struct TraceWorkload<S> {
     src: S,
+    /// Events read ahead from `src` in one [`EventSource::read_batch`], and the next one.
+    /// Reading ahead also lets the device scan see the devices of the whole batch before its
+    /// first event is replayed (`iommu:map` lines precede a device's first `dma:` line).
+    batch: Vec<Event>,
+    next: usize,
     /// Single mappings by (device, trace DMA address) → slot.
     singles: AddrMap<u32>,
     /// Scatter-gather mappings by (device, first segment's physical address) → slot.
@@ -113,6 +118,8 @@ impl<S: EventSource> TraceWorkload<S> {
     pub fn new(src: S) -> Self {
         let mut w = Self {
             src,
+            batch: Vec::new(),
+            next: 0,
             singles: AddrMap::default(),
             sgs: AddrMap::default(),
             free_slots: Vec::new(),
@@ -160,11 +167,16 @@ impl<S: EventSource> TraceWorkload<S> {
     }
 
     fn next_raw(&mut self) -> Result<Option<Event>, TraceError> {
-        let e = self.src.next_event()?;
-        if e.is_some() {
-            self.report.events += 1;
+        if self.next == self.batch.len() {
+            self.next = 0;
+            if self.src.read_batch(&mut self.batch)? == 0 {
+                return Ok(None);
+            }
         }
-        Ok(e)
+        let e = self.batch[self.next];
+        self.next += 1;
+        self.report.events += 1;
+        Ok(Some(e))
     }
 
     /// Reads the `nents` segments after a `MapSg`/`UnmapSg` of `total` bytes into `self.sg`.

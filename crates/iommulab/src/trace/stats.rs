@@ -418,8 +418,11 @@ impl Acc {
 /// ```
 pub fn stats(src: &mut dyn EventSource) -> Result<TraceStats, TraceError> {
     let mut acc = Acc::default();
-    while let Some(e) = src.next_event()? {
-        acc.event(&e);
+    let mut batch = Vec::new();
+    while src.read_batch(&mut batch)? != 0 {
+        for e in &batch {
+            acc.event(e);
+        }
     }
     Ok(acc.finish(&src.header().devices))
 }
