@@ -475,3 +475,28 @@ fn iommu_page_table_translates_every_device_mapping() {
         ]
     );
 }
+
+/// Replay through `strict` replays exactly the trace's device-level calls: every
+/// `dma_map_page`/`dma_map_sg`/`dma_alloc` once (the `iommu:*` duplicates all skipped —
+/// including the two `iommu:map` lines that precede every device's first `dma:` line, which
+/// the replay's one-batch read-ahead sees past), every unmap matched, no stale access.
+#[test]
+fn replay_replays_each_device_call_once() {
+    let src = open(&trace_path(), TraceFormat::Ftrace, false).expect("open the committed trace");
+    let cfg = iommulab::experiment::BenchConfig {
+        configuration: iommulab::experiment::NamedConfig::Strict,
+        ..Default::default()
+    };
+    let (run, report) =
+        iommulab::experiment::replay_trace(&cfg, src, &mut |_, _| {}).expect("replay");
+    let (_, _, by_event) = count_lines_by_event();
+    let n = |k: &str| by_event.get(k).copied().unwrap_or(0);
+    assert_eq!(
+        report.maps,
+        n("dma_map_page") + n("dma_map_sg") + n("dma_alloc")
+    );
+    assert_eq!(report.unmaps, n("dma_unmap_page") + n("dma_unmap_sg"));
+    assert_eq!(report.skipped_iommu_events, n("map") + n("unmap"));
+    assert_eq!(report.unmatched_unmaps, 0);
+    assert_eq!(run.stale_accesses, 0);
+}
