@@ -10,8 +10,10 @@
 //!
 //! Linux traces may hold both the DMA-API events (`dma:*`) and the IOMMU core's `iommu:map`
 //! and `iommu:unmap` for the same mappings. The importer files the latter under a device named
-//! `iommu`; once a trace shows any other device, `iommu` events are skipped (and counted), so
-//! nothing is mapped twice. A trace of `iommu:` events alone replays from them.
+//! `iommu`; once the events read so far — a batch of up to 4096 ahead of the one being
+//! replayed — show any other device, `iommu` events are skipped (and counted), so nothing is
+//! mapped twice. (Linux prints a call's `iommu:map` lines before its `dma:` line, so the first
+//! lines of a trace are `iommu:` ones.) A trace of `iommu:` events alone replays from them.
 //!
 //! Time: an `Tick` op is emitted whenever the trace's clock has advanced by at least
 //! [`TICK_NS`], so flush timers fire at the trace's pace.
