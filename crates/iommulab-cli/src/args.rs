@@ -269,6 +269,8 @@ pub enum BatchingArg {
     Unmap,
     /// Unmaps ride on the next map hypercall.
     Piggyback,
+    /// Batch map and batch unmap.
+    MapUnmap,
 }
 
 impl From<BatchingArg> for iommulab::virt::Batching {
@@ -279,6 +281,7 @@ impl From<BatchingArg> for iommulab::virt::Batching {
             BatchingArg::Map => B::Map,
             BatchingArg::Unmap => B::Unmap,
             BatchingArg::Piggyback => B::Piggyback,
+            BatchingArg::MapUnmap => B::MapUnmap,
         }
     }
 }

@@ -65,9 +65,9 @@ fn drive(g: &mut GuestDma<Lru>, evs: &[Ev]) {
     for e in evs {
         match *e {
             Ev::Map(p) => {
-                let _ = g.map_buffer(&[p], DmaDirection::ToDevice).unwrap();
+                let _ = g.map_buffer(&[p], DmaDirection::ToDevice, false).unwrap();
             }
-            Ev::Unmap(p) => g.unmap_buffer(&[p], DmaDirection::ToDevice).unwrap(),
+            Ev::Unmap(p) => g.unmap_buffer(&[p], DmaDirection::ToDevice, false).unwrap(),
         }
     }
 }

@@ -141,6 +141,7 @@ where
                 phys,
                 len,
                 dir,
+                ..
             } => {
                 let dev = devs[usize::from(d) % devs.len()];
                 let addr = api.map_single(dev, cpu, phys, len, dir)?;

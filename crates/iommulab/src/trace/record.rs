@@ -30,6 +30,8 @@ struct Live {
     /// (dma, phys, len) per segment; one entry for a single map.
     segs: Vec<(u64, u64, u64)>,
     sg: bool,
+    /// Recorded as `alloc`/`free` (a DMA-allocated buffer, S1.11).
+    alloc: bool,
     /// First IOVA page and page count, to free.
     pfn: u64,
     pages: u64,
@@ -75,6 +77,7 @@ pub fn record<W: Workload, K: EventSink + ?Sized>(
                 phys,
                 len,
                 dir,
+                dma_alloc,
             } => {
                 let offset = phys.page_offset(PAGE_4K);
                 let pages = PAGE_4K.pages_spanned(offset, len);
@@ -90,6 +93,7 @@ pub fn record<W: Workload, K: EventSink + ?Sized>(
                 l.segs.clear();
                 l.segs.push((dma, phys.get(), len));
                 l.sg = false;
+                l.alloc = dma_alloc;
                 l.pfn = pfn.get();
                 l.pages = pages;
                 emit(
@@ -97,7 +101,11 @@ pub fn record<W: Workload, K: EventSink + ?Sized>(
                         time_ns: now_ns,
                         cpu: cpu_u16(cpu),
                         device,
-                        kind: EventKind::Map,
+                        kind: if dma_alloc {
+                            EventKind::Alloc
+                        } else {
+                            EventKind::Map
+                        },
                         dir: dir.into(),
                         dma: Some(dma),
                         phys: Some(phys.get()),
@@ -135,6 +143,7 @@ pub fn record<W: Workload, K: EventSink + ?Sized>(
                     next = next.add(PAGE_4K.pages_spanned(off, s.len));
                 }
                 l.sg = true;
+                l.alloc = false;
                 l.pfn = pfn.get();
                 l.pages = pages.max(1);
                 let nents = u32::try_from(l.segs.len()).unwrap_or(u32::MAX);
@@ -217,6 +226,8 @@ fn close(
         device: l.device,
         kind: if l.sg {
             EventKind::UnmapSg
+        } else if l.alloc {
+            EventKind::Free
         } else {
             EventKind::Unmap
         },

@@ -328,6 +328,8 @@ impl<S: EventSource> TraceWorkload<S> {
             phys: Hpa::new(phys),
             len: e.len.max(1),
             dir: e.dir.dma(),
+            // S1.11: `dma_alloc_coherent` memory is allocated for DMA.
+            dma_alloc: e.kind == EventKind::Alloc,
         }
     }
 }

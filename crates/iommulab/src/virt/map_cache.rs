@@ -28,6 +28,7 @@
 use std::sync::Arc;
 
 use super::eviction::{EvictionPolicy, Room, Slot};
+use super::page_index::PageIndex;
 use super::{Error, Lookahead, Result};
 use crate::addr::{Gpa, Pfn};
 
@@ -135,8 +136,6 @@ pub struct QuotaOutcome<'a> {
     pub over_quota: usize,
 }
 
-/// Empty index bucket.
-const EMPTY: u32 = u32::MAX;
 /// Most slots (pages) a cache can hold; larger quotas act as this.
 pub const MAX_PAGES: usize = (u32::MAX - 1) as usize;
 /// End of the slab's free list.
@@ -156,55 +155,27 @@ struct Table {
     gfns: Vec<u64>,
     /// Refcount per slot, bit 31 = `PREFETCHED`.
     refs: Vec<u32>,
-    /// Slot per bucket or `EMPTY`; power-of-two length.
-    index: Vec<u32>,
-    /// `64 − log2(index.len())`.
-    shift: u32,
+    /// Page number → slot.
+    index: PageIndex,
     /// Head of the free-slot list.
     free: u64,
 }
 
 impl Table {
     fn new() -> Self {
-        let mut t = Self {
+        Self {
             gfns: Vec::new(),
             refs: Vec::new(),
-            index: Vec::new(),
-            shift: 64,
+            index: PageIndex::default(),
             free: FREE_END,
-        };
-        t.resize_index(8);
-        t
-    }
-
-    #[inline]
-    fn home(&self, gfn: u64) -> usize {
-        // Fibonacci hashing: the top bits of gfn × 2^64/φ.
-        #[allow(clippy::cast_possible_truncation)]
-        let h = (gfn.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> self.shift) as usize;
-        h
-    }
-
-    #[inline]
-    fn mask(&self) -> usize {
-        self.index.len() - 1
+        }
     }
 
     /// `(bucket, slot)` of `gfn`.
     #[inline]
     fn find(&self, gfn: u64) -> Option<(usize, u32)> {
-        let mask = self.mask();
-        let mut i = self.home(gfn);
-        loop {
-            let s = self.index[i];
-            if s == EMPTY {
-                return None;
-            }
-            if self.gfns[s as usize] == gfn {
-                return Some((i, s));
-            }
-            i = (i + 1) & mask;
-        }
+        let gfns = &self.gfns;
+        self.index.find(gfn, |s| gfns[s as usize])
     }
 
     #[inline]
@@ -217,49 +188,17 @@ impl Table {
         self.refs[s.index()] & COUNT
     }
 
+    #[inline]
     fn link(&mut self, slot: u32) {
-        let mask = self.mask();
-        let mut i = self.home(self.gfns[slot as usize]);
-        while self.index[i] != EMPTY {
-            i = (i + 1) & mask;
-        }
-        self.index[i] = slot;
+        let gfns = &self.gfns;
+        self.index
+            .insert(slot, gfns[slot as usize], |s| gfns[s as usize]);
     }
 
-    /// Backward-shift deletion of bucket `i`.
-    fn unlink(&mut self, mut i: usize) {
-        let mask = self.mask();
-        let mut j = i;
-        loop {
-            j = (j + 1) & mask;
-            let s = self.index[j];
-            if s == EMPTY {
-                break;
-            }
-            let k = self.home(self.gfns[s as usize]);
-            // Move `s` back to `i` unless its home lies cyclically in (i, j].
-            let stays = if i <= j {
-                i < k && k <= j
-            } else {
-                i < k || k <= j
-            };
-            if !stays {
-                self.index[i] = s;
-                i = j;
-            }
-        }
-        self.index[i] = EMPTY;
-    }
-
-    fn resize_index(&mut self, buckets: usize) {
-        let buckets = buckets.next_power_of_two().max(8);
-        let old = std::mem::take(&mut self.index);
-        self.index.reserve_exact(buckets);
-        self.index.resize(buckets, EMPTY);
-        self.shift = 64 - buckets.trailing_zeros();
-        for s in old.into_iter().filter(|&s| s != EMPTY) {
-            self.link(s);
-        }
+    #[inline]
+    fn unlink(&mut self, bucket: usize) {
+        let gfns = &self.gfns;
+        self.index.remove_at(bucket, |s| gfns[s as usize]);
     }
 
     /// Slab capacity (slots that exist or can be pushed without reallocating).
@@ -273,14 +212,12 @@ impl Table {
             self.gfns.reserve_exact(cap - self.gfns.len());
             self.refs.reserve_exact(cap - self.refs.len());
         }
-        let want = cap.div_ceil(4) * 5;
-        if want > self.index.len() {
-            self.resize_index(want);
-        }
+        let gfns = &self.gfns;
+        self.index.reserve(cap, |s| gfns[s as usize]);
     }
 
     fn bytes(&self) -> usize {
-        self.gfns.capacity() * 8 + self.refs.capacity() * 4 + self.index.capacity() * 4
+        self.gfns.capacity() * 8 + self.refs.capacity() * 4 + self.index.bytes()
     }
 }
 
@@ -382,8 +319,12 @@ impl<E: EvictionPolicy> MapCache<E> {
         if room.total() > 0 {
             self.ahead.clear();
             let table = &self.table;
-            self.policy
-                .prefetch(gfn, room, |g| table.contains(g), &mut self.ahead);
+            self.policy.prefetch(
+                gfn,
+                room,
+                |g| table.find(g.get()).map(|(_, s)| Slot::new(s)),
+                &mut self.ahead,
+            );
             for i in 0..self.ahead.len().min(room.total()) {
                 let p = self.ahead[i];
                 if self.table.contains(p) {
@@ -396,6 +337,7 @@ impl<E: EvictionPolicy> MapCache<E> {
                 self.mapped.push(p);
                 self.stats.prefetched += 1;
             }
+            self.policy.on_batch_end();
         }
         MapOutcome::Miss {
             mapped: &self.mapped,
@@ -560,18 +502,26 @@ impl<E: EvictionPolicy> MapCache<E> {
     }
     /// Cached pages with their refcounts, in no particular order.
     pub fn pages(&self) -> impl Iterator<Item = (Pfn<Gpa>, u32)> + '_ {
-        self.table.index.iter().filter(|&&s| s != EMPTY).map(|&s| {
+        self.table.index.ids().map(|s| {
             (
                 Pfn::new(self.table.gfns[s as usize]),
                 self.table.refs[s as usize] & COUNT,
             )
         })
     }
-    /// Heap bytes of all metadata: slab, index, policy state and the outcome buffers.
+    /// Heap bytes of the metadata that scales with the cache: slab, index, the policy's
+    /// per-slot state and the outcome buffers (the issue's ≤ 32 bytes per cached page).
+    /// The prefetcher's history of uncached pages is [`history_bytes`](Self::history_bytes).
     pub fn metadata_bytes(&self) -> usize {
         self.table.bytes()
             + self.policy.metadata_bytes()
             + (self.mapped.capacity() + self.evicted.capacity() + self.ahead.capacity()) * 8
+    }
+
+    /// Heap bytes the policy keeps about pages ever mapped, cached or not
+    /// ([`EvictionPolicy::history_bytes`]; 0 but for prefetching).
+    pub fn history_bytes(&self) -> usize {
+        self.policy.history_bytes()
     }
 
     /// Checks the internal bookkeeping (tests): counts, index, refcounts.
@@ -769,27 +719,52 @@ mod tests {
         assert_eq!(c.len(), 4);
     }
 
-    /// Metadata stays under 32 bytes per cached page (LRU and FIFO) when the cache is full.
+    /// Fills a cache of quota `q` with a stream of `seen` distinct pages, each mapped a
+    /// few times, and returns `(metadata bytes, history bytes, cached pages)`.
+    fn measure<E: EvictionPolicy>(q: usize, seen: u64, cfg: &E::Config) -> (usize, usize, usize) {
+        // Each page mapped 4 times in a row: the prefetcher learns followers, OPT has keys.
+        let gs: Vec<u64> = (0..4 * seen).map(|i| (i % seen) * 7).collect();
+        let refs = pairs(&gs);
+        let la = Arc::new(Lookahead::from_refs(&refs));
+        let mut c = MapCache::<E>::new(q, cfg, Some(la)).unwrap();
+        crate::virt::replay_into(&mut c, &refs);
+        (c.metadata_bytes(), c.history_bytes(), c.len())
+    }
+
+    /// The bound: ≤ 32 bytes of metadata per cached page for every policy when the
+    /// cache is full (quotas chosen around the index's size steps), and for prefetching
+    /// ≤ 32 bytes of follower history per page ever mapped (S1.4).
     #[test]
     fn metadata_is_at_most_32_bytes_per_page() {
-        for q in [100usize, 1000, 4096, 5000, 100_000] {
-            let mut c = lru(q);
-            let mut f = fifo(q);
-            for g in 0..(2 * q as u64) {
-                c.map(p(g * 7));
-                c.unmap(p(g * 7)).unwrap();
-                f.map(p(g * 7));
-                f.unmap(p(g * 7)).unwrap();
-            }
-            assert_eq!(c.len(), q);
-            for (name, bytes) in [("lru", c.metadata_bytes()), ("fifo", f.metadata_bytes())] {
+        fn check<E: EvictionPolicy>(cfg: &E::Config) {
+            for q in [100usize, 1000, 3277, 4096, 5000, 100_000] {
+                let seen = 2 * q as u64;
+                let (bytes, history, len) = measure::<E>(q, seen, cfg);
+                assert_eq!(len, q, "{}", E::NAME);
+                // Fixed scratch (outcome buffers, a prefetch chain, a batch frontier).
+                let fixed = 4096;
                 assert!(
-                    bytes <= 32 * q + 4096,
-                    "{name} q={q}: {bytes} bytes = {:.1}/page",
+                    bytes <= 32 * q + fixed,
+                    "{} q={q}: {bytes} bytes = {:.1}/page",
+                    E::NAME,
                     bytes as f64 / q as f64
+                );
+                assert!(
+                    history <= 32 * usize::try_from(seen).unwrap() + fixed,
+                    "{} q={q}: history {history} bytes = {:.1}/seen page",
+                    E::NAME,
+                    history as f64 / seen as f64
                 );
             }
         }
+        check::<Lru>(&LruConfig::default());
+        check::<Fifo>(&FifoConfig::default());
+        check::<Opt>(&OptConfig::default());
+        check::<OptBatch>(&OptBatchConfig::default());
+        check::<Prefetch>(&PrefetchConfig::default());
+        // Only the prefetcher keeps history, and it does cover every page seen.
+        assert_eq!(measure::<Lru>(100, 200, &LruConfig::default()).1, 0);
+        assert!(measure::<Prefetch>(100, 200, &PrefetchConfig::default()).1 >= 200 * 23);
     }
 
     /// S1.3: OPT evicts the page mapped again farthest in the future.

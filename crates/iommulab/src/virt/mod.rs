@@ -29,6 +29,7 @@ pub mod host;
 pub mod hypercall;
 pub mod lookahead;
 pub mod map_cache;
+pub mod page_index;
 pub mod strategy;
 
 use std::hash::{BuildHasherDefault, Hasher};

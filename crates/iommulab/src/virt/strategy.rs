@@ -25,6 +25,7 @@
 //! | `map` | a buffer's maps in one hypercall | one per page |
 //! | `unmap` | as `none` | a buffer's unmaps (`on-demand`: a miss's evictions) in one hypercall |
 //! | `piggyback` | as `none` | deferred, ride on the next map hypercall |
+//! | `map-unmap` | a buffer's maps in one hypercall | a buffer's unmaps (`on-demand`: the evictions its misses cause) in one hypercall |
 //!
 //! **Intra-guest protection** (S1.11) is measured by the stale-access oracle: after a
 //! driver unmap leaves a page without any in-flight DMA, the device tries to read and to
@@ -102,9 +103,17 @@ pub enum Batching {
     Unmap,
     /// Unmap piggyback: unmaps ride on the next map hypercall.
     Piggyback,
+    /// Batch map and batch unmap together (the paper's "batching" series of Figures 5–6:
+    /// "LRU with the map and unmap batching optimizations", S1.6, S1.9).
+    MapUnmap,
 }
 
 impl Batching {
+    /// Whether a buffer's maps go in one hypercall.
+    pub const fn batches_maps(self) -> bool {
+        matches!(self, Batching::Map | Batching::MapUnmap)
+    }
+
     /// Name as on the command line.
     pub const fn name(self) -> &'static str {
         match self {
@@ -112,6 +121,7 @@ impl Batching {
             Batching::Map => "map",
             Batching::Unmap => "unmap",
             Batching::Piggyback => "piggyback",
+            Batching::MapUnmap => "map-unmap",
         }
     }
 }
@@ -124,18 +134,27 @@ pub enum CacheOnly {
     /// Every page.
     #[default]
     All,
-    /// Only pages of DMA-allocated memory: guest pages `[start, end)`, the pool the guest's
-    /// coherent allocator hands out; such pages hold nothing but DMA data, so a stale
-    /// mapping exposes nothing else.
-    DmaAllocated {
-        /// First gfn of the pool.
-        start: u64,
-        /// End gfn (exclusive).
-        end: u64,
-    },
+    /// Only buffers *allocated for DMA* (S1.11: "cache only pages which have been marked
+    /// for DMA"): map ops with [`DmaOp::Map`]'s `dma_alloc` flag — a trace's `alloc`
+    /// (`dma_alloc_coherent`) events, the built-in NIC workloads' skb heads from a
+    /// DMA-dedicated slab. Such memory holds nothing but DMA data, so a stale mapping of
+    /// it exposes nothing else; pages handed to the driver by someone else (socket pages,
+    /// the page cache under `sendfile`) are mapped for the DMA only.
+    DmaAllocated,
     /// Only read-only (`ToDevice`) mappings, mapped read-only: a stale mapping can leak
     /// but not corrupt.
     ReadOnly,
+}
+
+impl CacheOnly {
+    /// Whether the map cache may hold a buffer mapped for `dir`, allocated for DMA or not.
+    pub const fn admits(self, dir: DmaDirection, dma_alloc: bool) -> bool {
+        match self {
+            CacheOnly::All => true,
+            CacheOnly::DmaAllocated => dma_alloc,
+            CacheOnly::ReadOnly => matches!(dir, DmaDirection::ToDevice),
+        }
+    }
 }
 
 /// One guest's DMA-mapping configuration.
@@ -264,6 +283,7 @@ pub enum GuestError {
 struct Buffer {
     pages: Vec<u64>,
     dir: Option<DmaDirection>,
+    dma_alloc: bool,
     live: bool,
 }
 
@@ -407,13 +427,8 @@ impl<E: EvictionPolicy> GuestDma<E> {
         }
     }
 
-    fn cacheable(&self, g: u64, dir: DmaDirection) -> bool {
-        self.cache.is_some()
-            && match self.cfg.cache_only {
-                CacheOnly::All => true,
-                CacheOnly::DmaAllocated { start, end } => (start..end).contains(&g),
-                CacheOnly::ReadOnly => dir == DmaDirection::ToDevice,
-            }
+    fn cacheable(&self, dir: DmaDirection, dma_alloc: bool) -> bool {
+        self.cache.is_some() && self.cfg.cache_only.admits(dir, dma_alloc)
     }
 
     fn cache_perm(&self) -> Perm {
@@ -423,9 +438,15 @@ impl<E: EvictionPolicy> GuestDma<E> {
         }
     }
 
-    /// The driver maps a buffer of guest pages `pages` (may repeat) for `dir`; `false`
-    /// when the map fails (a page refused), with nothing left mapped for it.
-    pub fn map_buffer(&mut self, pages: &[u64], dir: DmaDirection) -> Result<bool, GuestError> {
+    /// The driver maps a buffer of guest pages `pages` (may repeat) for `dir`, allocated
+    /// for DMA or not (`dma_alloc`, S1.11); `false` when the map fails (a page refused),
+    /// with nothing left mapped for it.
+    pub fn map_buffer(
+        &mut self,
+        pages: &[u64],
+        dir: DmaDirection,
+        dma_alloc: bool,
+    ) -> Result<bool, GuestError> {
         self.res.buffers += 1;
         let mut failed = false;
         self.mapped_ok.clear();
@@ -437,7 +458,7 @@ impl<E: EvictionPolicy> GuestDma<E> {
                 failed = true;
                 continue;
             }
-            let cached = self.cacheable(g, dir);
+            let cached = self.cacheable(dir, dma_alloc);
             if cached {
                 let perm = self.cache_perm();
                 let cache = self.cache.as_mut().expect("cacheable implies a cache");
@@ -468,7 +489,7 @@ impl<E: EvictionPolicy> GuestDma<E> {
                             let m = self.scratch[i];
                             self.push_map(m, perm);
                         }
-                        if b != Batching::Map {
+                        if !b.batches_maps() {
                             self.flush()?;
                         }
                     }
@@ -479,7 +500,7 @@ impl<E: EvictionPolicy> GuestDma<E> {
                     Strategy::SingleUse => {
                         self.res.misses += 1;
                         self.push_map(g, dir.perm());
-                        if b != Batching::Map {
+                        if !b.batches_maps() {
                             self.flush()?;
                         }
                     }
@@ -494,7 +515,7 @@ impl<E: EvictionPolicy> GuestDma<E> {
                         } else {
                             self.res.misses += 1;
                             self.push_map(g, Perm::ReadWrite);
-                            if b != Batching::Map {
+                            if !b.batches_maps() {
                                 self.flush()?;
                             }
                         }
@@ -504,7 +525,9 @@ impl<E: EvictionPolicy> GuestDma<E> {
             *self.live.entry(g).or_insert(0) += 1;
             self.mapped_ok.push((g, cached));
         }
-        if b == Batching::Map {
+        if b.batches_maps() {
+            // The buffer's evictions (one unmap hypercall), then its maps (one map
+            // hypercall).
             self.flush_unmaps()?;
             self.flush()?;
         }
@@ -522,13 +545,13 @@ impl<E: EvictionPolicy> GuestDma<E> {
 
     fn flush_unmaps_or_defer(&mut self) -> Result<(), GuestError> {
         match self.cfg.batching {
-            Batching::Piggyback | Batching::Unmap => Ok(()),
+            Batching::Piggyback | Batching::Unmap | Batching::MapUnmap => Ok(()),
             _ => self.flush_unmaps(),
         }
     }
 
     fn end_unmap_batch(&mut self) -> Result<(), GuestError> {
-        if self.cfg.batching == Batching::Unmap {
+        if matches!(self.cfg.batching, Batching::Unmap | Batching::MapUnmap) {
             self.flush_unmaps()?;
         }
         Ok(())
@@ -570,10 +593,16 @@ impl<E: EvictionPolicy> GuestDma<E> {
     }
 
     /// The driver unmaps a buffer mapped by [`GuestDma::map_buffer`] with pages `pages`
-    /// for `dir`, then the stale-access oracle probes the pages left without DMA.
-    pub fn unmap_buffer(&mut self, pages: &[u64], dir: DmaDirection) -> Result<(), GuestError> {
+    /// for `dir` and `dma_alloc`, then the stale-access oracle probes the pages left
+    /// without DMA.
+    pub fn unmap_buffer(
+        &mut self,
+        pages: &[u64],
+        dir: DmaDirection,
+        dma_alloc: bool,
+    ) -> Result<(), GuestError> {
+        let cached = self.cacheable(dir, dma_alloc);
         for &g in pages {
-            let cached = self.cacheable(g, dir);
             self.release_page(g, cached)?;
         }
         self.end_unmap_batch()?;
@@ -655,12 +684,13 @@ impl<E: EvictionPolicy> GuestDma<E> {
                 phys,
                 len,
                 dir,
+                dma_alloc,
                 ..
             } => {
                 let mut pages = self.take_slot(slot);
                 push_pages(&mut pages, phys.get(), len);
                 self.res.bytes += len;
-                self.finish_map(slot, pages, dir)?;
+                self.finish_map(slot, pages, dir, dma_alloc)?;
             }
             DmaOp::MapSg { slot, dir, .. } => {
                 let mut pages = self.take_slot(slot);
@@ -668,7 +698,7 @@ impl<E: EvictionPolicy> GuestDma<E> {
                     push_pages(&mut pages, s.phys.get(), s.len);
                     self.res.bytes += s.len;
                 }
-                self.finish_map(slot, pages, dir)?;
+                self.finish_map(slot, pages, dir, false)?;
             }
             DmaOp::Access { slot, access } => {
                 if self.slots.get(slot as usize).is_some_and(|b| b.live) {
@@ -682,7 +712,8 @@ impl<E: EvictionPolicy> GuestDma<E> {
                 if self.slots.get(i).is_some_and(|b| b.live) {
                     let pages = std::mem::take(&mut self.slots[i].pages);
                     let dir = self.slots[i].dir.expect("live slot has a direction");
-                    self.unmap_buffer(&pages, dir)?;
+                    let dma_alloc = self.slots[i].dma_alloc;
+                    self.unmap_buffer(&pages, dir, dma_alloc)?;
                     self.slots[i].pages = pages;
                     self.slots[i].live = false;
                 }
@@ -713,11 +744,13 @@ impl<E: EvictionPolicy> GuestDma<E> {
         slot: u32,
         pages: Vec<u64>,
         dir: DmaDirection,
+        dma_alloc: bool,
     ) -> Result<(), GuestError> {
-        let ok = self.map_buffer(&pages, dir)?;
+        let ok = self.map_buffer(&pages, dir, dma_alloc)?;
         let b = &mut self.slots[slot as usize];
         b.pages = pages;
         b.dir = Some(dir);
+        b.dma_alloc = dma_alloc;
         b.live = ok;
         Ok(())
     }
@@ -791,25 +824,23 @@ pub fn guest_page_refs<W: Workload>(
     cache_only: CacheOnly,
 ) -> Result<Vec<PageRef>, crate::Error> {
     let mut refs = Vec::new();
-    let mut slots: Vec<(Vec<u64>, DmaDirection, bool)> = Vec::new();
-    let keep = |g: u64, dir: DmaDirection| match cache_only {
-        CacheOnly::All => true,
-        CacheOnly::DmaAllocated { start, end } => (start..end).contains(&g),
-        CacheOnly::ReadOnly => dir == DmaDirection::ToDevice,
-    };
+    // Pages and whether the cache sees the buffer, per slot; `None` when not live.
+    let mut slots: Vec<(Vec<u64>, Option<bool>)> = Vec::new();
     while let Some(op) = w.next_op()? {
-        let (slot, dir) = match op {
-            DmaOp::Map { slot, dir, .. } | DmaOp::MapSg { slot, dir, .. } => (slot, dir),
+        let (slot, keep) = match op {
+            DmaOp::Map {
+                slot,
+                dir,
+                dma_alloc,
+                ..
+            } => (slot, cache_only.admits(dir, dma_alloc)),
+            DmaOp::MapSg { slot, dir, .. } => (slot, cache_only.admits(dir, false)),
             DmaOp::Unmap { slot, .. } => {
-                if let Some((pages, dir, live)) = slots.get_mut(slot as usize)
-                    && *live
+                if let Some((pages, live)) = slots.get_mut(slot as usize)
+                    && let Some(keep) = live.take()
+                    && keep
                 {
-                    for &g in pages.iter() {
-                        if keep(g, *dir) {
-                            refs.push(PageRef::Unmap(Pfn::new(g)));
-                        }
-                    }
-                    *live = false;
+                    refs.extend(pages.iter().map(|&g| PageRef::Unmap(Pfn::new(g))));
                 }
                 continue;
             }
@@ -817,9 +848,9 @@ pub fn guest_page_refs<W: Workload>(
         };
         let i = slot as usize;
         if i >= slots.len() {
-            slots.resize_with(i + 1, || (Vec::new(), DmaDirection::ToDevice, false));
+            slots.resize_with(i + 1, || (Vec::new(), None));
         }
-        let (pages, d, live) = &mut slots[i];
+        let (pages, live) = &mut slots[i];
         pages.clear();
         match op {
             DmaOp::Map { phys, len, .. } => push_pages(pages, phys.get(), len),
@@ -829,12 +860,9 @@ pub fn guest_page_refs<W: Workload>(
                 }
             }
         }
-        *d = dir;
-        *live = true;
-        for &g in pages.iter() {
-            if keep(g, dir) {
-                refs.push(PageRef::Map(Pfn::new(g)));
-            }
+        *live = Some(keep);
+        if keep {
+            refs.extend(pages.iter().map(|&g| PageRef::Map(Pfn::new(g))));
         }
     }
     Ok(refs)
@@ -969,6 +997,58 @@ mod tests {
         assert_eq!(g.host().quota(), 10);
         assert!(g.cache().unwrap().len() <= 10);
         assert!(r.hits < before.hits && r.refused > before.refused);
+        g.host().check().unwrap();
+    }
+
+    /// S1.11: with `cache_only = dma-allocated` the map cache holds only pages of buffers
+    /// the workload marked as allocated for DMA (netperf's skb heads, from the head slab);
+    /// the payload pages the stack hands over go the `shared` path, so the device keeps
+    /// stale access to fewer pages than with `all`.
+    #[test]
+    fn dma_allocated_relaxation_caches_only_dma_buffers() {
+        use std::collections::HashSet;
+        let (mut heads, mut other) = (HashSet::new(), HashSet::new());
+        let mut w = netperf();
+        let mut v = Vec::new();
+        while let Some(op) = w.next_op().unwrap() {
+            if let DmaOp::Map {
+                phys,
+                len,
+                dma_alloc,
+                ..
+            } = op
+            {
+                v.clear();
+                push_pages(&mut v, phys.get(), len);
+                if dma_alloc { &mut heads } else { &mut other }.extend(v.iter().copied());
+            }
+        }
+        assert!(!heads.is_empty() && !other.is_empty());
+        assert!(
+            heads.is_disjoint(&other),
+            "slab pages are not payload pages"
+        );
+        let refs = guest_page_refs(&mut netperf(), CacheOnly::DmaAllocated).unwrap();
+        assert!(!refs.is_empty());
+        assert!(refs.iter().all(|r| heads.contains(&r.gfn().get())));
+        let relaxed = GuestConfig {
+            quota: 64,
+            cache_only: CacheOnly::DmaAllocated,
+            ..GuestConfig::default()
+        };
+        let mut g =
+            GuestDma::<crate::virt::Lru>::new(relaxed, &LruConfig::default(), None).unwrap();
+        g.run(&mut netperf()).unwrap();
+        let cached: Vec<u64> = g.cache().unwrap().pages().map(|(p, _)| p.get()).collect();
+        assert!(!cached.is_empty());
+        assert!(cached.iter().all(|p| heads.contains(p)), "{cached:?}");
+        let r = g.result();
+        let all = run(&GuestConfig {
+            quota: 64,
+            ..GuestConfig::default()
+        });
+        assert!(r.stale_accesses > 0 && r.stale_accesses < all.stale_accesses);
+        assert!(r.hypercalls > all.hypercalls);
         g.host().check().unwrap();
     }
 

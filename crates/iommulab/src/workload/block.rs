@@ -294,6 +294,7 @@ impl Block {
                 ),
                 len: size,
                 dir,
+                dma_alloc: false,
             },
             buffers => {
                 self.sg_list.clear();
@@ -324,6 +325,7 @@ impl Block {
                         phys: self.sg_list[0].phys,
                         len: size,
                         dir,
+                        dma_alloc: false,
                     }
                 }
             }

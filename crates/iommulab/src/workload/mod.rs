@@ -52,6 +52,12 @@ pub enum DmaOp {
         len: u64,
         /// Direction.
         dir: DmaDirection,
+        /// The buffer was *allocated for DMA* (S1.11): it comes from memory the driver
+        /// or stack set aside for DMA (`dma_alloc_coherent`, a trace's `alloc` event, or
+        /// a DMA-dedicated slab), not from an arbitrary page it was handed (page cache,
+        /// socket pages). Only the guest model's `cache_only = dma-allocated` relaxation
+        /// reads it. An `sg` list counts as not DMA-allocated.
+        dma_alloc: bool,
     },
     /// `dma_map_sg` of the segments [`Workload::sg_segments`] returns now, as `slot`.
     MapSg {

@@ -321,6 +321,10 @@ impl TxPath {
                         phys: seg.phys,
                         len: seg.len,
                         dir: DmaDirection::ToDevice,
+                        // S1.11: the skb head comes from the NIC's head slab, which the
+                        // relaxation would make a DMA-dedicated cache; payload pages are
+                        // handed over by the stack (socket pages, page cache).
+                        dma_alloc: i == 0,
                     });
                 }
                 p.nslots = p.nfrags + 1;

@@ -171,6 +171,7 @@ impl PseudoScsi {
                             phys,
                             len: self.cfg.io_size,
                             dir: Self::dir_of(io),
+                            dma_alloc: false,
                         });
                     }
                     self.step = if self.completed < self.issued {

@@ -211,6 +211,7 @@ impl UniformRandom {
                 phys: Hpa::new(self.page(n) + off),
                 len,
                 dir,
+                dma_alloc: false,
             }
         };
         if self.rng.gen_bool(self.cfg.access_fraction) {

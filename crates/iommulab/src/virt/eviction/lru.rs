@@ -29,6 +29,27 @@ pub struct Lru {
     list: SlotList,
 }
 
+impl Lru {
+    /// Whether the page in `slot` is on the list (evictable).
+    #[inline]
+    pub(crate) fn is_evictable(&self, slot: Slot) -> bool {
+        self.list.contains(slot)
+    }
+
+    /// The least recently used evictable page for which `ok` holds.
+    #[inline]
+    pub(crate) fn first_where(&self, ok: impl Fn(Slot) -> bool) -> Option<Slot> {
+        let mut s = self.list.front();
+        while let Some(x) = s {
+            if ok(x) {
+                return Some(x);
+            }
+            s = self.list.next(x);
+        }
+        None
+    }
+}
+
 impl EvictionPolicy for Lru {
     type Config = LruConfig;
     const NAME: &'static str = "lru";

@@ -18,7 +18,7 @@
 //! - [`EvictionPolicy::victim`] returns only a slot for which the `evictable` predicate
 //!   holds (refcount 0); pinned pages are never victims.
 //! - it returns `None` only if no tracked page is evictable.
-//! - [`EvictionPolicy::prefetch`] proposes only pages the `cached` predicate rejects, at
+//! - [`EvictionPolicy::prefetch`] proposes only pages the `cached` lookup does not find, at
 //!   most `room.free + room.evictable` of them, so prefetching never evicts a page of the
 //!   same batch.
 
@@ -143,21 +143,35 @@ pub trait EvictionPolicy: Sized {
     fn victim(&mut self, evictable: impl FnMut(Slot) -> bool) -> Option<Slot>;
 
     /// Extra pages to map in the hypercall that maps the missing page `missing` (already
-    /// inserted and pinned), in order; `cached` tells whether a page is in the cache. Push
-    /// at most `room.total()` pages, none cached, no duplicates. Default: none (demand
-    /// mapping).
+    /// inserted and pinned), in order; `cached` returns the slot of a cached page (`None`:
+    /// not cached). Push at most `room.total()` pages, none cached, no duplicates. The
+    /// pages are then inserted in order, each evicting [`victim`](Self::victim)s as needed,
+    /// so a policy that wants to keep a cached page through the batch must order its state
+    /// accordingly here. Default: none (demand mapping).
     fn prefetch(
         &mut self,
         missing: Pfn<Gpa>,
         room: Room,
-        cached: impl Fn(Pfn<Gpa>) -> bool,
+        cached: impl Fn(Pfn<Gpa>) -> Option<Slot>,
         out: &mut Vec<Pfn<Gpa>>,
     ) {
         let _ = (missing, room, cached, out);
     }
 
-    /// Heap bytes of the policy's own state (vector capacities, tables).
+    /// The map cache has inserted every page of the batch [`prefetch`](Self::prefetch)
+    /// proposed (called after every miss). Default: nothing.
+    fn on_batch_end(&mut self) {}
+
+    /// Heap bytes of the policy's state that scales with the cache: per-slot arrays and
+    /// fixed scratch buffers (the issue's ≤ 32 bytes per cached page is measured on this
+    /// plus the map cache's own slab and index).
     fn metadata_bytes(&self) -> usize;
+
+    /// Heap bytes of state kept for pages that are *not* cached (history over every page
+    /// ever mapped: the prefetcher's follower table, S1.4). Default 0.
+    fn history_bytes(&self) -> usize {
+        0
+    }
 }
 
 /// Test-only view of a policy's queue (style L8, foyer's `Dump`): lets FIFO/LRU tests

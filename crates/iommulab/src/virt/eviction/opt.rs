@@ -4,9 +4,10 @@
 //! Without batching and with fewer pinned pages than the quota, the DMA mapping problem is
 //! the page replacement problem and OPT is optimal (§2.3); with pins it is the natural
 //! greedy but not proven optimal. Per slot the policy keeps the page's next-use position
-//! (8 bytes) and its place in an indexed binary max-heap over the evictable set E (4 bytes,
-//! plus a 16-byte heap entry while evictable): `victim` is O(1), hits, unpins and removals
-//! O(log |E|).
+//! (4 bytes: positions past 2^32 − 1 maps count as "never") and its place in an indexed
+//! binary max-heap of slot numbers over the evictable set E (4 + 4 bytes): 12 bytes per
+//! slot, so the whole cache stays ≤ 32 bytes per page. `victim` is O(1), hits, unpins and
+//! removals O(log |E|).
 //!
 //! The cache must make exactly the lookahead's map requests, in order (checked in debug
 //! builds); maps past the lookahead's end count as never used again.
@@ -27,13 +28,24 @@ pub struct OptConfig {}
 
 const ABSENT: u32 = u32::MAX;
 
-/// An indexed binary max-heap of slots keyed by next use.
+/// A next-use position as stored per slot: positions ≥ `u32::MAX` (a stream of over 4 G
+/// maps) count as never used again.
+#[inline]
+pub(crate) fn key32(k: u64) -> u32 {
+    u32::try_from(k).unwrap_or(u32::MAX)
+}
+
+/// An indexed binary max-heap of slots keyed by next use. The keys live in one per-slot
+/// array (`key`, kept for pinned slots too), the heap holds slot numbers only: 12 bytes
+/// per slot in all (key, heap position, heap entry).
 #[derive(Clone, Debug, Default)]
 pub(crate) struct KeyHeap {
-    /// `(key, slot)`, max-heap on key.
-    heap: Vec<(u64, u32)>,
+    /// Slots, max-heap on `key[slot]`.
+    heap: Vec<u32>,
     /// Index in `heap` per slot, or `ABSENT`.
     pos: Vec<u32>,
+    /// Next use per slot (`u32::MAX`: never).
+    key: Vec<u32>,
 }
 
 impl KeyHeap {
@@ -41,6 +53,8 @@ impl KeyHeap {
         if slots > self.pos.len() {
             self.pos.reserve_exact(slots - self.pos.len());
             self.pos.resize(slots, ABSENT);
+            self.key.reserve_exact(slots - self.key.len());
+            self.key.resize(slots, u32::MAX);
             self.heap
                 .reserve_exact(slots.saturating_sub(self.heap.capacity()));
         }
@@ -51,34 +65,48 @@ impl KeyHeap {
         self.pos.get(s.index()).is_some_and(|&p| p != ABSENT)
     }
 
+    /// Sets the key of a slot that is not in the heap.
     #[inline]
-    pub(crate) fn top(&self) -> Option<(u64, Slot)> {
-        self.heap.first().map(|&(k, s)| (k, Slot::new(s)))
+    pub(crate) fn set_key(&mut self, s: Slot, key: u64) {
+        if s.index() >= self.pos.len() {
+            self.reserve(s.index() + 1);
+        }
+        debug_assert!(!self.contains(s));
+        self.key[s.index()] = key32(key);
     }
 
-    /// The entry at heap index `i` (for walking the heap in key order).
+    #[inline]
+    pub(crate) fn top(&self) -> Option<(u64, Slot)> {
+        self.heap.first().map(|&s| (self.key_of(s), Slot::new(s)))
+    }
+
+    #[inline]
+    fn key_of(&self, s: u32) -> u64 {
+        let k = self.key[s as usize];
+        if k == u32::MAX { NEVER } else { u64::from(k) }
+    }
+
+    /// The key at heap index `i` (for walking the heap in key order).
     #[inline]
     pub(crate) fn at(&self, i: usize) -> Option<u64> {
-        self.heap.get(i).map(|e| e.0)
+        self.heap.get(i).map(|&s| self.key_of(s))
     }
 
     // Slots and heap indices fit in u32: the map cache caps its slots below `u32::MAX`.
     #[allow(clippy::cast_possible_truncation)]
     #[inline]
-    fn set(&mut self, i: usize, e: (u64, u32)) {
-        self.heap[i] = e;
-        self.pos[e.1 as usize] = i as u32;
+    fn set(&mut self, i: usize, s: u32) {
+        self.heap[i] = s;
+        self.pos[s as usize] = i as u32;
     }
 
+    /// Puts `s` (with the key last set) into the heap.
     #[allow(clippy::cast_possible_truncation)]
     #[inline]
-    pub(crate) fn push(&mut self, s: Slot, key: u64) {
-        if s.index() >= self.pos.len() {
-            self.reserve(s.index() + 1);
-        }
+    pub(crate) fn push(&mut self, s: Slot) {
         debug_assert!(!self.contains(s));
         let i = self.heap.len();
-        self.heap.push((key, s.get()));
+        self.heap.push(s.get());
         self.pos[s.index()] = i as u32;
         self.sift_up(i);
     }
@@ -92,9 +120,9 @@ impl KeyHeap {
         self.pos[s.index()] = ABSENT;
         let last = self.heap.pop().expect("non-empty heap");
         if i < self.heap.len() {
-            let old = self.heap[i].0;
+            let old = self.key[s.index()];
             self.set(i, last);
-            if last.0 > old {
+            if self.key[last as usize] > old {
                 self.sift_up(i);
             } else {
                 self.sift_down(i);
@@ -104,12 +132,13 @@ impl KeyHeap {
 
     fn sift_up(&mut self, mut i: usize) {
         let e = self.heap[i];
+        let k = self.key[e as usize];
         while i > 0 {
             let p = (i - 1) / 2;
-            if self.heap[p].0 >= e.0 {
+            let pe = self.heap[p];
+            if self.key[pe as usize] >= k {
                 break;
             }
-            let pe = self.heap[p];
             self.set(i, pe);
             i = p;
         }
@@ -118,6 +147,7 @@ impl KeyHeap {
 
     fn sift_down(&mut self, mut i: usize) {
         let e = self.heap[i];
+        let k = self.key[e as usize];
         let n = self.heap.len();
         loop {
             let l = 2 * i + 1;
@@ -125,15 +155,16 @@ impl KeyHeap {
                 break;
             }
             let r = l + 1;
-            let c = if r < n && self.heap[r].0 > self.heap[l].0 {
+            let kl = self.key[self.heap[l] as usize];
+            let c = if r < n && self.key[self.heap[r] as usize] > kl {
                 r
             } else {
                 l
             };
-            if self.heap[c].0 <= e.0 {
+            let ce = self.heap[c];
+            if self.key[ce as usize] <= k {
                 break;
             }
-            let ce = self.heap[c];
             self.set(i, ce);
             i = c;
         }
@@ -144,12 +175,16 @@ impl KeyHeap {
     #[cfg(any(test, feature = "test-utils"))]
     pub(crate) fn sorted(&self) -> Vec<Slot> {
         let mut v = self.heap.clone();
-        v.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
-        v.into_iter().map(|e| Slot::new(e.1)).collect()
+        v.sort_by(|&a, &b| {
+            self.key[b as usize]
+                .cmp(&self.key[a as usize])
+                .then(a.cmp(&b))
+        });
+        v.into_iter().map(Slot::new).collect()
     }
 
     pub(crate) fn bytes(&self) -> usize {
-        self.heap.capacity() * std::mem::size_of::<(u64, u32)>() + self.pos.capacity() * 4
+        (self.heap.capacity() + self.pos.capacity() + self.key.capacity()) * 4
     }
 }
 
@@ -161,9 +196,8 @@ pub struct Opt {
     pos: usize,
     /// Position the next `on_reference` takes.
     next_pos: usize,
-    /// Next-use position per slot (kept while pinned, for the unpin).
-    key: Vec<u64>,
-    /// Evictable pages by next use.
+    /// Evictable pages by next use; holds the next use of every slot (kept while
+    /// pinned, for the unpin).
     heap: KeyHeap,
 }
 
@@ -190,13 +224,9 @@ impl Opt {
     /// Tracks `slot` with next use `key`.
     #[inline]
     pub(crate) fn insert_with_key(&mut self, slot: Slot, key: u64, pinned: bool) {
-        let i = slot.index();
-        if i >= self.key.len() {
-            self.reserve(i + 1);
-        }
-        self.key[i] = key;
+        self.heap.set_key(slot, key);
         if !pinned {
-            self.heap.push(slot, key);
+            self.heap.push(slot);
         }
     }
 }
@@ -212,7 +242,6 @@ impl EvictionPolicy for Opt {
             la,
             pos: 0,
             next_pos: 0,
-            key: Vec::new(),
             heap: KeyHeap::default(),
         };
         o.reserve(capacity);
@@ -220,10 +249,6 @@ impl EvictionPolicy for Opt {
     }
 
     fn reserve(&mut self, slots: usize) {
-        if slots > self.key.len() {
-            self.key.reserve_exact(slots - self.key.len());
-            self.key.resize(slots, NEVER);
-        }
         self.heap.reserve(slots);
     }
 
@@ -253,15 +278,15 @@ impl EvictionPolicy for Opt {
 
     #[inline]
     fn on_hit(&mut self, slot: Slot, _: Pfn<Gpa>, was_evictable: bool) {
-        self.key[slot.index()] = self.current_next_use();
         if was_evictable {
             self.heap.remove(slot);
         }
+        self.heap.set_key(slot, self.current_next_use());
     }
 
     #[inline]
     fn on_unpin(&mut self, slot: Slot, _: Pfn<Gpa>) {
-        self.heap.push(slot, self.key[slot.index()]);
+        self.heap.push(slot);
     }
 
     #[inline]
@@ -277,7 +302,7 @@ impl EvictionPolicy for Opt {
     }
 
     fn metadata_bytes(&self) -> usize {
-        self.key.capacity() * 8 + self.heap.bytes()
+        self.heap.bytes()
     }
 }
 

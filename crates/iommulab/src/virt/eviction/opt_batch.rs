@@ -141,7 +141,7 @@ impl EvictionPolicy for OptBatch {
         &mut self,
         missing: Pfn<Gpa>,
         room: Room,
-        cached: impl Fn(Pfn<Gpa>) -> bool,
+        cached: impl Fn(Pfn<Gpa>) -> Option<Slot>,
         out: &mut Vec<Pfn<Gpa>>,
     ) {
         self.pending.clear();
@@ -161,7 +161,7 @@ impl EvictionPolicy for OptBatch {
         let end = la.len().min(start.saturating_add(self.window));
         for j in start..end {
             let q = la.page(j);
-            if q == missing || cached(q) || out.contains(&q) {
+            if q == missing || cached(q).is_some() || out.contains(&q) {
                 continue;
             }
             let j = j as u64;
