@@ -149,8 +149,8 @@ pub(super) fn get_column(
     kind: Column,
     out: &mut Vec<u64>,
 ) -> Result<(), ColumnError> {
-    out.clear();
     if n == 0 {
+        out.clear();
         return Ok(());
     }
     debug_assert!(buf.len() >= end + PAD);
@@ -159,7 +159,8 @@ pub(super) fn get_column(
     } else {
         0
     };
-    // Every value is overwritten below: only a change of length needs a fill.
+    // Every value is overwritten below: only a change of length needs a fill (blocks but
+    // the last have the same count, so this is rare).
     if out.len() != n {
         out.clear();
         out.resize(n, 0);
@@ -191,13 +192,11 @@ pub(super) fn get_column(
             *pos = at;
             return Err("a column that runs past its block");
         }
-        unpack(&buf[*pos..*pos + bytes + PAD], w, min, chunk);
+        let src = &buf[*pos..*pos + bytes + PAD];
         if kind == Column::Delta {
-            // The running sum while the miniblock is still in L1.
-            for v in chunk.iter_mut() {
-                acc = acc.wrapping_add(*v);
-                *v = acc;
-            }
+            unpack::<true>(src, w, min, chunk, &mut acc);
+        } else {
+            unpack::<false>(src, w, min, chunk, &mut acc);
         }
         *pos += bytes;
     }
@@ -205,16 +204,17 @@ pub(super) fn get_column(
 }
 
 /// Unpacks `out.len()` values of `w` bits from `src` (which extends [`PAD`] bytes past the
-/// packed bits), adding `min`: dispatches once per miniblock to a loop compiled for that
-/// width, so every shift and byte offset inside it is a constant.
+/// packed bits), adding `min`; with `DELTA`, each value is a difference added to the running
+/// sum `acc`, and the sums are stored. Dispatches once per miniblock to a loop compiled for
+/// that width, so every shift and byte offset inside it is a constant.
 #[inline]
-fn unpack(src: &[u8], w: u32, min: u64, out: &mut [u64]) {
+fn unpack<const DELTA: bool>(src: &[u8], w: u32, min: u64, out: &mut [u64], acc: &mut u64) {
     macro_rules! widths {
         ($($w:literal)*) => {
             match w {
-                0 => out.fill(min),
-                $($w => unpack_width::<$w>(src, min, out),)*
-                _ => unreachable!("widths are checked to be at most 64"),
+                0 if !DELTA => out.fill(min),
+                $($w => unpack_width::<$w, DELTA>(src, min, out, acc),)*
+                _ => unpack_width::<0, DELTA>(src, min, out, acc),
             }
         };
     }
@@ -228,6 +228,9 @@ fn unpack(src: &[u8], w: u32, min: u64, out: &mut [u64]) {
 #[inline(always)]
 #[allow(clippy::cast_possible_truncation)] // the mask keeps the low W ≤ 64 bits
 fn value_at<const W: usize>(src: &[u8], j: usize) -> u64 {
+    if W == 0 {
+        return 0;
+    }
     let bit = j * W;
     let mask = u64::MAX >> (64 - W);
     if W <= 56 {
@@ -241,21 +244,37 @@ fn value_at<const W: usize>(src: &[u8], j: usize) -> u64 {
     }
 }
 
-fn unpack_width<const W: usize>(src: &[u8], min: u64, out: &mut [u64]) {
+fn unpack_width<const W: usize, const DELTA: bool>(
+    src: &[u8],
+    min: u64,
+    out: &mut [u64],
+    acc: &mut u64,
+) {
+    let mut sum = *acc;
+    let mut put = |o: &mut u64, v: u64| {
+        let v = v.wrapping_add(min);
+        if DELTA {
+            sum = sum.wrapping_add(v);
+            *o = sum;
+        } else {
+            *o = v;
+        }
+    };
     // Eight values take exactly `W` bytes: unroll by eight so offsets are constants.
     let mut groups = out.chunks_exact_mut(8);
     let mut base = 0;
     for group in &mut groups {
         let s = &src[base..base + W + PAD];
         for (j, o) in group.iter_mut().enumerate() {
-            *o = value_at::<W>(s, j).wrapping_add(min);
+            put(o, value_at::<W>(s, j));
         }
         base += W;
     }
     let s = &src[base..];
     for (j, o) in groups.into_remainder().iter_mut().enumerate() {
-        *o = value_at::<W>(s, j).wrapping_add(min);
+        put(o, value_at::<W>(s, j));
     }
+    *acc = sum;
 }
 
 #[cfg(test)]
