@@ -10,7 +10,7 @@ OUT ?= results
 deps:
 	@command -v $(CARGO) >/dev/null || { echo "error: cargo not found; install Rust from https://rustup.rs" >&2; exit 1; }
 	@if command -v rustup >/dev/null; then rustup component add rustfmt clippy >/dev/null 2>&1 || true; fi
-	$(PYTHON) -m pip install --quiet --disable-pip-version-check maturin pytest hypothesis pandas matplotlib tqdm mypy typing_extensions "ray[default]==2.60.0" libcachesim==0.3.5
+	$(PYTHON) -m pip install --quiet --disable-pip-version-check maturin pytest hypothesis pandas matplotlib tqdm mypy typing_extensions pandas-stubs==3.1.0.261029 types-tqdm==4.70.0.20261106 "ray[default]==2.60.0" libcachesim==0.3.5
 
 # Builds in release and reruns every reproduction (Fujita & Mori's Figure 4 first) on the
 # built-in defaults; ends with the path of the index page.
@@ -32,6 +32,7 @@ pytest:
 	rm -f $(WHEELS)/iommulab-*.whl
 	$(PYTHON) -m maturin build --release --quiet -o $(WHEELS)
 	$(PYTHON) -m pip install --quiet --disable-pip-version-check --force-reinstall --no-deps $(WHEELS)/iommulab-*.whl
+	$(PYTHON) -m mypy python/iommulab
 	cd tests/python && $(PYTHON) -m mypy.stubtest iommulab._native --allowlist stubtest-allowlist.txt
 	cd tests/python && $(PYTHON) -m pytest -q .
 

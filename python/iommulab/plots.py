@@ -41,7 +41,7 @@ def plot_curves(df: pd.DataFrame, x: str, y: str, hue: Optional[str] = None, ax:
     groups: Iterable[tuple[Any, pd.DataFrame]] = df.groupby(hue, sort=False) if hue else [(y, df)]
     for name, g in groups:
         line = g.groupby(x)[y].mean().sort_index()
-        ax.plot(line.index, line.values, marker=marker, label=str(name))
+        ax.plot(line.index.to_numpy(), line.to_numpy(), marker=marker, label=str(name))
     ax.set_xlabel(x)
     ax.set_ylabel(y)
     if logx:

@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor, as_completed
 from typing import Any, Literal, Optional, Union
 
+import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
@@ -61,18 +62,36 @@ def run_point(config: dict[str, Any]) -> dict[str, Any]:
     return _native.run(config).to_dict(flat=True)
 
 
-def run_chunk(configs: list[dict[str, Any]]) -> dict[str, list[Any]]:
+Column = Union[list[Any], tuple[str, bytes]]
+
+
+def run_chunk(configs: list[dict[str, Any]]) -> dict[str, Column]:
     """Several grid points in one native call, as columns (module-level for processes)."""
     return _native.run_batch(configs)
 
 
-def _frame(params: list[dict[str, Any]], chunks: list[dict[str, list[Any]]]) -> pd.DataFrame:
+def column(col: Column) -> Union[list[Any], np.ndarray]:
+    """A column of `run_batch`: a list, or a NumPy array for `(dtype, bytes)`."""
+    if isinstance(col, tuple):
+        dtype, raw = col
+        return np.frombuffer(raw, dtype=dtype)
+    return col
+
+
+def _frame(params: list[dict[str, Any]], chunks: list[dict[str, Column]]) -> pd.DataFrame:
     """Parameter columns, then result columns, concatenated over chunks in grid order."""
-    data: dict[str, list[Any]] = {k: [p[k] for p in params] for k in (params[0] if params else {})}
+    names = params[0] if params else {}
+    data: dict[str, Any] = {k: [p[k] for p in params] for k in names}
+    parts: dict[str, list[Union[list[Any], np.ndarray]]] = {}
     for chunk in chunks:
         for k, col in chunk.items():
-            if k not in (params[0] if params else {}):
-                data.setdefault(k, []).extend(col)
+            if k not in names:
+                parts.setdefault(k, []).append(column(col))
+    for k, ps in parts.items():
+        if all(isinstance(p, np.ndarray) for p in ps):
+            data[k] = np.concatenate(ps)
+        else:
+            data[k] = [x for p in ps for x in (p.tolist() if isinstance(p, np.ndarray) else p)]
     return pd.DataFrame(data)
 
 
@@ -81,13 +100,13 @@ def _chunks(configs: list[dict[str, Any]], size: int) -> list[list[dict[str, Any
 
 
 def _local(
-    configs: list[dict[str, Any]], workers: int, executor: str, bar: Callable[[int], None]
-) -> list[dict[str, list[Any]]]:
+    configs: list[dict[str, Any]], workers: int, executor: str, bar: Callable[[int], object]
+) -> list[dict[str, Column]]:
     # Chunks amortise the call overhead; a few per worker keep the workers balanced and the
     # progress bar moving.
     size = max(1, min(250, -(-len(configs) // (workers * 8))))
     chunks = _chunks(configs, size)
-    out: list[Optional[dict[str, list[Any]]]] = [None] * len(chunks)
+    out: list[Optional[dict[str, Column]]] = [None] * len(chunks)
     if workers == 1:
         for i, c in enumerate(chunks):
             out[i] = run_chunk(c)
@@ -109,9 +128,9 @@ def _ray(
     configs: list[dict[str, Any]],
     workers: Optional[int],
     address: Optional[str],
-    bar: Callable[[int], None],
+    bar: Callable[[int], object],
     runtime_env: Optional[dict[str, Any]],
-) -> list[dict[str, list[Any]]]:
+) -> list[dict[str, Column]]:
     import ray
 
     if not ray.is_initialized():
@@ -131,7 +150,8 @@ def _ray(
             bar(1)
     # The same columns as the local backend's chunks.
     flat = [r for r in rows if r is not None]
-    return [{k: [r[k] for r in flat] for k in flat[0]}] if flat else []
+    columns: dict[str, Column] = {k: [r[k] for r in flat] for k in flat[0]} if flat else {}
+    return [columns] if flat else []
 
 
 def sweep(
@@ -190,4 +210,4 @@ def iter_grid(grid: Mapping[str, Sequence[Any]]) -> Iterator[dict[str, Any]]:
     yield from expand_grid(grid)
 
 
-__all__ = ["expand_grid", "iter_grid", "point_config", "run_chunk", "run_point", "sweep"]
+__all__ = ["column", "expand_grid", "iter_grid", "point_config", "run_chunk", "run_point", "sweep"]

@@ -90,9 +90,14 @@ def test_run_batch_columns_equal_single_runs() -> None:
     from iommulab import _native
 
     cfgs = [{"configuration": c, "workload": {"ios": 100, "seed": s}} for c in ("strict", "modern") for s in (1, 2)]
-    cols = _native.run_batch(cfgs)
+    from iommulab.sweep import column
+
+    raw = _native.run_batch(cfgs)
+    cols = {k: list(column(c)) for k, c in raw.items()}
     singles = [iommulab.run(c).to_dict(flat=True) for c in cfgs]
     assert list(cols) == list(singles[0])
+    # Numeric columns come typed, for numpy (the frame skips pandas' type inference).
+    assert isinstance(raw["stats.dma.maps"], tuple) and raw["stats.dma.maps"][0] == "<i8"
     for k in cols:
         if k not in iommulab.results.MEASURED_COLUMNS:
             assert cols[k] == [s[k] for s in singles], k
