@@ -122,13 +122,14 @@ prop_compose! {
         mapping in mapping(),
         tx_ring in 18u32..300,
         link_mbps in prop_oneof![Just(1000u64), Just(10_000)],
+        rtt_us in prop_oneof![Just(0u32), Just(100), 0u32..2000],
         cpus in 1u16..4,
         scatter in any::<bool>(),
         seed in any::<u64>(),
     ) -> NetperfSendConfig {
         NetperfSendConfig {
             packets, sockets, send_buffer, message_size, nodelay, mtu, tso, mapping,
-            tx_ring, link_mbps, cpus, seed,
+            tx_ring, link_mbps, rtt_us, cpus, seed,
             memory: PageAllocConfig { scatter, ..memory(8192) },
         }
     }

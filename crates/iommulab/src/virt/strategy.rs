@@ -907,6 +907,56 @@ mod tests {
         run_guest(&mut netperf(), cfg, la).unwrap()
     }
 
+    /// Figures 5–6's "no caching allowed" end (S1.9) is `single-use`: no page map hits,
+    /// every map and unmap is a request. Without batching each is a hypercall (two per page
+    /// map); piggyback carries each unmap on the next map hypercall (one per page map, plus
+    /// the last flush); batch map + batch unmap of a packet mapped as one sg list is one map
+    /// and one unmap hypercall per packet, with at most one write-buffer flush per map
+    /// hypercall and the same IOTLB invalidations (S1.6, S1.10).
+    #[test]
+    fn single_use_counts_the_hypercalls_of_each_batching() {
+        let packets = 2000u64;
+        let run_on = |mapping, batching| {
+            let mut w = NetperfSend::new(NetperfSendConfig {
+                packets,
+                mapping,
+                ..NetperfSendConfig::default()
+            })
+            .unwrap();
+            let cfg = GuestConfig {
+                strategy: Strategy::SingleUse,
+                quota: 0,
+                batching,
+                ..GuestConfig::default()
+            };
+            run_guest(&mut w, &cfg, None).unwrap()
+        };
+        use crate::workload::TxMapping;
+        let lru = run_on(TxMapping::PerFragment, Batching::None);
+        assert_eq!(lru.hits, 0);
+        assert_eq!(lru.misses, lru.maps);
+        assert_eq!(lru.hypercalls, 2 * lru.maps);
+        assert_eq!(lru.unmap_requests, lru.maps);
+        // The host clears a PTE (and invalidates it) when no request holds the page any
+        // more: a head slab page and a data page serve several packets on the ring.
+        assert!(lru.iotlb_invalidations > 0 && lru.iotlb_invalidations < lru.unmap_requests);
+        let pig = run_on(TxMapping::PerFragment, Batching::Piggyback);
+        assert_eq!(pig.hits, 0);
+        assert_eq!(pig.hypercalls, pig.maps + 1);
+        assert!(pig.cycles < lru.cycles);
+        let bat = run_on(TxMapping::Sg, Batching::MapUnmap);
+        assert_eq!(bat.hits, 0);
+        assert_eq!(bat.maps, lru.maps, "the same pages, as sg lists");
+        assert_eq!(bat.hypercalls, 2 * packets);
+        // At most one write-buffer flush per map hypercall (none when every page of it was
+        // already mapped for another packet on the ring).
+        assert!(bat.write_buffer_flushes <= packets);
+        assert!(bat.write_buffer_flushes < lru.write_buffer_flushes);
+        assert_eq!(bat.unmap_requests, bat.maps);
+        assert_eq!(bat.iotlb_invalidations, lru.iotlb_invalidations);
+        assert!(bat.cycles < lru.cycles);
+    }
+
     #[test]
     fn strategies_on_netperf() {
         for s in Strategy::ALL {

@@ -18,27 +18,44 @@
 //! once ([`Access::Read`]) when the packet is posted. Each buffer takes one descriptor of a
 //! `tx_ring`-descriptor ring (e1000e's default 256).
 //!
-//! **Completion and memory.** Packets complete in order. A socket may have at most
-//! `send_buffer` bytes charged (payload + the 1024-byte head object: Linux charges an skb's
-//! `truesize`), so the sender is always ahead of the link, as netperf is; when a socket or
-//! the ring is full the oldest packet completes: a [`DmaOp::Tick`] at the time its last
-//! frame leaves a `link_mbps` link (frames of `payload + 90` bytes: headers, FCS, preamble
-//! and inter-frame gap), then its unmaps; its head object goes back to the slab and every
-//! payload page it finished goes back to the per-CPU free list (LIFO), from where the socket
-//! takes its next page: the same few physical pages come back again and again.
+//! **Transmit completion, ACK and memory.** A socket may have at most `send_buffer` bytes
+//! charged (payload + the 1024-byte head object: Linux charges an skb's `truesize`) until
+//! they are acknowledged, so the sender is always ahead of the link, as netperf is. Two
+//! events free what a packet holds, as in Linux:
+//!
+//! - **Transmit completion** (the NIC driver's clean-up, e1000e's `clean_tx_irq`): the
+//!   packet's last frame has left the `link_mbps` link (frames of `payload + 90` bytes:
+//!   headers, FCS, preamble and inter-frame gap; a packet starts when the link is free or
+//!   when it is posted, whichever is later). A [`DmaOp::Tick`] at that time, then the
+//!   unmaps of its buffers; its descriptors go back to the ring. The pages stay allocated:
+//!   the socket's retransmit queue still holds the original skb.
+//! - **ACK**, `rtt_us` after the completion: the socket drops the packet, its head object
+//!   goes back to the slab, every payload page it finished goes back to the per-CPU free
+//!   list (LIFO), and its charge leaves the send buffer, so the socket can copy more data
+//!   into the page the allocator hands back: the same few physical pages come back again
+//!   and again (S1.8).
+//!
+//! A packet is posted when its socket's buffer has room for its charge and the
+//! `tx_ring`-descriptor ring for its buffers; otherwise the earliest pending event (a
+//! completion or an ACK) happens first. So the pages mapped at once (S1.2's pinned set P)
+//! are those of the packets on the ring, while the working set also holds the pages of
+//! packets awaiting their ACK and of the page being filled.
 //!
 //! **Working set** (S1.8): `Total = SendBuf × NumSendSockets`. Here, in 4 KiB pages, about
-//! `sockets × send_buffer / 4096` (payload pages in flight, the page being filled, and the
+//! `sockets × send_buffer / 4096` (payload pages charged, the page being filled, and the
 //! slab pages of the heads charged to the same buffer): 18 pages for the defaults (formula
 //! 16), 70 for 4 sockets (64); the tests check −10 %/+50 %. When the ring rather than the
-//! buffers is full (about `tx_ring / 2.5` MSS packets in flight), it is smaller.
+//! buffers is full (about `tx_ring / 2.5` MSS packets on the ring), it is smaller.
 //!
-//! **Deviations.** Transmit completion and the TCP acknowledgement are one event (pages are
-//! freed when the packet is unmapped, not when a later ACK arrives); there is no receive
-//! side, no congestion window and no retransmission; with `nodelay = false` (netperf's
-//! default, Nagle on) message boundaries do not show in the packets, as the socket always
-//! has unacknowledged data at link saturation; every socket runs on CPU `socket % cpus` and
-//! its transmit completions run on the same CPU. One device (index 0).
+//! **Deviations.** Every packet is acknowledged on its own, a fixed `rtt_us` after its
+//! completion (no delayed ACKs covering two segments, no jitter); the driver cleans each
+//! packet at its own completion rather than a batch per interrupt; there is no receive
+//! side, no congestion window (a loss-free LAN: the send buffer, not `cwnd`, bounds the
+//! data in flight) and no retransmission; no qdisc: a packet that does not fit on the ring
+//! waits in the socket; with `nodelay = false` (netperf's default, Nagle on) message
+//! boundaries do not show in the packets, as the socket always has unacknowledged data at
+//! link saturation; every socket runs on CPU `socket % cpus` and its transmit completions
+//! and ACKs run on the same CPU. One device (index 0).
 
 use std::collections::VecDeque;
 
@@ -106,6 +123,12 @@ pub struct NetperfSendConfig {
     pub tx_ring: u32,
     /// Link rate in Mb/s for the workload clock (Yassour's 1 GbE = 1000; 10000 for 10 GbE).
     pub link_mbps: u64,
+    /// Microseconds from a packet's transmit completion (its last frame has left the wire)
+    /// to the sender processing the TCP ACK that covers it: the receiver's interrupt
+    /// moderation and stack, the ACK frame, the sender's receive interrupt. 100 µs, the
+    /// order of a round trip on a 1 GbE LAN with 2010-era NIC interrupt throttling
+    /// (0..=1_000_000).
+    pub rtt_us: u32,
     /// CPUs; socket `i` runs on CPU `i % cpus`.
     pub cpus: u16,
     /// The page allocator the send buffers and skb heads come from.
@@ -127,6 +150,7 @@ impl Default for NetperfSendConfig {
             mapping: TxMapping::PerFragment,
             tx_ring: 256,
             link_mbps: 1000,
+            rtt_us: 100,
             cpus: 1,
             memory: PageAllocConfig::default(),
             seed: 1,
@@ -180,6 +204,8 @@ pub(super) struct TxPacket {
     pub charge: u64,
     /// Bytes the packet takes on the wire.
     pub wire_bytes: u64,
+    /// When its last frame has left the wire (ps; set by [`TxPath::post`]).
+    pub end_ps: u64,
     nfrags: usize,
     frags: [Segment; MAX_FRAGS],
     nslots: usize,
@@ -202,6 +228,7 @@ impl TxPacket {
             payload: 0,
             charge: 0,
             wire_bytes: 0,
+            end_ps: 0,
             nfrags: 0,
             frags: [NO_SEGMENT; MAX_FRAGS],
             nslots: 0,
@@ -234,7 +261,10 @@ impl TxPacket {
 pub(super) struct TxPath {
     mapping: TxMapping,
     ps_per_byte: u64,
-    wire_ps: u64,
+    /// When the link finishes the last frame posted so far (ps).
+    link_free_ps: u64,
+    /// The workload clock (ps): the last completion or event the owner advanced to.
+    now_ps: u64,
     ring: u32,
     used: u32,
     in_flight: VecDeque<TxPacket>,
@@ -251,7 +281,8 @@ impl TxPath {
         Self {
             mapping,
             ps_per_byte: (8_000_000 / link_mbps.max(1)).max(1),
-            wire_ps: 0,
+            link_free_ps: 0,
+            now_ps: 0,
             ring,
             used: 0,
             in_flight: VecDeque::with_capacity(n),
@@ -302,8 +333,29 @@ impl TxPath {
         })
     }
 
-    /// Maps `p` and lets the NIC read it.
+    /// Moves the clock forward to `t_ps` (an event of the owner, e.g. a TCP ACK).
+    pub fn advance_to(&mut self, t_ps: u64) {
+        self.now_ps = self.now_ps.max(t_ps);
+    }
+
+    /// Queues a [`DmaOp::Tick`] at the clock's time.
+    pub fn tick(&mut self) {
+        self.out.push_back(DmaOp::Tick {
+            now_ns: self.now_ps / 1000,
+        });
+    }
+
+    /// When the oldest packet in flight completes (its last frame leaves the wire), in ps.
+    pub fn next_completion_ps(&self) -> Option<u64> {
+        self.in_flight.front().map(|p| p.end_ps)
+    }
+
+    /// Maps `p` and lets the NIC read it. Its frames go on the wire after those already
+    /// queued, or now if the link is idle.
     pub fn post(&mut self, mut p: TxPacket) {
+        let start = self.now_ps.max(self.link_free_ps);
+        p.end_ps = start + p.wire_bytes * self.ps_per_byte;
+        self.link_free_ps = p.end_ps;
         let head = Segment {
             phys: Hpa::new(p.head.get() + HEAD_OFFSET),
             len: p.head_len,
@@ -358,9 +410,9 @@ impl TxPath {
     /// it so its owner can release its memory.
     pub fn complete(&mut self) -> Option<TxPacket> {
         let p = self.in_flight.pop_front()?;
-        self.wire_ps += p.wire_bytes * self.ps_per_byte;
+        self.now_ps = self.now_ps.max(p.end_ps);
         self.out.push_back(DmaOp::Tick {
-            now_ns: self.wire_ps / 1000,
+            now_ns: p.end_ps / 1000,
         });
         for &slot in &p.slots[..p.nslots] {
             self.out.push_back(DmaOp::Unmap { slot, cpu: p.cpu });
@@ -409,6 +461,17 @@ impl Cursor {
     }
 }
 
+/// A packet whose transmit completed (unmapped) and whose ACK has not arrived yet: its
+/// head and payload pages stay referenced by the socket's retransmit queue.
+#[derive(Clone, Copy, Debug)]
+struct Unacked {
+    owner: u32,
+    head: Hpa,
+    payload: u64,
+    charge: u64,
+    ack_ps: u64,
+}
+
 #[derive(Debug, Clone)]
 struct Socket {
     cpu: CpuId,
@@ -432,6 +495,9 @@ pub struct NetperfSend {
     mem: PageAllocator,
     slab: Slab,
     sockets: Vec<Socket>,
+    /// Transmitted packets awaiting their ACK, in ACK order (completion order + `rtt`).
+    unacked: VecDeque<Unacked>,
+    rtt_ps: u64,
     sent: u64,
     total: Option<u64>,
 }
@@ -460,6 +526,9 @@ impl NetperfSend {
         }
         if cfg.send_buffer == 0 {
             return Err(invalid("workload.send_buffer", 0, "at least 1 byte"));
+        }
+        if cfg.rtt_us > 1_000_000 {
+            return Err(invalid("workload.rtt_us", cfg.rtt_us, "0..=1000000 µs"));
         }
         if cfg.nodelay && cfg.message_size == 0 {
             return Err(invalid("workload.message_size", 0, "at least 1 byte"));
@@ -495,6 +564,8 @@ impl NetperfSend {
             mem: PageAllocator::new(&cfg.memory, cfg.cpus, cfg.seed),
             slab: Slab::new(HEAD_OBJECT),
             sockets,
+            unacked: VecDeque::with_capacity(cfg.tx_ring as usize),
+            rtt_ps: u64::from(cfg.rtt_us) * 1_000_000,
             sent: 0,
             total,
             cfg,
@@ -568,21 +639,56 @@ impl NetperfSend {
         Ok(())
     }
 
-    /// Completes the oldest packet and releases its head and finished pages.
+    /// Transmit completion of the oldest packet on the ring (e1000e's `clean_tx_irq`): its
+    /// buffers are unmapped and its descriptors freed; its memory stays with the socket
+    /// until the ACK, `rtt` later.
     fn complete_one(&mut self) {
         let Some(p) = self.tx.complete() else {
             return;
         };
-        self.slab.free(p.head);
-        let sock = &mut self.sockets[p.owner as usize];
-        sock.charged -= p.charge;
-        sock.completed += p.payload;
+        self.unacked.push_back(Unacked {
+            owner: p.owner,
+            head: p.head,
+            payload: p.payload,
+            charge: p.charge,
+            ack_ps: p.end_ps + self.rtt_ps,
+        });
+    }
+
+    /// The ACK of the oldest unacknowledged packet: the socket's retransmit queue drops it,
+    /// its head goes back to the slab, every payload page it finished back to the per-CPU
+    /// free list (LIFO), and its charge leaves the send buffer.
+    fn ack_one(&mut self) {
+        let Some(a) = self.unacked.pop_front() else {
+            return;
+        };
+        self.tx.advance_to(a.ack_ps);
+        self.tx.tick();
+        self.slab.free(a.head);
+        let sock = &mut self.sockets[a.owner as usize];
+        sock.charged -= a.charge;
+        sock.completed += a.payload;
         while sock.first_page_off + PAGE_4K.bytes() <= sock.completed {
             if let Some(page) = sock.pages.pop_front() {
                 self.mem.free(sock.cpu, page);
             }
             sock.first_page_off += PAGE_4K.bytes();
         }
+    }
+
+    /// Handles the earliest pending event (a transmit completion before an ACK due at the
+    /// same time); `false` when nothing is pending.
+    fn next_event(&mut self) -> bool {
+        match (
+            self.tx.next_completion_ps(),
+            self.unacked.front().map(|a| a.ack_ps),
+        ) {
+            (Some(c), Some(a)) if a < c => self.ack_one(),
+            (Some(_), _) => self.complete_one(),
+            (None, Some(_)) => self.ack_one(),
+            (None, None) => return false,
+        }
+        true
     }
 
     /// Queues the next group of operations; `false` at the end.
@@ -597,16 +703,12 @@ impl NetperfSend {
                 self.send(s, len)?;
                 self.sent += 1;
             } else {
-                debug_assert!(!self.tx.is_idle(), "a blocked socket has packets in flight");
-                self.complete_one();
+                let progressed = self.next_event();
+                debug_assert!(progressed, "a blocked socket has packets in flight");
             }
             return Ok(true);
         }
-        if self.tx.is_idle() {
-            return Ok(false);
-        }
-        self.complete_one();
-        Ok(true)
+        Ok(self.next_event())
     }
 }
 
@@ -727,19 +829,46 @@ mod tests {
         assert_eq!(c.sg_bytes, 200 * (45 * 1448 + HEADER_LEN));
     }
 
-    /// The clock runs at the link rate: 1 GbE sends a 1538-byte frame in 12.304 µs.
+    /// The clock runs at the link rate when the send buffer covers the round trip: 1 GbE
+    /// sends a 1538-byte frame in 12.304 µs, and a 64 KiB buffer (26 packets, 320 µs of
+    /// wire time) outlasts a 100 µs RTT; 10 GbE also, with no RTT.
     #[test]
     fn ticks_follow_the_link_rate() {
-        for (mbps, ns) in [(1000u64, 12_304u64), (10_000, 1230)] {
+        for (mbps, ns, rtt_us) in [(1000u64, 12_304u64, 100u32), (10_000, 1230, 0)] {
             let c = run(NetperfSendConfig {
                 link_mbps: mbps,
+                rtt_us,
                 mapping: TxMapping::Sg,
                 ..cfg(1000)
             });
+            // The last completion, then the last ACK one RTT later.
             let want = 1000 * 1538 * 8_000_000 / mbps / 1000;
-            assert_eq!(c.last_tick, want);
-            assert!(c.last_tick.abs_diff(1000 * ns) <= 1000);
+            assert_eq!(c.last_tick, want + u64::from(rtt_us) * 1000);
+            assert!(want.abs_diff(1000 * ns) <= 1000);
         }
+    }
+
+    /// At 10 GbE a 64 KiB buffer (26 packets of 1448 + 1024 charged bytes) is sent in
+    /// 32 µs, less than a 100 µs RTT: the ACK clock, not the link, paces the sender. Packet
+    /// `i` waits for the ACK of packet `i − 26`, so 26 packets go per RTT + one frame time.
+    #[test]
+    fn a_small_window_is_paced_by_acks() {
+        let c = run(NetperfSendConfig {
+            link_mbps: 10_000,
+            rtt_us: 100,
+            mapping: TxMapping::Sg,
+            ..cfg(1040)
+        });
+        let window = 65_536 / (1448 + HEAD_OBJECT);
+        assert_eq!(window, 26);
+        let want_ns = 1040 / window * (100_000 + 1230);
+        assert!(
+            c.last_tick.abs_diff(want_ns) * 20 <= want_ns,
+            "{} ns vs {want_ns} ns",
+            c.last_tick
+        );
+        // Far slower than the link alone.
+        assert!(c.last_tick > 3 * 1040 * 1230);
     }
 
     /// S1.8: distinct pages mapped over a long run ≈ SendBuf × NumSendSockets / 4096 (within
@@ -816,5 +945,137 @@ mod tests {
             .map(|b| b.0 % PAGE_4K.bytes())
             .collect();
         assert!(heads.iter().all(|off| off % HEAD_OBJECT == HEAD_OFFSET));
+    }
+
+    /// `(most distinct pages mapped at once, distinct pages mapped)` over a run (`steady`:
+    /// the most after the first fifth of the run, past the start-up burst): S1.2's pinned
+    /// set |P| at its largest, and the working set.
+    fn pinned_and_working_set(c: NetperfSendConfig, steady: bool) -> (u64, u64) {
+        use crate::virt::{CacheOnly, PageRef, guest_page_refs};
+        let refs = guest_page_refs(&mut NetperfSend::new(c).unwrap(), CacheOnly::All).unwrap();
+        let mut rc: std::collections::HashMap<u64, u32> = Default::default();
+        let (mut now, mut most) = (0u64, 0u64);
+        let from = refs.len() / 5 * usize::from(steady);
+        for (i, r) in refs.iter().enumerate() {
+            if i == from {
+                most = now;
+            }
+            let c = rc.entry(r.gfn().get()).or_insert(0);
+            match r {
+                PageRef::Map(_) => {
+                    *c += 1;
+                    if *c == 1 {
+                        now += 1;
+                        most = most.max(now);
+                    }
+                }
+                PageRef::Unmap(_) => {
+                    *c -= 1;
+                    if *c == 0 {
+                        now -= 1;
+                    }
+                }
+            }
+        }
+        (most, rc.len() as u64)
+    }
+
+    /// Buffers are unmapped at transmit completion, pages freed at the ACK: the pages
+    /// mapped at once are those of the buffers on the ring (one page at most each), fewer
+    /// than the working set by the pages of packets awaiting their ACK (at 1 GbE, 100 µs is
+    /// 8 packets); the longer the RTT, the fewer. With no RTT nothing waits and the two
+    /// coincide. At the start every socket fills its buffer at once (no slow start), so the
+    /// largest pinned set of a whole run is higher than in the steady state.
+    #[test]
+    fn pinned_pages_are_the_rings_not_the_working_set() {
+        let four = |rtt_us| NetperfSendConfig {
+            sockets: 4,
+            rtt_us,
+            ..cfg(20_000)
+        };
+        let live = run(four(100)).peak_live as u64;
+        assert!(live <= u64::from(four(100).tx_ring));
+        let (pinned, ws) = pinned_and_working_set(four(100), false);
+        assert!(pinned <= live, "{pinned} pages vs {live} buffers");
+        assert!(pinned < ws, "pinned {pinned} vs working set {ws}");
+        let (p0, ws0) = pinned_and_working_set(four(0), true);
+        assert_eq!(
+            p0, ws0,
+            "no RTT: every page of the working set is on the ring"
+        );
+        let (p100, _) = pinned_and_working_set(four(100), true);
+        let (p1000, ws1000) = pinned_and_working_set(four(1000), true);
+        assert!(p100 < ws0 && p1000 < p100, "{p1000} < {p100} < {ws0}");
+        assert!(
+            p1000 * 2 < ws1000,
+            "rtt 1 ms: {p1000} vs working set {ws1000}"
+        );
+    }
+
+    /// A payload page is not given back to the allocator before the ACK of the last packet
+    /// with data in it. From the operation stream alone: a socket fills a page from offset 0,
+    /// so a fragment at offset 0 of a page seen before is the page reused; by then every
+    /// earlier fragment in it must be unmapped, and the clock (a `Tick` at each completion
+    /// and each ACK) must have passed the latest of their completions + RTT.
+    #[test]
+    fn a_page_is_not_reused_before_its_ack() {
+        let rtt_us = 300u32;
+        let mut w = NetperfSend::new(NetperfSendConfig {
+            sockets: 3,
+            rtt_us,
+            ..cfg(5_000)
+        })
+        .unwrap();
+        let rtt_ns = u64::from(rtt_us) * 1000;
+        let mut now = 0u64;
+        let mut pending_tick = 0u64;
+        // Live fragment slots → page; per page: live fragments and the latest completion.
+        let mut slot_page: std::collections::HashMap<u32, u64> = Default::default();
+        let mut live: std::collections::HashMap<u64, u32> = Default::default();
+        let mut last_done: std::collections::HashMap<u64, u64> = Default::default();
+        let (mut reuses, mut waited_ns) = (0u64, 0u64);
+        while let Some(op) = w.next_op().unwrap() {
+            match op {
+                DmaOp::Tick { now_ns } => {
+                    now = now_ns;
+                    pending_tick = now_ns;
+                }
+                DmaOp::Map {
+                    slot, phys, len, ..
+                } if len != HEADER_LEN => {
+                    let (page, off) = (phys.get() / PAGE_4K.bytes(), phys.get() % PAGE_4K.bytes());
+                    if off == 0
+                        && let Some(&done) = last_done.get(&page)
+                    {
+                        assert_eq!(
+                            live.get(&page).copied().unwrap_or(0),
+                            0,
+                            "reused while mapped"
+                        );
+                        assert!(
+                            now >= done + rtt_ns,
+                            "page reused at {now} ns, ACK due at {} ns",
+                            done + rtt_ns
+                        );
+                        reuses += 1;
+                        waited_ns += now - done;
+                        last_done.remove(&page);
+                    }
+                    slot_page.insert(slot, page);
+                    *live.entry(page).or_insert(0) += 1;
+                }
+                DmaOp::Unmap { slot, .. } => {
+                    if let Some(page) = slot_page.remove(&slot) {
+                        *live.get_mut(&page).unwrap() -= 1;
+                        let d = last_done.entry(page).or_insert(0);
+                        *d = (*d).max(pending_tick);
+                    }
+                }
+                _ => {}
+            }
+        }
+        assert!(reuses > 1000, "pages come back LIFO: {reuses} reuses");
+        // Reused pages waited at least the RTT after their last completion, on average more.
+        assert!(waited_ns / reuses >= rtt_ns);
     }
 }
