@@ -138,9 +138,111 @@ fn put_miniblocks(buf: &mut Vec<u8>, values: &[u64], kind: Column) {
 /// Why a column does not decode.
 pub(super) type ColumnError = &'static str;
 
-/// Decodes a column of `n` values at `*pos` into `out` (replacing its contents). `buf` holds
-/// the block's payload in `buf[..end]` followed by at least [`PAD`] bytes. On error `*pos` is
-/// where the bad miniblock starts.
+/// A position inside one column of a block, from which values are decoded a few miniblocks
+/// at a time (a block is decoded in chunks that fit L1, column by column, then assembled).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Cursor {
+    pos: usize,
+    kind: Column,
+    /// Running sum of a delta column.
+    acc: u64,
+}
+
+impl Cursor {
+    /// A cursor of an empty column.
+    pub(super) const EMPTY: Cursor = Cursor {
+        pos: 0,
+        kind: Column::Plain,
+        acc: 0,
+    };
+
+    /// A cursor at the column of `n` values starting at `*pos`, which is moved past the
+    /// column after checking every miniblock header fits the block (`buf[..end]`). On error
+    /// `*pos` is where the bad miniblock starts.
+    pub(super) fn locate(
+        buf: &[u8],
+        end: usize,
+        pos: &mut usize,
+        n: usize,
+        kind: Column,
+    ) -> Result<Cursor, ColumnError> {
+        let body = &buf[..end];
+        let mut cursor = Cursor {
+            pos: *pos,
+            kind,
+            acc: 0,
+        };
+        if n == 0 {
+            return Ok(cursor);
+        }
+        if kind == Column::Delta {
+            cursor.acc = get_varint(body, pos).ok_or("a malformed column start value")?;
+            cursor.pos = *pos;
+        }
+        let mut left = n;
+        while left > 0 {
+            let k = left.min(MINIBLOCK);
+            let (w, _, data) = miniblock_header(body, pos)?;
+            let bytes = (k * w as usize).div_ceil(8);
+            if data + bytes > end {
+                return Err("a column that runs past its block");
+            }
+            *pos = data + bytes;
+            left -= k;
+        }
+        Ok(cursor)
+    }
+
+    /// Decodes the next `out.len()` values (a multiple of [`MINIBLOCK`], except at the
+    /// column's end). `buf` holds the block's payload in `buf[..end]` followed by at least
+    /// [`PAD`] bytes; the headers were checked by [`Cursor::locate`].
+    pub(super) fn read(
+        &mut self,
+        buf: &[u8],
+        end: usize,
+        out: &mut [u64],
+    ) -> Result<(), ColumnError> {
+        debug_assert!(buf.len() >= end + PAD);
+        for chunk in out.chunks_mut(MINIBLOCK) {
+            let (w, min, data) = miniblock_header(&buf[..end], &mut self.pos)?;
+            let min = if self.kind == Column::Delta {
+                unzigzag(min)
+            } else {
+                min
+            };
+            let bytes = (chunk.len() * w as usize).div_ceil(8);
+            if data + bytes > end {
+                return Err("a column that runs past its block");
+            }
+            let src = &buf[data..data + bytes + PAD];
+            if self.kind == Column::Delta {
+                unpack::<true>(src, w, min, chunk, &mut self.acc);
+            } else {
+                unpack::<false>(src, w, min, chunk, &mut self.acc);
+            }
+            self.pos = data + bytes;
+        }
+        Ok(())
+    }
+}
+
+/// Reads a miniblock's width and minimum at `*pos`: `(width, raw minimum, offset of the
+/// packed values)`. On error `*pos` is unchanged.
+#[inline]
+fn miniblock_header(body: &[u8], pos: &mut usize) -> Result<(u32, u64, usize), ColumnError> {
+    let at = *pos;
+    let w = u32::from(*body.get(at).ok_or("a column that runs past its block")?);
+    if w > 64 {
+        return Err("a miniblock wider than 64 bits");
+    }
+    let mut p = at + 1;
+    let min = get_varint(body, &mut p).ok_or("a malformed miniblock minimum")?;
+    Ok((w, min, p))
+}
+
+/// Decodes a whole column of `n` values at `*pos` into `out` (replacing its contents), and
+/// moves `*pos` past it. On error `*pos` is where the bad miniblock starts.
+#[cfg(test)]
 pub(super) fn get_column(
     buf: &[u8],
     end: usize,
@@ -149,58 +251,10 @@ pub(super) fn get_column(
     kind: Column,
     out: &mut Vec<u64>,
 ) -> Result<(), ColumnError> {
-    if n == 0 {
-        out.clear();
-        return Ok(());
-    }
-    debug_assert!(buf.len() >= end + PAD);
-    let start = if kind == Column::Delta {
-        get_varint(&buf[..end], pos).ok_or("a malformed column start value")?
-    } else {
-        0
-    };
-    // Every value is overwritten below: only a change of length needs a fill (blocks but
-    // the last have the same count, so this is rare).
-    if out.len() != n {
-        out.clear();
-        out.resize(n, 0);
-    }
-    let mut acc = start;
-    for chunk in out.chunks_mut(MINIBLOCK) {
-        let at = *pos;
-        let w = u32::from(
-            *buf[..end]
-                .get(at)
-                .ok_or("a column that runs past its block")?,
-        );
-        *pos += 1;
-        if w > 64 {
-            *pos = at;
-            return Err("a miniblock wider than 64 bits");
-        }
-        let Some(min) = get_varint(&buf[..end], pos) else {
-            *pos = at;
-            return Err("a malformed miniblock minimum");
-        };
-        let min = if kind == Column::Delta {
-            unzigzag(min)
-        } else {
-            min
-        };
-        let bytes = (chunk.len() * w as usize).div_ceil(8);
-        if *pos + bytes > end {
-            *pos = at;
-            return Err("a column that runs past its block");
-        }
-        let src = &buf[*pos..*pos + bytes + PAD];
-        if kind == Column::Delta {
-            unpack::<true>(src, w, min, chunk, &mut acc);
-        } else {
-            unpack::<false>(src, w, min, chunk, &mut acc);
-        }
-        *pos += bytes;
-    }
-    Ok(())
+    let mut cursor = Cursor::locate(buf, end, pos, n, kind)?;
+    out.clear();
+    out.resize(n, 0);
+    cursor.read(buf, end, out)
 }
 
 /// Unpacks `out.len()` values of `w` bits from `src` (which extends [`PAD`] bytes past the

@@ -28,7 +28,7 @@ use std::io::{self, Read, Write};
 use std::path::PathBuf;
 
 use super::{Event, EventKind, EventSource, TraceDir, TraceError, TraceHeader};
-use columns::{Column, PAD, get_column, get_varint, put_column, put_varint};
+use columns::{Column, Cursor, PAD, get_varint, put_column, put_varint};
 
 /// The 8 bytes a native trace starts with: a non-ASCII byte, `IOT`, CR LF, Ctrl-Z, LF (the PNG
 /// trick: text-mode transfers and `type`-ing the file are detected).
@@ -384,16 +384,40 @@ impl<W: Write> NativeWriter<W> {
 #[derive(Debug)]
 struct Bad(&'static str);
 
-/// The reader's reusable column buffers, one per numeric field.
-#[derive(Debug, Default)]
-struct Columns {
-    cpu: Vec<u64>,
-    device: Vec<u64>,
-    time: Vec<u64>,
-    dma: Vec<u64>,
-    phys: Vec<u64>,
-    len: Vec<u64>,
-    nents: Vec<u64>,
+/// Events a block is decoded in at a time: the 7 column buffers (7 × 256 × 8 bytes) stay in
+/// L1 while the chunk's events are assembled from them.
+const CHUNK: usize = 256;
+
+/// The reader's reusable column buffers for one chunk: cpu, device, time, dma, phys, len,
+/// nents (the block's column order).
+#[derive(Debug)]
+struct Columns(Box<[[u64; CHUNK]; 7]>);
+
+impl Default for Columns {
+    fn default() -> Self {
+        Columns(Box::new([[0; CHUNK]; 7]))
+    }
+}
+
+impl Columns {
+    /// The first `k` values of each buffer, to fill.
+    fn chunk_buffers(&mut self, k: usize) -> impl Iterator<Item = &mut [u64]> {
+        self.0.iter_mut().map(move |b| &mut b[..k])
+    }
+
+    /// The first `k` values of each buffer, filled.
+    fn chunk(&self, k: usize) -> [&[u64]; 7] {
+        let b = &self.0;
+        [
+            &b[0][..k],
+            &b[1][..k],
+            &b[2][..k],
+            &b[3][..k],
+            &b[4][..k],
+            &b[5][..k],
+            &b[6][..k],
+        ]
+    }
 }
 
 /// Reads a native trace as a stream: one block in memory at a time, decoded column by column
@@ -777,87 +801,88 @@ fn decode_block(
         let i = tags.iter().position(|&t| t & TAG_KIND == max_kind);
         return Err((tags_at + i.unwrap_or(0), "an unknown event kind"));
     }
-    let columns = [
+    // Find every column (checking its miniblock headers), then decode the block in chunks
+    // of `CHUNK` events — every column's values for the chunk, checked, then assembled — so
+    // the column buffers and the events being built stay in L1.
+    let layout = [
+        (Column::Plain, Some((1 << 16, "a cpu above 65535"))),
         (
-            &mut cols.cpu,
-            Column::Plain,
-            Some((1 << 16, "a cpu above 65535")),
-        ),
-        (
-            &mut cols.device,
             Column::Plain,
             Some((
                 devices.len() as u64,
                 "an event of a device not in the table",
             )),
         ),
-        (&mut cols.time, Column::Delta, None),
-        (&mut cols.dma, Column::Delta, None),
-        (&mut cols.phys, Column::Delta, None),
-        (&mut cols.len, Column::Plain, None),
-        (
-            &mut cols.nents,
-            Column::Plain,
-            Some((1 << 32, "nents above 2^32 - 1")),
-        ),
+        (Column::Delta, None),
+        (Column::Delta, None),
+        (Column::Delta, None),
+        (Column::Plain, None),
+        (Column::Plain, Some((1 << 32, "nents above 2^32 - 1"))),
     ];
-    // Each column, then its domain: values must be below the limit.
-    for (col, kind, limit) in columns {
-        let at = pos;
-        let r = get_column(buf, end, &mut pos, count, kind, col);
-        r.map_err(|what| (pos, what))?;
-        if let Some((limit, what)) = limit
-            // An OR is an upper bound on the max and vectorises (a u64 max does not on
-            // baseline x86-64); the exact test runs only when the bound is not enough.
-            && col.iter().fold(0, |a, &v| a | v) >= limit
-            && col.iter().any(|&v| v >= limit)
-        {
-            return Err((at, what));
-        }
+    let mut cursors = [None; 7];
+    let mut starts = [0; 7];
+    for ((cursor, start), &(kind, _)) in cursors.iter_mut().zip(&mut starts).zip(&layout) {
+        *start = pos;
+        let r = Cursor::locate(buf, end, &mut pos, count, kind);
+        *cursor = Some(r.map_err(|what| (pos, what))?);
     }
     if pos != end {
         return Err((pos, "bytes after the last column"));
     }
-    // `nents` is 0 except on map_sg/unmap_sg (kinds 2 and 3).
-    let stray = |(&tag, &n): (&u8, &u64)| n * u64::from((tag & TAG_KIND).wrapping_sub(2) > 1);
-    if tags
-        .iter()
-        .zip(&cols.nents)
-        .map(stray)
-        .fold(0, |a, v| a | v)
-        != 0
-    {
-        let i = tags.iter().zip(&cols.nents).position(|t| stray(t) != 0);
-        return Err((
-            tags_at + i.unwrap_or(0),
-            "nents on an event other than map_sg/unmap_sg",
+    let mut cursors = cursors.map(|c| c.unwrap_or(Cursor::EMPTY));
+    out.clear();
+    out.reserve(count);
+    for (c, tags) in tags.chunks(CHUNK).enumerate() {
+        let k = tags.len();
+        let bufs = cols.chunk_buffers(k);
+        for (((cursor, col), &(_, limit)), &start) in
+            cursors.iter_mut().zip(bufs).zip(&layout).zip(&starts)
+        {
+            cursor.read(buf, end, col).map_err(|what| (start, what))?;
+            if let Some((limit, what)) = limit
+                // An OR is an upper bound on the max and vectorises (a u64 max does not on
+                // baseline x86-64); the exact test runs only when the bound is not enough.
+                && col.iter().fold(0, |a, &v| a | v) >= limit
+                && col.iter().any(|&v| v >= limit)
+            {
+                return Err((start, what));
+            }
+        }
+        let [cpu, device, time, dma, phys, len, nents] = cols.chunk(k);
+        // `nents` is 0 except on map_sg/unmap_sg (kinds 2 and 3).
+        let stray = |(&tag, &n): (&u8, &u64)| n * u64::from((tag & TAG_KIND).wrapping_sub(2) > 1);
+        if tags.iter().zip(nents).map(stray).fold(0, |a, v| a | v) != 0 {
+            let i = tags.iter().zip(nents).position(|t| stray(t) != 0);
+            return Err((
+                tags_at + c * CHUNK + i.unwrap_or(0),
+                "nents on an event other than map_sg/unmap_sg",
+            ));
+        }
+        let rows = tags
+            .iter()
+            .zip(cpu)
+            .zip(device)
+            .zip(time)
+            .zip(dma)
+            .zip(phys)
+            .zip(len)
+            .zip(nents);
+        // Every column is dense, so this is a pure map over rows: no per-event state or
+        // branch, and `extend` over zipped slices writes without a capacity check per event.
+        out.extend(rows.map(
+            |(((((((&tag, &cpu), &device), &time_ns), &dma), &phys), &len), &nents)| Event {
+                time_ns,
+                cpu: cpu as u16,
+                device: device as u16,
+                kind: KINDS[usize::from(tag & TAG_KIND)],
+                dir: DIRS[usize::from((tag >> 4) & 3)],
+                dma: (tag & TAG_DMA != 0).then_some(dma),
+                phys: (tag & TAG_PHYS != 0).then_some(phys),
+                len,
+                nents: nents as u32,
+            },
         ));
     }
-    let rows = tags
-        .iter()
-        .zip(&cols.cpu)
-        .zip(&cols.device)
-        .zip(&cols.time)
-        .zip(&cols.dma)
-        .zip(&cols.phys)
-        .zip(&cols.len)
-        .zip(&cols.nents);
-    out.clear();
-    // Every column is dense, so this is a pure map over rows: no per-event state or branch,
-    // and `extend` over zipped slices writes without a capacity check per event.
-    out.extend(rows.map(
-        |(((((((&tag, &cpu), &device), &time_ns), &dma), &phys), &len), &nents)| Event {
-            time_ns,
-            cpu: cpu as u16,
-            device: device as u16,
-            kind: KINDS[usize::from(tag & TAG_KIND)],
-            dir: DIRS[usize::from((tag >> 4) & 3)],
-            dma: (tag & TAG_DMA != 0).then_some(dma),
-            phys: (tag & TAG_PHYS != 0).then_some(phys),
-            len,
-            nents: nents as u32,
-        },
-    ));
     Ok(())
 }
 
