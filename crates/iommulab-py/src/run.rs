@@ -294,7 +294,8 @@ pub fn run_batch<'py>(
         })
         .map_err(PyErrWrap::from)?;
     let keys: Vec<String> = flatten(&results[0]).into_iter().map(|(k, _)| k).collect();
-    let mut cols: Vec<Vec<&serde_json::Value>> = vec![Vec::with_capacity(results.len()); keys.len()];
+    let mut cols: Vec<Vec<&serde_json::Value>> =
+        vec![Vec::with_capacity(results.len()); keys.len()];
     for r in &results {
         for (i, (_, v)) in flatten(r).into_iter().enumerate() {
             if let Some(col) = cols.get_mut(i) {
@@ -331,7 +332,11 @@ fn column_to_py<'py>(py: Python<'py>, col: &[&serde_json::Value]) -> PyResult<Bo
     {
         return typed("<f8", fs.iter().flat_map(|f| f.to_le_bytes()).collect());
     }
-    if let Some(bs) = col.iter().map(|v| v.as_bool()).collect::<Option<Vec<bool>>>() {
+    if let Some(bs) = col
+        .iter()
+        .map(|v| v.as_bool())
+        .collect::<Option<Vec<bool>>>()
+    {
         return typed("|b1", bs.iter().map(|&b| u8::from(b)).collect());
     }
     let items = col
