@@ -19,7 +19,7 @@
 //! [`Fifo`](super::Fifo), measured by [`MapCache::metadata_bytes`]): a slab of entries,
 //! split in two arrays by field (page number 8 bytes, refcount 4 bytes; a free entry's page
 //! field links the free list), an open-addressing index of 4-byte slab indices with linear
-//! probing, an FxHash-style multiplicative hash and backward-shift deletion (load ≤ 0.8,
+//! probing, an FxHash-style multiplicative hash and backward-shift deletion (load ≤ 2/3,
 //! so ≤ 10 bytes per page), and the policy's per-slot state (8 bytes for the LRU/FIFO
 //! intrusive list). The slab is reserved exactly for the quota (up to 2^20 pages, then
 //! grows by doubling). Steady-state operations allocate nothing: the outcome slices
@@ -206,7 +206,7 @@ impl Table {
         self.gfns.capacity()
     }
 
-    /// Makes room for `cap` slots (exact) and sizes the index for them at load ≤ 0.8.
+    /// Makes room for `cap` slots (exact) and sizes the index for them at load ≤ 2/3.
     fn reserve_slots(&mut self, cap: usize) {
         if cap > self.gfns.capacity() {
             self.gfns.reserve_exact(cap - self.gfns.len());

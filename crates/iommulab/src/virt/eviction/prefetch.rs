@@ -31,7 +31,7 @@
 //! page) a history entry: its page number (8 bytes), 3 followers as 4-byte indices of
 //! their own entries, 3 one-byte counts — 23 bytes in three dense arrays, kept in
 //! 4096-entry chunks (≤ 6.25% slack, in the last chunk only) — plus a 4-byte open-addressing index at load
-//! ≤ 0.8 ([`PageIndex`]). [`EvictionPolicy::metadata_bytes`] reports the per-cached part,
+//! ≤ 2/3 ([`PageIndex`]). [`EvictionPolicy::metadata_bytes`] reports the per-cached part,
 //! [`EvictionPolicy::history_bytes`] the history.
 
 use std::sync::Arc;
