@@ -186,10 +186,14 @@ def sweep(
     configs = [point_config(p, base, workload) for p in params]
     if not configs:
         return pd.DataFrame(columns=list(grid))
-    _validate(configs)
     n = (os.cpu_count() or 1) if workers is None else workers
     if n < 1:
         raise ValueError(f"workers must be at least 1, not {n}")
+    if backend == "local" and n == 1 and not progress:
+        # One native call: it validates every point before running any, as `_validate`
+        # would, and nothing needs chunks (no bar, no other worker).
+        return _frame(params, [run_chunk(configs)])
+    _validate(configs)
     with tqdm(total=len(configs), disable=not progress, desc="sweep", unit="run") as bar:
         if backend == "local":
             chunks = _local(configs, n, executor, bar.update)

@@ -50,6 +50,12 @@ def test_threads_processes_and_serial_agree() -> None:
 def test_sweep_wrong_key_fails_before_running() -> None:
     with pytest.raises(iommulab.ConfigError, match="unknown field `ioss`"):
         iommulab.sweep({"workload.ioss": [1, 2]}, progress=False)
+    # The last point is bad and the first would run for minutes: every path checks all
+    # points before running any (the serial no-progress path in its one native call), so
+    # the error comes at once.
+    for workers, progress in ((1, False), (1, True), (2, False)):
+        with pytest.raises(iommulab.ConfigError, match="hardware.levels"):
+            iommulab.sweep({"hardware.levels": [4, 9]}, workload={"ios": 10**9}, workers=workers, progress=progress)
 
 
 def test_sweep_bad_backend() -> None:

@@ -159,6 +159,15 @@ pub fn flatten(v: &serde_json::Value) -> Vec<(String, &serde_json::Value)> {
     out
 }
 
+/// The leaf values of `v` in [`flatten`]'s order, without building their keys (a batch of
+/// results with the same shape needs the keys once).
+pub fn flatten_values<'v>(v: &'v serde_json::Value, out: &mut Vec<&'v serde_json::Value>) {
+    match v {
+        serde_json::Value::Object(m) => m.values().for_each(|x| flatten_values(x, out)),
+        other => out.push(other),
+    }
+}
+
 /// A JSON object as a flat dict: nested objects become dotted keys (`stats.iommu.walks`).
 pub fn flat_dict<'py>(py: Python<'py>, v: &serde_json::Value) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);

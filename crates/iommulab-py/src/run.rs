@@ -10,7 +10,8 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
 use crate::convert::{
-    bench_config, config_from_json, dict_to_json, flat_dict, flatten, to_json, value_to_py,
+    bench_config, config_from_json, dict_to_json, flat_dict, flatten, flatten_values, to_json,
+    value_to_py,
 };
 use crate::errors::PyErrWrap;
 
@@ -296,11 +297,12 @@ pub fn run_batch<'py>(
     let keys: Vec<String> = flatten(&results[0]).into_iter().map(|(k, _)| k).collect();
     let mut cols: Vec<Vec<&serde_json::Value>> =
         vec![Vec::with_capacity(results.len()); keys.len()];
+    let mut leaves = Vec::with_capacity(keys.len());
     for r in &results {
-        for (i, (_, v)) in flatten(r).into_iter().enumerate() {
-            if let Some(col) = cols.get_mut(i) {
-                col.push(v);
-            }
+        leaves.clear();
+        flatten_values(r, &mut leaves);
+        for (col, v) in cols.iter_mut().zip(&leaves) {
+            col.push(v);
         }
     }
     for (k, col) in keys.into_iter().zip(cols) {
