@@ -34,7 +34,9 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 
-use super::netperf_send::{HEAD_OBJECT, HEADER_LEN, TxMapping, TxPacket, TxPath, check_nic};
+use super::netperf_send::{
+    HEAD_OBJECT, HEADER_LEN, TxMapping, TxPacket, TxPath, check_nic, nic_workload,
+};
 use super::page_alloc::{PageAllocConfig, PageAllocator, Slab};
 use super::zipf::Zipf;
 use super::{DmaOp, Segment, Workload, idx, invalid};
@@ -361,34 +363,7 @@ impl ApacheSendfile {
     }
 }
 
-impl Workload for ApacheSendfile {
-    fn next_op(&mut self) -> Result<Option<DmaOp>, Error> {
-        loop {
-            if let Some(op) = self.tx.pop_op() {
-                return Ok(Some(op));
-            }
-            if !self.refill()? {
-                return Ok(None);
-            }
-        }
-    }
-
-    fn sg_segments(&self) -> &[Segment] {
-        self.tx.sg()
-    }
-
-    fn slots(&self) -> usize {
-        self.tx.max_slots()
-    }
-
-    fn devices(&self) -> usize {
-        1
-    }
-
-    fn total_ios(&self) -> Option<u64> {
-        self.total
-    }
-}
+nic_workload!(ApacheSendfile);
 
 #[cfg(test)]
 mod tests {

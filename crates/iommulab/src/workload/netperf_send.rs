@@ -712,34 +712,44 @@ impl NetperfSend {
     }
 }
 
-impl Workload for NetperfSend {
-    fn next_op(&mut self) -> Result<Option<DmaOp>, Error> {
-        loop {
-            if let Some(op) = self.tx.pop_op() {
-                return Ok(Some(op));
+/// `Workload` for a sender built on [`TxPath`]: ops come from its transmit path, which the
+/// sender's `refill` (`Result<bool, Error>`: false when it has nothing more to send) feeds;
+/// one device; `total` I/Os if known. Shared by netperf-send and apache-sendfile.
+macro_rules! nic_workload {
+    ($sender:ty) => {
+        impl Workload for $sender {
+            fn next_op(&mut self) -> Result<Option<DmaOp>, Error> {
+                loop {
+                    if let Some(op) = self.tx.pop_op() {
+                        return Ok(Some(op));
+                    }
+                    if !self.refill()? {
+                        return Ok(None);
+                    }
+                }
             }
-            if !self.refill()? {
-                return Ok(None);
+
+            fn sg_segments(&self) -> &[Segment] {
+                self.tx.sg()
+            }
+
+            fn slots(&self) -> usize {
+                self.tx.max_slots()
+            }
+
+            fn devices(&self) -> usize {
+                1
+            }
+
+            fn total_ios(&self) -> Option<u64> {
+                self.total
             }
         }
-    }
-
-    fn sg_segments(&self) -> &[Segment] {
-        self.tx.sg()
-    }
-
-    fn slots(&self) -> usize {
-        self.tx.max_slots()
-    }
-
-    fn devices(&self) -> usize {
-        1
-    }
-
-    fn total_ios(&self) -> Option<u64> {
-        self.total
-    }
+    };
 }
+pub(super) use nic_workload;
+
+nic_workload!(NetperfSend);
 
 #[cfg(test)]
 mod tests {
