@@ -5,7 +5,7 @@
 //! then every value minus that minimum in exactly `w` bits, least significant bit first. This
 //! is frame-of-reference bit packing (as in Parquet's `DELTA_BINARY_PACKED`): the decoder
 //! runs one tight loop per miniblock with no branch on the data — one unaligned load, a shift
-//! and a mask per value — which is what lets a reader decode ~100 M events/s where LEB128
+//! and a mask per value — which is what lets a reader decode 80–105 M events/s where LEB128
 //! varints (one data-dependent length per field) did 20 M (`cargo bench --bench trace`).
 //! A per-miniblock minimum and width keep one outlier (a long idle gap, a jump to another
 //! device's IOVA space) from widening more than 64 values.

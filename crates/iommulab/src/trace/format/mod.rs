@@ -14,7 +14,8 @@
 //!   values; time and addresses as deltas. A typical map/unmap trace costs ~12 bytes per
 //!   event, and decoding is a handful of branch-free loops per block rather than a chain of
 //!   data-dependent varint lengths per event: version 1 (LEB128 records) decoded ~20 M
-//!   events/s on the reference VM, version 2 over 100 M (`cargo bench --bench trace`).
+//!   events/s on the reference VM, version 2 80–105 M through `read_batch` depending on
+//!   the host's load (`cargo bench --bench trace`, BENCHMARKS.md).
 //!
 //! Devices: events carry an index into the device table. The table is written in the header,
 //! and may grow while writing ([`NativeWriter::set_devices`]): new names are declared in the
