@@ -31,6 +31,7 @@
 
 use std::sync::Arc;
 
+use crate::addr::{Gpa, Pfn};
 use serde::{Deserialize, Serialize};
 
 use crate::virt::eviction::EvictionPolicy;
@@ -156,6 +157,50 @@ fn prepare(refs: &[PageRef]) -> Prepared {
 /// condition under which the one-pass curves are exact.
 pub fn pinning_free(refs: &[PageRef]) -> bool {
     prepare(refs).pinning_free
+}
+
+/// The page-reference sequence of `refs` (S1.9's method: "recorded access patterns"):
+/// every map is an independent reference, unmapped at once, so nothing is ever pinned and
+/// the one-pass curves are exact. The paper's Figures 3–4 are this view; the map cache
+/// with in-flight pages pinned is the other ([`mrc`] on `refs` itself).
+pub fn page_sequence(refs: &[PageRef]) -> Vec<PageRef> {
+    refs.iter()
+        .filter_map(|r| match *r {
+            PageRef::Map(g) => Some([PageRef::Map(g), PageRef::Unmap(g)]),
+            PageRef::Unmap(_) => None,
+        })
+        .flatten()
+        .collect()
+}
+
+/// Most pages with refcount > 0 at once (S1.2's |P|): a quota of this many pages never
+/// refuses a map, whatever the policy.
+pub fn max_pinned(refs: &[PageRef]) -> u64 {
+    let mut rc: PageMap<Pfn<Gpa>, u32> = Default::default();
+    let (mut now, mut most) = (0u64, 0u64);
+    for r in refs {
+        match *r {
+            PageRef::Map(g) => {
+                let c = rc.entry(g).or_insert(0);
+                if *c == 0 {
+                    now += 1;
+                    most = most.max(now);
+                }
+                *c += 1;
+            }
+            PageRef::Unmap(g) => {
+                if let Some(c) = rc.get_mut(&g)
+                    && *c > 0
+                {
+                    *c -= 1;
+                    if *c == 0 {
+                        now -= 1;
+                    }
+                }
+            }
+        }
+    }
+    most
 }
 
 /// Distinct pages mapped in `refs`.

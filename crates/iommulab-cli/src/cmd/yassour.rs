@@ -235,36 +235,6 @@ fn quotas(ws: u64) -> Vec<(f64, u64)> {
         .collect()
 }
 
-/// Most pages with refcount > 0 at once (S1.2's |P|): a quota of this many pages never
-/// refuses a map, whatever the policy.
-fn max_pinned(refs: &[PageRef]) -> u64 {
-    let mut rc: iommulab::virt::PageMap<u64, u32> = Default::default();
-    let (mut now, mut most) = (0u64, 0u64);
-    for r in refs {
-        match *r {
-            PageRef::Map(g) => {
-                let c = rc.entry(g.get()).or_insert(0);
-                if *c == 0 {
-                    now += 1;
-                    most = most.max(now);
-                }
-                *c += 1;
-            }
-            PageRef::Unmap(g) => {
-                if let Some(c) = rc.get_mut(&g.get())
-                    && *c > 0
-                {
-                    *c -= 1;
-                    if *c == 0 {
-                        now -= 1;
-                    }
-                }
-            }
-        }
-    }
-    most
-}
-
 /// `(hit rate, refused rate)` per quota and the method, for `refs`.
 fn hit_curve(
     refs: &[PageRef],
@@ -301,18 +271,6 @@ fn hit_curve(
         refused.push(p.refused as f64 / maps);
     }
     Ok((hit, refused, method.to_string()))
-}
-
-/// The page sequence alone: each map unmapped at once (no pinning; S1.9's recorded
-/// access pattern).
-fn page_sequence(refs: &[PageRef]) -> Vec<PageRef> {
-    refs.iter()
-        .filter_map(|r| match *r {
-            PageRef::Map(g) => Some([PageRef::Map(g), PageRef::Unmap(g)]),
-            PageRef::Unmap(_) => None,
-        })
-        .flatten()
-        .collect()
 }
 
 /// The CPU series of Figures 5–6 (S1.9): name, eviction, batching, whether the driver
@@ -363,7 +321,7 @@ fn cpu_quotas(lo: u64, hi: u64, half: u64) -> Vec<u64> {
 
 fn workload(spec: &Spec) -> Result<WorkloadResult> {
     let refs = spec.refs()?;
-    let seq = page_sequence(&refs);
+    let seq = mrc::page_sequence(&refs);
     let ws = mrc::distinct_pages(&refs) as u64;
     let qs = quotas(ws);
     let la_seq = Arc::new(Lookahead::from_refs(&seq));
@@ -401,7 +359,7 @@ fn workload(spec: &Spec) -> Result<WorkloadResult> {
             prefetch_hits: st.prefetch_hits,
         });
     }
-    let pinned = max_pinned(&refs);
+    let pinned = mrc::max_pinned(&refs);
     let base = GuestConfig {
         protection_oracle: false,
         ..GuestConfig::default()
@@ -521,7 +479,7 @@ fn workload(spec: &Spec) -> Result<WorkloadResult> {
 
 /// The page-sequence hit rates at the quoted fractions only (a smaller configuration).
 fn sensitivity(spec: &Spec) -> Result<Sensitivity> {
-    let seq = page_sequence(&spec.refs()?);
+    let seq = mrc::page_sequence(&spec.refs()?);
     let ws = mrc::distinct_pages(&seq) as u64;
     let qs: Vec<(f64, u64)> = QUOTED.iter().map(|&f| (f, round_quota(f, ws))).collect();
     let mut hit_rate = Vec::new();
