@@ -19,15 +19,15 @@ use iommulab::flush::{
     Deferred, DeferredConfig, FlushPolicy, FlushQueue, FlushQueueConfig, PerLap, Strict,
 };
 use iommulab::hw::cost::{CostModel, Cycles};
-use iommulab::hw::vtd::{Iommu, IommuConfig};
+use iommulab::hw::vtd::{Vtd, VtdConfig};
 use iommulab::iova::{Bitmap, IovaAllocator, Magazine, MagazineConfig, RbTree};
 
 const PAIRS: u64 = 10_000;
 
 fn api<A: IovaAllocator, F: FlushPolicy>(a: A, f: F) -> DmaApi<A, F> {
-    let iommu = Iommu::new(IommuConfig {
+    let iommu = Vtd::new(VtdConfig {
         cost: CostModel::MODERN,
-        ..IommuConfig::default()
+        ..VtdConfig::default()
     })
     .unwrap();
     DmaApi::new(DmaConfig::default(), iommu, a, f)
@@ -114,9 +114,9 @@ fn software_one<A: IovaAllocator, F: FlushPolicy>(
 ) {
     use iommulab::addr::{DomainId, PAGE_4K};
     use iommulab::flush::{FlushCtx, Unmapped};
-    let mut iommu = Iommu::new(IommuConfig {
+    let mut iommu = Vtd::new(VtdConfig {
         cost: CostModel::MODERN,
-        ..IommuConfig::default()
+        ..VtdConfig::default()
     })
     .unwrap();
     let domain = DomainId::new(1);
@@ -131,7 +131,7 @@ fn software_one<A: IovaAllocator, F: FlushPolicy>(
                     .alloc(cpu, black_box(PAGE_4K.pages_spanned(0, 4096)), limit)
                     .unwrap();
                 let mut ctx = FlushCtx {
-                    iommu: &mut iommu,
+                    unit: &mut iommu,
                     iova: &mut a,
                     now,
                 };
@@ -148,7 +148,7 @@ fn software_one<A: IovaAllocator, F: FlushPolicy>(
             }
             now = now + Cycles::new(30_000_000);
             let mut ctx = FlushCtx {
-                iommu: &mut iommu,
+                unit: &mut iommu,
                 iova: &mut a,
                 now,
             };

@@ -15,7 +15,7 @@ use std::hint::black_box;
 use criterion::{Criterion, criterion_group, criterion_main};
 use iommulab::addr::{Access, Bdf, DomainId, Hpa, Iova, PageSize, Perm, Pfn};
 use iommulab::hw::iotlb::IotlbEntry;
-use iommulab::hw::{Iommu, IommuConfig, Iotlb, IotlbConfig};
+use iommulab::hw::{Iotlb, IotlbConfig, Vtd, VtdConfig};
 
 const D: DomainId = DomainId::new(1);
 
@@ -23,8 +23,8 @@ fn dev() -> Bdf {
     Bdf::new(0, 1, 0).unwrap()
 }
 
-fn setup(pages: u64) -> Iommu {
-    let mut m = Iommu::new(IommuConfig::default()).unwrap();
+fn setup(pages: u64) -> Vtd {
+    let mut m = Vtd::new(VtdConfig::default()).unwrap();
     m.create_domain(D).unwrap();
     m.attach(dev(), D).unwrap();
     if pages > 0 {

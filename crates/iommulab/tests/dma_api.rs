@@ -5,7 +5,7 @@ use iommulab::dma::{
     DeviceHandle, DmaApi, DmaConfig, DmaDebugError, DmaError, MapKind, SgEntry, Translation,
 };
 use iommulab::flush::{Deferred, DeferredConfig, Strict};
-use iommulab::hw::vtd::{FaultReason, Iommu, IommuConfig};
+use iommulab::hw::vtd::{FaultReason, Vtd, VtdConfig};
 use iommulab::iova::{IovaAllocator, RbTree};
 
 const CPU: CpuId = CpuId::new(0);
@@ -20,7 +20,7 @@ fn api_with(translation: Translation) -> (DmaApi<RbTree, Strict>, DeviceHandle) 
     let iova = RbTree::new(Pfn::new(1), Pfn::new(1 << 20)).unwrap();
     let mut api = DmaApi::new(
         cfg,
-        Iommu::new(IommuConfig::default()).unwrap(),
+        Vtd::new(VtdConfig::default()).unwrap(),
         iova,
         Strict::new(),
     );
@@ -76,7 +76,7 @@ fn direction_sets_the_page_permission() {
             .faulted,
         1
     );
-    let f = api.iommu().faults().last().copied().unwrap();
+    let f = api.unit().faults().last().copied().unwrap();
     assert_eq!(f.reason, FaultReason::WriteDenied);
 }
 
@@ -157,7 +157,7 @@ fn dma_debug_reports_driver_bugs_and_leaves_state_unchanged() {
     let (mut api, dev) = api();
     let d = DmaDirection::ToDevice;
     let a = api.map_single(dev, CPU, Hpa::new(0x9000), 1024, d).unwrap();
-    let before = (*api.allocator().stats(), api.iommu().stats().pte_clears);
+    let before = (*api.allocator().stats(), api.unit().stats().pte_clears);
 
     let never = Iova::new(0xdead_0000);
     assert_eq!(
@@ -193,7 +193,7 @@ fn dma_debug_reports_driver_bugs_and_leaves_state_unchanged() {
     ));
     // Nothing changed: the mapping still works and nothing was freed or cleared.
     assert_eq!(
-        (*api.allocator().stats(), api.iommu().stats().pte_clears),
+        (*api.allocator().stats(), api.unit().stats().pte_clears),
         before
     );
     assert_eq!(
@@ -227,12 +227,7 @@ fn detach_reports_leaked_mappings_and_cleans_up() {
     };
     let iova = RbTree::new(Pfn::new(1), Pfn::new(1 << 20)).unwrap();
     let deferred = Deferred::new(DeferredConfig::default(), 3.0);
-    let mut api = DmaApi::new(
-        cfg,
-        Iommu::new(IommuConfig::default()).unwrap(),
-        iova,
-        deferred,
-    );
+    let mut api = DmaApi::new(cfg, Vtd::new(VtdConfig::default()).unwrap(), iova, deferred);
     let dev = api.attach(Bdf::new(0, 3, 0).unwrap()).unwrap();
     let a = api
         .map_single(dev, CPU, Hpa::new(0x3000), 64, DmaDirection::ToDevice)

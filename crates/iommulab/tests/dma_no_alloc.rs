@@ -10,7 +10,7 @@ use iommulab::flush::{
     Deferred, DeferredConfig, FlushPolicy, FlushQueue, FlushQueueConfig, PerLap, Strict,
 };
 use iommulab::hw::cost::{CostModel, Cycles};
-use iommulab::hw::vtd::{Iommu, IommuConfig};
+use iommulab::hw::vtd::{Vtd, VtdConfig};
 use iommulab::iova::{Bitmap, IovaAllocator, Magazine, MagazineConfig, RbTree};
 
 #[global_allocator]
@@ -52,9 +52,9 @@ fn allocations_during<A: IovaAllocator, F: FlushPolicy>(
 }
 
 fn check<A: IovaAllocator, F: FlushPolicy>(name: &str, a: A, f: F) {
-    let iommu = Iommu::new(IommuConfig {
+    let iommu = Vtd::new(VtdConfig {
         cost: CostModel::VTD_2008,
-        ..IommuConfig::default()
+        ..VtdConfig::default()
     })
     .unwrap();
     let mut api = DmaApi::new(DmaConfig::default(), iommu, a, f);
@@ -121,7 +121,7 @@ fn modern_magazine_flush_queue_does_not_allocate() {
 #[test]
 fn counter_sees_the_debug_checkers_allocations() {
     let (s, e) = space();
-    let iommu = Iommu::new(IommuConfig::default()).unwrap();
+    let iommu = Vtd::new(VtdConfig::default()).unwrap();
     let cfg = DmaConfig {
         debug: true,
         ..DmaConfig::default()

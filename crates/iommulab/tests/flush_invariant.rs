@@ -5,15 +5,23 @@
 //! (so its translation is cached) and, like a malicious device, retries every address right
 //! after its unmap. After every map we check that no page of the new range has an IOTLB entry
 //! left over from an earlier mapping.
+//!
+//! The invariant is a property of the policy over the remapping-unit seam, so it is also
+//! checked on units whose invalidation capabilities differ from the default VT-d: VT-d
+//! without page-selective invalidation (`CAP.PSI` clear: page requests become domain ones)
+//! and a flat-table unit whose cache can only be flushed whole ([`FlatUnit`]: every request
+//! becomes a global flush).
 
 use iommulab::addr::{Access, Bdf, CpuId, DmaDirection, Hpa, Iova, PAGE_4K, Pfn};
 use iommulab::dma::{DeviceHandle, DmaApi, DmaConfig, Translation};
 use iommulab::flush::{
     Deferred, DeferredConfig, FlushPolicy, FlushQueue, FlushQueueConfig, PerLap, Strict,
 };
+use iommulab::hw::RemapUnit;
 use iommulab::hw::cost::{CostModel, Cycles};
-use iommulab::hw::vtd::{Iommu, IommuConfig};
+use iommulab::hw::vtd::{Vtd, VtdConfig};
 use iommulab::iova::{Bitmap, IovaAllocator, Magazine, MagazineConfig, RbTree};
+use iommulab::testing::flat_unit::FlatUnit;
 use proptest::prelude::*;
 
 const SPACE_END: u64 = 256;
@@ -56,15 +64,25 @@ struct Live {
     cpu: CpuId,
 }
 
-fn iommu() -> Iommu {
-    Iommu::new(IommuConfig {
+fn iommu() -> Vtd {
+    Vtd::new(VtdConfig {
         cost: CostModel::MODERN,
-        ..IommuConfig::default()
+        ..VtdConfig::default()
     })
     .unwrap()
 }
 
 fn check<A: IovaAllocator, F: FlushPolicy>(
+    a: A,
+    f: F,
+    ops: &[Op],
+    expect_no_stale: bool,
+) -> Result<(), TestCaseError> {
+    check_on(iommu(), a, f, ops, expect_no_stale)
+}
+
+fn check_on<U: RemapUnit, A: IovaAllocator, F: FlushPolicy>(
+    unit: U,
     a: A,
     f: F,
     ops: &[Op],
@@ -76,7 +94,7 @@ fn check<A: IovaAllocator, F: FlushPolicy>(
         debug: true,
         oracle: true,
     };
-    let mut api = DmaApi::new(cfg, iommu(), a, f);
+    let mut api = DmaApi::new(cfg, unit, a, f);
     let dev: DeviceHandle = api.attach(Bdf::new(0, 2, 0).unwrap()).unwrap();
     let domain = api.domain_of(dev).unwrap();
     let mut live: Vec<Live> = Vec::new();
@@ -105,7 +123,7 @@ fn check<A: IovaAllocator, F: FlushPolicy>(
                         for i in 0..n {
                             let pfn: Pfn<Iova> = addr.pfn(PAGE_4K).add(i);
                             prop_assert!(
-                                !api.iommu().iotlb_holds(domain, pfn),
+                                !api.unit().cache_holds(domain, pfn),
                                 "IOVA pfn {pfn} handed out again while a stale IOTLB entry exists"
                             );
                         }
@@ -251,6 +269,65 @@ proptest! {
     fn flush_queue_over_rbtree_never_reuses_stale(ops in prop::collection::vec(op(), 1..300)) {
         check(rbtree(), flush_queue(), &ops, false)?;
     }
+
+    #[test]
+    fn every_policy_keeps_the_invariant_on_vtd_without_psi(ops in prop::collection::vec(op(), 1..300)) {
+        check_on(vtd_without_psi(), magazine(), Strict::new(), &ops, true)?;
+        check_on(vtd_without_psi(), rbtree(), deferred(), &ops, false)?;
+        check_on(vtd_without_psi(), bitmap(), PerLap::new(), &ops, false)?;
+        check_on(vtd_without_psi(), magazine(), flush_queue(), &ops, false)?;
+    }
+
+    #[test]
+    fn every_policy_keeps_the_invariant_on_a_whole_flush_unit(ops in prop::collection::vec(op(), 1..300)) {
+        check_on(FlatUnit::default(), rbtree(), Strict::new(), &ops, true)?;
+        check_on(FlatUnit::default(), rbtree(), deferred(), &ops, false)?;
+        check_on(FlatUnit::default(), bitmap(), PerLap::new(), &ops, false)?;
+        check_on(FlatUnit::default(), magazine(), flush_queue(), &ops, false)?;
+    }
+}
+
+fn vtd_without_psi() -> Vtd {
+    Vtd::new(VtdConfig {
+        cost: CostModel::MODERN,
+        page_selective_invalidation: false,
+        ..VtdConfig::default()
+    })
+    .unwrap()
+}
+
+/// The policy's requests are widened to what the unit can do, and counted as performed:
+/// strict's page-selective invalidations are domain-selective on VT-d without `CAP.PSI`
+/// and whole-cache flushes on a unit that has nothing narrower.
+#[test]
+fn strict_requests_are_widened_to_the_units_capabilities() {
+    fn counts<U: RemapUnit>(unit: U) -> (u64, u64, u64) {
+        let cfg = DmaConfig {
+            translation: Translation::Iommu,
+            dma_bits: DMA_BITS,
+            debug: true,
+            oracle: true,
+        };
+        let mut api = DmaApi::new(cfg, unit, rbtree(), Strict::new());
+        let dev = api.attach(Bdf::new(0, 2, 0).unwrap()).unwrap();
+        let cpu = CpuId::new(0);
+        for i in 0..10u64 {
+            let phys = Hpa::new(0x8000_0000 + i * 0x1000);
+            let addr = api
+                .map_single(dev, cpu, phys, 4096, DmaDirection::ToDevice)
+                .unwrap();
+            api.device_access(dev, addr, 4096, Access::Read).unwrap();
+            api.unmap_single(dev, cpu, addr, 4096, DmaDirection::ToDevice)
+                .unwrap();
+            api.device_access(dev, addr, 4096, Access::Read).unwrap();
+        }
+        assert_eq!(api.oracle().unwrap().totals().stale, 0);
+        let s = api.unit().stats();
+        (s.inv_page, s.inv_domain, s.inv_global)
+    }
+    assert_eq!(counts(iommu()), (10, 0, 0));
+    assert_eq!(counts(vtd_without_psi()), (0, 10, 0));
+    assert_eq!(counts(FlatUnit::default()), (0, 0, 10));
 }
 
 /// The deferred window is real: a device retrying an address right after its unmap gets

@@ -1,5 +1,5 @@
 //! Model-based property tests: random map/unmap/translate sequences run through the VT-d
-//! model ([`Iommu`]) and the naive `HashMap` oracle ([`NaiveTable`]) (style L9, S0.1, S0.3).
+//! model ([`Vtd`]) and the naive `HashMap` oracle ([`NaiveTable`]) (style L9, S0.1, S0.3).
 //!
 //! After every step: `lookup` agrees with the oracle on every touched page; translations
 //! agree whenever the IOTLB cannot be stale (every unmap is followed by an invalidation that
@@ -11,7 +11,7 @@
 use std::collections::BTreeSet;
 
 use iommulab::addr::{Access, Bdf, DomainId, Hpa, Iova, PAGE_4K, Perm, Pfn};
-use iommulab::hw::{Fault, InvRequest, Iommu, IommuConfig, IotlbConfig};
+use iommulab::hw::{Fault, InvRequest, IotlbConfig, Vtd, VtdConfig};
 use iommulab::testing::naive::NaiveTable;
 use proptest::prelude::*;
 
@@ -88,16 +88,16 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
-fn config() -> impl Strategy<Value = IommuConfig> {
+fn config() -> impl Strategy<Value = VtdConfig> {
     (
         3u8..=5,
         prop_oneof![Just((1, 4)), Just((4, 2)), Just((32, 8))],
     )
-        .prop_map(|(levels, (sets, ways))| IommuConfig {
+        .prop_map(|(levels, (sets, ways))| VtdConfig {
             levels,
             iotlb: IotlbConfig::new(sets, ways).unwrap(),
             context_cache_entries: 2,
-            ..IommuConfig::default()
+            ..VtdConfig::default()
         })
 }
 
@@ -105,7 +105,7 @@ fn pfn_iova(p: u64) -> Pfn<Iova> {
     Pfn::new(p)
 }
 
-fn check_invariants(m: &Iommu, ok_translations: u64) {
+fn check_invariants(m: &Vtd, ok_translations: u64) {
     let s = m.stats();
     assert_eq!(s.iotlb.hits + s.iotlb.misses, s.iotlb.lookups);
     assert_eq!(ok_translations + s.faults, s.translations);
@@ -116,8 +116,8 @@ fn check_invariants(m: &Iommu, ok_translations: u64) {
     assert_eq!(m.table_bytes(), s.table_pages * 4096);
 }
 
-fn run(cfg: IommuConfig, ops: &[Op]) {
-    let mut m = Iommu::new(cfg).unwrap();
+fn run(cfg: VtdConfig, ops: &[Op]) {
+    let mut m = Vtd::new(cfg).unwrap();
     m.create_domain(D).unwrap();
     m.attach(dev(), D).unwrap();
     let mut oracle = NaiveTable::new();

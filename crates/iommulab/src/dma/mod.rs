@@ -19,7 +19,9 @@ use crate::addr::{Access, Bdf, CpuId, DmaDirection, DomainId, Hpa, Iova, PAGE_4K
 use crate::device::{AccessOutcome, StaleOracle};
 use crate::flush::{FlushCtx, FlushPolicy, Unmapped};
 use crate::hw::cost::Cycles;
-use crate::hw::vtd::{Iommu, MapError};
+use crate::hw::error::MapError;
+use crate::hw::unit::RemapUnit;
+use crate::hw::vtd::Vtd;
 use crate::iova::{IovaAllocator, IovaError};
 
 pub use debug::{DmaDebug, DmaDebugError, MapKind};
@@ -139,11 +141,12 @@ struct Device {
     attached: bool,
 }
 
-/// The DMA API over IOVA allocator `A` and flush policy `F`.
+/// The DMA API over IOVA allocator `A`, flush policy `F` and remapping unit `U` (VT-d by
+/// default; any [`RemapUnit`]).
 #[derive(Debug)]
-pub struct DmaApi<A, F> {
+pub struct DmaApi<A, F, U = Vtd> {
     config: DmaConfig,
-    iommu: Iommu,
+    unit: U,
     iova: A,
     flush: F,
     devices: Vec<Device>,
@@ -155,14 +158,14 @@ pub struct DmaApi<A, F> {
     stats: DmaStats,
 }
 
-impl<A: IovaAllocator, F: FlushPolicy> DmaApi<A, F> {
-    /// A DMA layer driving `iommu` with allocator `iova` and policy `flush`.
-    pub fn new(config: DmaConfig, iommu: Iommu, iova: A, flush: F) -> Self {
+impl<A: IovaAllocator, F: FlushPolicy, U: RemapUnit> DmaApi<A, F, U> {
+    /// A DMA layer driving remapping unit `unit` with allocator `iova` and policy `flush`.
+    pub fn new(config: DmaConfig, unit: U, iova: A, flush: F) -> Self {
         let bits = u32::from(config.dma_bits.clamp(13, 63));
         let limit = Pfn::new((1u64 << (bits - 12)).min(iova.space_end().get()));
         Self {
             config,
-            iommu,
+            unit,
             last_wraps: iova.stats().wraps,
             iova,
             flush,
@@ -183,8 +186,8 @@ impl<A: IovaAllocator, F: FlushPolicy> DmaApi<A, F> {
             u16::try_from(self.devices.len()).map_err(|_| DmaError::NoSuchDevice(u16::MAX))?;
         let domain = DomainId::new(index + 1);
         if self.config.translation == Translation::Iommu {
-            self.iommu.create_domain(domain)?;
-            self.iommu.attach(bdf, domain)?;
+            self.unit.create_domain(domain)?;
+            self.unit.attach(bdf, domain)?;
         }
         self.devices.push(Device {
             bdf,
@@ -213,7 +216,7 @@ impl<A: IovaAllocator, F: FlushPolicy> DmaApi<A, F> {
         }
         self.drain()?;
         if self.config.translation == Translation::Iommu {
-            self.iommu.detach(d.bdf)?;
+            self.unit.detach(d.bdf)?;
         }
         self.devices[usize::from(dev.0)].attached = false;
         match self.debug.as_mut() {
@@ -232,10 +235,10 @@ impl<A: IovaAllocator, F: FlushPolicy> DmaApi<A, F> {
     /// Sets the modeled time (the runner advances it) and lets expired timers fire.
     pub fn tick(&mut self, now: Cycles) -> Result<(), DmaError> {
         self.now = now;
-        let ghz = self.iommu.config().cost.ghz;
+        let ghz = self.unit.cost().ghz;
         self.iova.on_tick(now, ghz);
         let mut ctx = FlushCtx {
-            iommu: &mut self.iommu,
+            unit: &mut self.unit,
             iova: &mut self.iova,
             now,
         };
@@ -246,7 +249,7 @@ impl<A: IovaAllocator, F: FlushPolicy> DmaApi<A, F> {
     /// Flushes and frees everything the flush policy holds.
     pub fn drain(&mut self) -> Result<(), DmaError> {
         let mut ctx = FlushCtx {
-            iommu: &mut self.iommu,
+            unit: &mut self.unit,
             iova: &mut self.iova,
             now: self.now,
         };
@@ -271,7 +274,7 @@ impl<A: IovaAllocator, F: FlushPolicy> DmaApi<A, F> {
         if wraps != self.last_wraps {
             self.last_wraps = wraps;
             let mut ctx = FlushCtx {
-                iommu: &mut self.iommu,
+                unit: &mut self.unit,
                 iova: &mut self.iova,
                 now: self.now,
             };
@@ -290,13 +293,13 @@ impl<A: IovaAllocator, F: FlushPolicy> DmaApi<A, F> {
         dir: DmaDirection,
     ) -> Result<Pfn<Iova>, DmaError> {
         let pfn = self.alloc_iova(cpu, pages)?;
-        if let Err(e) = self.iommu.map_range(d.domain, pfn, phys, pages, dir.perm()) {
+        if let Err(e) = self.unit.map_range(d.domain, pfn, phys, pages, dir.perm()) {
             // The range was never mapped, so it cannot be cached: free it at once.
             self.iova.free(cpu, pfn, pages)?;
             return Err(e.into());
         }
         // S1.10: non-present → present needs a write-buffer flush, no IOTLB invalidation.
-        self.iommu.flush_write_buffer();
+        self.unit.after_map();
         self.stats.pages_mapped += pages;
         Ok(pfn)
     }
@@ -309,9 +312,9 @@ impl<A: IovaAllocator, F: FlushPolicy> DmaApi<A, F> {
         pfn: Pfn<Iova>,
         pages: u64,
     ) -> Result<(), DmaError> {
-        self.iommu.unmap_range(d.domain, pfn, pages)?;
+        self.unit.unmap_range(d.domain, pfn, pages)?;
         let mut ctx = FlushCtx {
-            iommu: &mut self.iommu,
+            unit: &mut self.unit,
             iova: &mut self.iova,
             now: self.now,
         };
@@ -482,13 +485,13 @@ impl<A: IovaAllocator, F: FlushPolicy> DmaApi<A, F> {
                     let e = *entry;
                     let pages = PAGE_4K.pages_spanned(e.phys.page_offset(PAGE_4K), e.len);
                     if let Err(err) =
-                        self.iommu
+                        self.unit
                             .map_range(d.domain, next, e.phys.pfn(PAGE_4K), pages, dir.perm())
                     {
                         // Undo the segments already mapped; nothing was used yet, so no flush.
                         let done = next.pages_since(base).unwrap_or(0);
                         if done > 0 {
-                            self.iommu.unmap_range(d.domain, base, done)?;
+                            self.unit.unmap_range(d.domain, base, done)?;
                         }
                         self.iova.free(cpu, base, total_pages)?;
                         return Err(err.into());
@@ -496,7 +499,7 @@ impl<A: IovaAllocator, F: FlushPolicy> DmaApi<A, F> {
                     entry.dma = Iova::new(next.base(PAGE_4K).get() | e.phys.page_offset(PAGE_4K));
                     next = next.add(pages);
                 }
-                self.iommu.flush_write_buffer();
+                self.unit.after_map();
                 self.stats.pages_mapped += total_pages;
             }
         }
@@ -596,7 +599,7 @@ impl<A: IovaAllocator, F: FlushPolicy> DmaApi<A, F> {
             };
             let ok = match self.config.translation {
                 Translation::Passthrough => true,
-                Translation::Iommu => self.iommu.translate(d.bdf, page_addr, access).is_ok(),
+                Translation::Iommu => self.unit.translate(d.bdf, page_addr, access).is_ok(),
             };
             if let Some(o) = self.oracle.as_mut() {
                 o.classify(dev.0, page_addr, ok, &mut out);
@@ -622,9 +625,9 @@ impl<A: IovaAllocator, F: FlushPolicy> DmaApi<A, F> {
         &self.stats
     }
 
-    /// The IOMMU model (stats, cycles, faults).
-    pub fn iommu(&self) -> &Iommu {
-        &self.iommu
+    /// The remapping unit (stats, cycles, faults).
+    pub fn unit(&self) -> &U {
+        &self.unit
     }
 
     /// The IOVA allocator.

@@ -8,7 +8,7 @@ use crate::dma::{DmaApi, DmaConfig};
 use crate::error::Error;
 use crate::flush::{Deferred, FlushConfig, FlushPolicy, FlushQueue, PerLap, Strict};
 use crate::hw::cost::Cycles;
-use crate::hw::vtd::Iommu;
+use crate::hw::vtd::Vtd;
 use crate::iova::{AllocatorKind, Bitmap, IovaAllocator, Magazine, RbTree};
 use crate::workload::{PseudoScsi, Workload};
 
@@ -132,7 +132,7 @@ impl<W: Workload> Go<'_, W> {
 
     fn go<A: IovaAllocator, F: FlushPolicy>(self, a: A, f: F) -> Result<RunResult, Error> {
         let cfg = self.cfg;
-        let iommu = Iommu::new(cfg.hardware.resolve()?)?;
+        let iommu = Vtd::new(cfg.hardware.resolve()?)?;
         let dma = DmaConfig {
             translation: cfg.mechanisms().translation,
             dma_bits: cfg.dma_bits,

@@ -33,7 +33,7 @@ use crate::flush::{DeferredConfig, FlushConfig, FlushQueueConfig};
 use crate::hw::cost::{CostModel, CostPreset};
 use crate::hw::invalidate::InvalidationInterface;
 use crate::hw::iotlb::IotlbConfig;
-use crate::hw::vtd::IommuConfig;
+use crate::hw::vtd::VtdConfig;
 use crate::iova::{AllocatorKind, MagazineConfig};
 use crate::workload::PseudoScsiConfig;
 
@@ -262,7 +262,7 @@ impl HardwareConfig {
     }
 
     /// The IOMMU configuration this hardware stands for.
-    pub fn resolve(&self) -> Result<IommuConfig, ConfigError> {
+    pub fn resolve(&self) -> Result<VtdConfig, ConfigError> {
         let old = self.cost != CostPreset::Modern;
         let levels = self.levels.unwrap_or(if old { 3 } else { 4 });
         if !(3..=5).contains(&levels) {
@@ -280,7 +280,7 @@ impl HardwareConfig {
                 expected: "a power-of-two number of sets and at least one way".into(),
             });
         }
-        Ok(IommuConfig {
+        Ok(VtdConfig {
             levels,
             iotlb,
             invalidation: self.invalidation.unwrap_or(if old {
@@ -290,7 +290,7 @@ impl HardwareConfig {
             }),
             write_buffer_flush: self.write_buffer_flush.unwrap_or(old),
             cost: self.cost_model()?,
-            ..IommuConfig::default()
+            ..VtdConfig::default()
         })
     }
 }

@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 use crate::device::AccessOutcome;
 use crate::dma::DmaStats;
 use crate::flush::FlushStats;
-use crate::hw::vtd::IommuStats;
+use crate::hw::IommuStats;
 use crate::iova::IovaStats;
 
 /// The per-component counters of a run (style L13).

@@ -12,6 +12,7 @@ use crate::dma::{DeviceHandle, DmaApi, DmaError, SgEntry, Translation};
 use crate::error::Error;
 use crate::flush::{FlushPolicy, FlushStats};
 use crate::hw::cost::{CostModel, Cycles};
+use crate::hw::unit::RemapUnit;
 use crate::iova::{IovaAllocator, IovaStats};
 use crate::workload::{DmaOp, Workload};
 
@@ -97,8 +98,8 @@ fn slot_mut(slots: &mut Vec<Slot>, slot: u32) -> &mut Slot {
 /// `progress(done, total)` is called every [`PROGRESS_EVERY`] I/Os. With `stop_at`, the run
 /// ends at the first I/O completed at or after that modeled time.
 #[allow(clippy::too_many_arguments)]
-pub fn run<A, F, W>(
-    api: &mut DmaApi<A, F>,
+pub fn run<A, F, U, W>(
+    api: &mut DmaApi<A, F, U>,
     workload: &mut W,
     device: DeviceMode,
     software_clock: SoftwareClock,
@@ -109,9 +110,10 @@ pub fn run<A, F, W>(
 where
     A: IovaAllocator,
     F: FlushPolicy,
+    U: RemapUnit,
     W: Workload,
 {
-    let cost = api.iommu().config().cost;
+    let cost = *api.unit().cost();
     let mut devs: Vec<DeviceHandle> = Vec::with_capacity(workload.devices().max(1));
     for i in 0..workload.devices().max(1) {
         // Device i sits at 00:(i+1).0, then further buses when a bus is full.
@@ -260,8 +262,8 @@ where
 }
 
 /// A malicious device retries the unmapped page at `addr` and `neighbours` pages on each side.
-fn probe_after_unmap<A: IovaAllocator, F: FlushPolicy>(
-    api: &mut DmaApi<A, F>,
+fn probe_after_unmap<A: IovaAllocator, F: FlushPolicy, U: RemapUnit>(
+    api: &mut DmaApi<A, F, U>,
     dev: DeviceHandle,
     addr: Iova,
     dir: DmaDirection,
@@ -281,13 +283,13 @@ fn probe_after_unmap<A: IovaAllocator, F: FlushPolicy>(
     Ok(())
 }
 
-fn dma_calls<A: IovaAllocator, F: FlushPolicy>(api: &DmaApi<A, F>) -> u64 {
+fn dma_calls<A: IovaAllocator, F: FlushPolicy, U: RemapUnit>(api: &DmaApi<A, F, U>) -> u64 {
     let d = api.stats();
     d.maps + d.unmaps + d.map_sgs + d.unmap_sgs
 }
 
-fn modeled_now<A: IovaAllocator, F: FlushPolicy>(
-    api: &DmaApi<A, F>,
+fn modeled_now<A: IovaAllocator, F: FlushPolicy, U: RemapUnit>(
+    api: &DmaApi<A, F, U>,
     cost: &CostModel,
     ios: u64,
     iommu_on: bool,
@@ -296,7 +298,7 @@ fn modeled_now<A: IovaAllocator, F: FlushPolicy>(
     if !iommu_on {
         return io;
     }
-    io + api.iommu().cpu_cycles()
+    io + api.unit().cpu_cycles()
         + modeled_software(
             cost,
             dma_calls(api),
@@ -306,8 +308,8 @@ fn modeled_now<A: IovaAllocator, F: FlushPolicy>(
 }
 
 #[allow(clippy::too_many_arguments)]
-fn summarise<A: IovaAllocator, F: FlushPolicy>(
-    api: &DmaApi<A, F>,
+fn summarise<A: IovaAllocator, F: FlushPolicy, U: RemapUnit>(
+    api: &DmaApi<A, F, U>,
     cost: &CostModel,
     ios: u64,
     wall: f64,
@@ -318,15 +320,15 @@ fn summarise<A: IovaAllocator, F: FlushPolicy>(
     iommu_on: bool,
 ) -> RunResult {
     let n = ios.max(1) as f64;
-    let iommu = api.iommu().stats();
+    let iommu = api.unit().stats();
     let iova = *api.allocator().stats();
     let flush = *api.flush_policy().stats();
     let io_path = Cycles::new(ios * cost.io_path);
     let (hw, sw, devc) = if iommu_on {
         (
-            api.iommu().cpu_cycles(),
+            api.unit().cpu_cycles(),
             modeled_software(cost, dma_calls(api), &iova, &flush),
-            api.iommu().device_cycles(),
+            api.unit().device_cycles(),
         )
     } else {
         (Cycles::ZERO, Cycles::ZERO, Cycles::ZERO)

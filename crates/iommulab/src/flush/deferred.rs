@@ -13,6 +13,7 @@ use super::{FlushCtx, FlushPolicy, FlushStats, Unmapped, ms_to_cycles};
 use crate::addr::CpuId;
 use crate::hw::cost::Cycles;
 use crate::hw::invalidate::InvRequest;
+use crate::hw::unit::RemapUnit;
 use crate::iova::{IovaAllocator, IovaError};
 
 /// Parameters of [`Deferred`].
@@ -67,14 +68,17 @@ impl Deferred {
         &self.config
     }
 
-    fn flush<A: IovaAllocator>(&mut self, ctx: &mut FlushCtx<'_, A>) -> Result<(), IovaError> {
+    fn flush<A: IovaAllocator, U: RemapUnit>(
+        &mut self,
+        ctx: &mut FlushCtx<'_, A, U>,
+    ) -> Result<(), IovaError> {
         self.timer = None;
         if self.array.is_empty() {
             return Ok(());
         }
         self.stats.flushes += 1;
         // One global invalidation per IOMMU (2.6.26 `iommu_flush_iotlb_global`); there is one.
-        ctx.iommu.invalidate(&[InvRequest::Global]);
+        ctx.invalidate(InvRequest::Global);
         let mut first_err = Ok(());
         for (cpu, r) in self.array.drain(..) {
             self.stats.frees += 1;
@@ -89,9 +93,9 @@ impl Deferred {
 }
 
 impl FlushPolicy for Deferred {
-    fn on_unmap<A: IovaAllocator>(
+    fn on_unmap<A: IovaAllocator, U: RemapUnit>(
         &mut self,
-        ctx: &mut FlushCtx<'_, A>,
+        ctx: &mut FlushCtx<'_, A, U>,
         cpu: CpuId,
         range: Unmapped,
     ) -> Result<(), IovaError> {
@@ -114,12 +118,18 @@ impl FlushPolicy for Deferred {
         flushed
     }
 
-    fn on_wrap<A: IovaAllocator>(&mut self, _ctx: &mut FlushCtx<'_, A>) -> Result<(), IovaError> {
+    fn on_wrap<A: IovaAllocator, U: RemapUnit>(
+        &mut self,
+        _ctx: &mut FlushCtx<'_, A, U>,
+    ) -> Result<(), IovaError> {
         // Ranges are freed only after a flush, so a wrap exposes nothing stale.
         Ok(())
     }
 
-    fn on_tick<A: IovaAllocator>(&mut self, ctx: &mut FlushCtx<'_, A>) -> Result<(), IovaError> {
+    fn on_tick<A: IovaAllocator, U: RemapUnit>(
+        &mut self,
+        ctx: &mut FlushCtx<'_, A, U>,
+    ) -> Result<(), IovaError> {
         match self.timer {
             Some(deadline) if ctx.now >= deadline => {
                 self.stats.lock_acquisitions += 1;
@@ -132,7 +142,10 @@ impl FlushPolicy for Deferred {
         }
     }
 
-    fn drain<A: IovaAllocator>(&mut self, ctx: &mut FlushCtx<'_, A>) -> Result<(), IovaError> {
+    fn drain<A: IovaAllocator, U: RemapUnit>(
+        &mut self,
+        ctx: &mut FlushCtx<'_, A, U>,
+    ) -> Result<(), IovaError> {
         if !self.array.is_empty() {
             self.stats.flushes_drain += 1;
         }

@@ -16,6 +16,7 @@ use super::{FlushCtx, FlushPolicy, FlushStats, Unmapped, ms_to_cycles};
 use crate::addr::{CpuId, DomainId};
 use crate::hw::cost::Cycles;
 use crate::hw::invalidate::InvRequest;
+use crate::hw::unit::RemapUnit;
 use crate::iova::{IovaAllocator, IovaError};
 
 /// Parameters of [`FlushQueue`].
@@ -113,21 +114,21 @@ impl FlushQueue {
     }
 
     /// `fq_flush_iotlb`: one domain invalidation per dirty domain, bracketed by the counters.
-    fn flush_iotlb<A: IovaAllocator>(&mut self, ctx: &mut FlushCtx<'_, A>) {
+    fn flush_iotlb<A: IovaAllocator, U: RemapUnit>(&mut self, ctx: &mut FlushCtx<'_, A, U>) {
         self.flush_start_cnt += 1;
         self.stats.flushes += 1;
         for &d in &self.dirty {
-            ctx.iommu.invalidate(&[InvRequest::Domain(d)]);
+            ctx.invalidate(InvRequest::Domain(d));
         }
         self.dirty.clear();
         self.flush_finish_cnt += 1;
     }
 
     /// `fq_ring_free_locked`: frees the entries of ring `i` that a finished flush covered.
-    fn reap<A: IovaAllocator>(
+    fn reap<A: IovaAllocator, U: RemapUnit>(
         &mut self,
         i: usize,
-        ctx: &mut FlushCtx<'_, A>,
+        ctx: &mut FlushCtx<'_, A, U>,
     ) -> Result<(), IovaError> {
         let finish = self.flush_finish_cnt;
         let ring = &mut self.rings[i];
@@ -152,7 +153,10 @@ impl FlushQueue {
         result
     }
 
-    fn flush_all<A: IovaAllocator>(&mut self, ctx: &mut FlushCtx<'_, A>) -> Result<(), IovaError> {
+    fn flush_all<A: IovaAllocator, U: RemapUnit>(
+        &mut self,
+        ctx: &mut FlushCtx<'_, A, U>,
+    ) -> Result<(), IovaError> {
         self.timer = None;
         if self.queued == 0 {
             return Ok(());
@@ -176,9 +180,9 @@ impl FlushQueue {
 }
 
 impl FlushPolicy for FlushQueue {
-    fn on_unmap<A: IovaAllocator>(
+    fn on_unmap<A: IovaAllocator, U: RemapUnit>(
         &mut self,
-        ctx: &mut FlushCtx<'_, A>,
+        ctx: &mut FlushCtx<'_, A, U>,
         cpu: CpuId,
         range: Unmapped,
     ) -> Result<(), IovaError> {
@@ -217,11 +221,17 @@ impl FlushPolicy for FlushQueue {
         result
     }
 
-    fn on_wrap<A: IovaAllocator>(&mut self, _ctx: &mut FlushCtx<'_, A>) -> Result<(), IovaError> {
+    fn on_wrap<A: IovaAllocator, U: RemapUnit>(
+        &mut self,
+        _ctx: &mut FlushCtx<'_, A, U>,
+    ) -> Result<(), IovaError> {
         Ok(())
     }
 
-    fn on_tick<A: IovaAllocator>(&mut self, ctx: &mut FlushCtx<'_, A>) -> Result<(), IovaError> {
+    fn on_tick<A: IovaAllocator, U: RemapUnit>(
+        &mut self,
+        ctx: &mut FlushCtx<'_, A, U>,
+    ) -> Result<(), IovaError> {
         match self.timer {
             Some(deadline) if ctx.now >= deadline => {
                 if self.total_pending() > 0 {
@@ -233,7 +243,10 @@ impl FlushPolicy for FlushQueue {
         }
     }
 
-    fn drain<A: IovaAllocator>(&mut self, ctx: &mut FlushCtx<'_, A>) -> Result<(), IovaError> {
+    fn drain<A: IovaAllocator, U: RemapUnit>(
+        &mut self,
+        ctx: &mut FlushCtx<'_, A, U>,
+    ) -> Result<(), IovaError> {
         if self.total_pending() > 0 {
             self.stats.flushes_drain += 1;
         }

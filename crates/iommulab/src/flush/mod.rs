@@ -24,7 +24,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::addr::{CpuId, DomainId, Iova, Pfn};
 use crate::hw::cost::Cycles;
-use crate::hw::vtd::Iommu;
+use crate::hw::invalidate::InvRequest;
+use crate::hw::unit::RemapUnit;
 use crate::iova::{IovaAllocator, IovaError};
 
 pub use deferred::{Deferred, DeferredConfig};
@@ -87,15 +88,27 @@ impl FlushStats {
     }
 }
 
-/// What a policy may touch when it acts: the IOMMU (to invalidate) and the allocator (to free).
+/// What a policy may touch when it acts: the remapping unit (to invalidate) and the
+/// allocator (to free).
 #[derive(Debug)]
-pub struct FlushCtx<'a, A> {
-    /// The remapping unit whose IOTLB the policy invalidates.
-    pub iommu: &'a mut Iommu,
+pub struct FlushCtx<'a, A, U> {
+    /// The remapping unit whose translation cache the policy invalidates.
+    pub unit: &'a mut U,
     /// The allocator that gets the IOVAs back.
     pub iova: &'a mut A,
     /// The modeled time now.
     pub now: Cycles,
+}
+
+impl<A, U: RemapUnit> FlushCtx<'_, A, U> {
+    /// Invalidates at least what `req` covers: the narrowest request the unit can perform
+    /// ([`crate::hw::InvalidationCaps::widen`]; a page request on a unit that can only
+    /// flush its whole cache becomes a global flush).
+    #[inline]
+    pub fn invalidate(&mut self, req: InvRequest) {
+        let req = self.unit.caps().widen(req);
+        self.unit.invalidate(&[req]);
+    }
 }
 
 /// Decides when to invalidate the IOTLB and when freed IOVAs may return to the allocator.
@@ -104,21 +117,30 @@ pub struct FlushCtx<'a, A> {
 /// stale IOTLB entry for it may exist.
 pub trait FlushPolicy {
     /// The PTEs of `range` were just cleared on `cpu`; the policy now owns its IOVA.
-    fn on_unmap<A: IovaAllocator>(
+    fn on_unmap<A: IovaAllocator, U: RemapUnit>(
         &mut self,
-        ctx: &mut FlushCtx<'_, A>,
+        ctx: &mut FlushCtx<'_, A, U>,
         cpu: CpuId,
         range: Unmapped,
     ) -> Result<(), IovaError>;
 
     /// The allocator wrapped during the allocation that is about to be mapped.
-    fn on_wrap<A: IovaAllocator>(&mut self, ctx: &mut FlushCtx<'_, A>) -> Result<(), IovaError>;
+    fn on_wrap<A: IovaAllocator, U: RemapUnit>(
+        &mut self,
+        ctx: &mut FlushCtx<'_, A, U>,
+    ) -> Result<(), IovaError>;
 
     /// Time passed; timers that expired at or before `ctx.now` fire.
-    fn on_tick<A: IovaAllocator>(&mut self, ctx: &mut FlushCtx<'_, A>) -> Result<(), IovaError>;
+    fn on_tick<A: IovaAllocator, U: RemapUnit>(
+        &mut self,
+        ctx: &mut FlushCtx<'_, A, U>,
+    ) -> Result<(), IovaError>;
 
     /// Flushes and frees everything pending (detach, end of run, or an exhausted allocator).
-    fn drain<A: IovaAllocator>(&mut self, ctx: &mut FlushCtx<'_, A>) -> Result<(), IovaError>;
+    fn drain<A: IovaAllocator, U: RemapUnit>(
+        &mut self,
+        ctx: &mut FlushCtx<'_, A, U>,
+    ) -> Result<(), IovaError>;
 
     /// Ranges waiting for a flush now.
     fn pending(&self) -> usize;

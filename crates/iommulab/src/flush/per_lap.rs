@@ -11,6 +11,7 @@
 use super::{FlushCtx, FlushPolicy, FlushStats, Unmapped};
 use crate::addr::CpuId;
 use crate::hw::invalidate::InvRequest;
+use crate::hw::unit::RemapUnit;
 use crate::iova::{IovaAllocator, IovaError};
 
 /// Free at once; invalidate everything when the allocator wraps.
@@ -30,9 +31,9 @@ impl PerLap {
 }
 
 impl FlushPolicy for PerLap {
-    fn on_unmap<A: IovaAllocator>(
+    fn on_unmap<A: IovaAllocator, U: RemapUnit>(
         &mut self,
-        ctx: &mut FlushCtx<'_, A>,
+        ctx: &mut FlushCtx<'_, A, U>,
         cpu: CpuId,
         range: Unmapped,
     ) -> Result<(), IovaError> {
@@ -43,25 +44,34 @@ impl FlushPolicy for PerLap {
         ctx.iova.free(cpu, range.pfn, range.pages)
     }
 
-    fn on_wrap<A: IovaAllocator>(&mut self, ctx: &mut FlushCtx<'_, A>) -> Result<(), IovaError> {
+    fn on_wrap<A: IovaAllocator, U: RemapUnit>(
+        &mut self,
+        ctx: &mut FlushCtx<'_, A, U>,
+    ) -> Result<(), IovaError> {
         // S0.6: one flush per lap of the IOVA space.
         self.stats.flushes += 1;
         self.stats.flushes_wrap += 1;
         self.since_flush = 0;
-        ctx.iommu.invalidate(&[InvRequest::Global]);
+        ctx.invalidate(InvRequest::Global);
         Ok(())
     }
 
-    fn on_tick<A: IovaAllocator>(&mut self, _ctx: &mut FlushCtx<'_, A>) -> Result<(), IovaError> {
+    fn on_tick<A: IovaAllocator, U: RemapUnit>(
+        &mut self,
+        _ctx: &mut FlushCtx<'_, A, U>,
+    ) -> Result<(), IovaError> {
         Ok(())
     }
 
-    fn drain<A: IovaAllocator>(&mut self, ctx: &mut FlushCtx<'_, A>) -> Result<(), IovaError> {
+    fn drain<A: IovaAllocator, U: RemapUnit>(
+        &mut self,
+        ctx: &mut FlushCtx<'_, A, U>,
+    ) -> Result<(), IovaError> {
         if self.since_flush > 0 {
             self.stats.flushes += 1;
             self.stats.flushes_drain += 1;
             self.since_flush = 0;
-            ctx.iommu.invalidate(&[InvRequest::Global]);
+            ctx.invalidate(InvRequest::Global);
         }
         Ok(())
     }

@@ -6,6 +6,7 @@
 use super::{FlushCtx, FlushPolicy, FlushStats, Unmapped};
 use crate::addr::CpuId;
 use crate::hw::invalidate::InvRequest;
+use crate::hw::unit::RemapUnit;
 use crate::iova::{IovaAllocator, IovaError};
 
 /// Invalidate on every unmap, then free.
@@ -22,30 +23,38 @@ impl Strict {
 }
 
 impl FlushPolicy for Strict {
-    fn on_unmap<A: IovaAllocator>(
+    fn on_unmap<A: IovaAllocator, U: RemapUnit>(
         &mut self,
-        ctx: &mut FlushCtx<'_, A>,
+        ctx: &mut FlushCtx<'_, A, U>,
         cpu: CpuId,
         range: Unmapped,
     ) -> Result<(), IovaError> {
         self.stats.unmaps += 1;
         self.stats.flushes += 1;
-        ctx.iommu
-            .invalidate(&[InvRequest::covering(range.domain, range.pfn, range.pages)]);
+        ctx.invalidate(InvRequest::covering(range.domain, range.pfn, range.pages));
         self.stats.frees += 1;
         ctx.iova.free(cpu, range.pfn, range.pages)
     }
 
-    fn on_wrap<A: IovaAllocator>(&mut self, _ctx: &mut FlushCtx<'_, A>) -> Result<(), IovaError> {
+    fn on_wrap<A: IovaAllocator, U: RemapUnit>(
+        &mut self,
+        _ctx: &mut FlushCtx<'_, A, U>,
+    ) -> Result<(), IovaError> {
         // Nothing is ever stale: every unmap was already invalidated.
         Ok(())
     }
 
-    fn on_tick<A: IovaAllocator>(&mut self, _ctx: &mut FlushCtx<'_, A>) -> Result<(), IovaError> {
+    fn on_tick<A: IovaAllocator, U: RemapUnit>(
+        &mut self,
+        _ctx: &mut FlushCtx<'_, A, U>,
+    ) -> Result<(), IovaError> {
         Ok(())
     }
 
-    fn drain<A: IovaAllocator>(&mut self, _ctx: &mut FlushCtx<'_, A>) -> Result<(), IovaError> {
+    fn drain<A: IovaAllocator, U: RemapUnit>(
+        &mut self,
+        _ctx: &mut FlushCtx<'_, A, U>,
+    ) -> Result<(), IovaError> {
         Ok(())
     }
 

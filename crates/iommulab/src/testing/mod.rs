@@ -1,5 +1,6 @@
 //! Naive oracles and fixtures (feature `test-utils`), reused by tests and benches (style L8/L9).
 
+pub mod flat_unit;
 pub mod naive;
 pub mod naive_cache;
 pub mod naive_iova;

@@ -3,7 +3,7 @@
 //! [`NaiveTable`] is a `HashMap` from 4 KiB I/O page to `(frame, permission)`: the
 //! observable behaviour of one domain's second-level page table (S0.1) without levels,
 //! super-pages or caches. Property tests drive the same operations through it and through
-//! [`crate::hw::Iommu`] and compare after every step.
+//! [`crate::hw::Vtd`] and compare after every step.
 
 use std::collections::HashMap;
 

@@ -30,7 +30,7 @@
 //!   guest memory, a flat array: 5 MiB for a 4 GiB guest.
 
 use crate::addr::{Access, Bdf, DomainId, Gpa, Hpa, Iova, Perm, Pfn};
-use crate::hw::{CostModel, Fault, InvRequest, InvalidationInterface, Iommu, IommuConfig};
+use crate::hw::{CostModel, Fault, InvRequest, InvalidationInterface, RemapUnit, Vtd, VtdConfig};
 
 use super::hypercall::{HostStats, Hypercall, HypercallError};
 
@@ -61,11 +61,12 @@ impl Default for HostConfig {
     }
 }
 
-/// The hypervisor's view of one guest with an assigned device (see the [module docs](self)).
+/// The hypervisor's view of one guest with an assigned device (see the [module docs](self)),
+/// over remapping unit `U` (VT-d by default).
 #[derive(Clone, Debug)]
-pub struct Host {
+pub struct Host<U = Vtd> {
     cfg: HostConfig,
-    iommu: Iommu,
+    unit: U,
     domain: DomainId,
     bdf: Bdf,
     /// Pin count per guest page.
@@ -89,31 +90,42 @@ pub const GUEST_DEVICE: Bdf = match Bdf::new(0, 3, 0) {
     None => panic!("bad bdf"),
 };
 
-impl Host {
-    /// A host with an empty domain for the guest's device.
+impl Host<Vtd> {
+    /// A host with a VT-d unit (the configured cost and invalidation interface, `CAP.RWBF`
+    /// set, as on Yassour's machine, S1.10) and an empty domain for the guest's device.
+    ///
+    /// # Panics
+    /// As [`Host::with_unit`].
+    pub fn new(cfg: HostConfig) -> Self {
+        let icfg = VtdConfig {
+            cost: cfg.cost,
+            invalidation: cfg.invalidation,
+            write_buffer_flush: true,
+            ..VtdConfig::default()
+        };
+        Self::with_unit(cfg, Vtd::new(icfg).expect("valid IOMMU config"))
+    }
+}
+
+impl<U: RemapUnit> Host<U> {
+    /// A host driving `unit`, with an empty domain for the guest's device.
     ///
     /// # Panics
     /// If `guest_pages + hfn_offset` does not fit the 52-bit host frame field or the guest
-    /// memory exceeds 48-bit addresses (not a realistic guest).
-    pub fn new(cfg: HostConfig) -> Self {
+    /// memory exceeds 48-bit addresses (not a realistic guest), or if `unit` already has
+    /// domain 1 or the guest's device.
+    pub fn with_unit(cfg: HostConfig, mut unit: U) -> Self {
         assert!(
             cfg.guest_pages <= 1 << 36 && cfg.hfn_offset <= 1 << 38,
             "guest memory beyond 48-bit addresses"
         );
-        let icfg = IommuConfig {
-            cost: cfg.cost,
-            invalidation: cfg.invalidation,
-            write_buffer_flush: true,
-            ..IommuConfig::default()
-        };
-        let mut iommu = Iommu::new(icfg).expect("valid IOMMU config");
         let domain = DomainId::new(1);
-        iommu.create_domain(domain).expect("fresh domain");
-        iommu.attach(GUEST_DEVICE, domain).expect("fresh device");
+        unit.create_domain(domain).expect("fresh domain");
+        unit.attach(GUEST_DEVICE, domain).expect("fresh device");
         let n = usize::try_from(cfg.guest_pages).expect("guest pages fit usize");
         Self {
             cfg,
-            iommu,
+            unit,
             domain,
             bdf: GUEST_DEVICE,
             pins: vec![0; n],
@@ -163,21 +175,21 @@ impl Host {
     /// The counters; `cycles` includes the IOMMU's.
     pub fn stats(&self) -> HostStats {
         let mut s = self.stats;
-        s.cycles = self.own_cycles + self.iommu.cpu_cycles().get();
+        s.cycles = self.own_cycles + self.unit.cpu_cycles().get();
         s
     }
 
-    /// The guest's IOMMU (read-only: the stale-access oracle reads translations through
-    /// [`Host::device_access`]).
-    pub fn iommu(&self) -> &Iommu {
-        &self.iommu
+    /// The guest's remapping unit (read-only: the stale-access oracle reads translations
+    /// through [`Host::device_access`]).
+    pub fn unit(&self) -> &U {
+        &self.unit
     }
 
     /// The assigned device accesses guest page `gfn` (its DMA address is the gpa), through
     /// the IOMMU and its IOTLB; `Ok` when the access goes through.
     pub fn device_access(&mut self, gfn: Pfn<Gpa>, access: Access) -> Result<Pfn<Hpa>, Fault> {
         let iova = Iova::new(gfn.get() << 12);
-        self.iommu
+        self.unit
             .translate(self.bdf, iova, access)
             .map(|h| Pfn::new(h.get() >> 12))
     }
@@ -263,7 +275,7 @@ impl Host {
             let i = g.get() as usize;
             self.pins[i] -= 1;
             if self.pins[i] == 0 {
-                self.iommu
+                self.unit
                     .unmap_range(self.domain, Self::iova(g.get()), 1)
                     .expect("pinned page is mapped");
                 self.perms[i] = 0;
@@ -286,7 +298,7 @@ impl Host {
                 let merged = have | want;
                 if self.pins[i] > 1 {
                     // Widen the permission: rewrite the PTE, drop the cached narrower one.
-                    self.iommu
+                    self.unit
                         .unmap_range(self.domain, Self::iova(g.get()), 1)
                         .expect("pinned page is mapped");
                     self.inv.push(InvRequest::Page {
@@ -298,7 +310,7 @@ impl Host {
                     self.pinned += 1;
                 }
                 let p = Perm::from_bits(merged & 1 != 0, merged & 2 != 0).unwrap_or(perm);
-                self.iommu
+                self.unit
                     .map_range(self.domain, Self::iova(g.get()), self.hfn(g), 1, p)
                     .expect("page checked unmapped and in range");
                 self.perms[i] = merged;
@@ -307,11 +319,15 @@ impl Host {
             }
         }
         if !self.inv.is_empty() {
-            self.iommu.invalidate(&self.inv);
+            let caps = self.unit.caps();
+            for r in &mut self.inv {
+                *r = caps.widen(*r);
+            }
+            self.unit.invalidate(&self.inv);
             self.stats.iotlb_invalidations += self.inv.len() as u64;
         }
         if set_any {
-            self.iommu.flush_write_buffer();
+            self.unit.after_map();
             self.stats.write_buffer_flushes += 1;
         }
         let (nu, nm) = (call.unmap.len() as u64, call.map.len() as u64);
@@ -331,7 +347,7 @@ impl Host {
         }
         for (i, (&p, &perm)) in self.pins.iter().zip(&self.perms).enumerate() {
             let mapped = self
-                .iommu
+                .unit
                 .lookup(self.domain, Self::iova(i as u64))
                 .is_some();
             if (p > 0) != mapped || (p > 0) != (perm != 0) {

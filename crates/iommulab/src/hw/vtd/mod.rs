@@ -11,16 +11,16 @@
 //!    └► walk: one fetch per level (S0.1) ──► leaf ──► fill IOTLB ──► permission check ──► hpa
 //! ```
 //!
-//! Software side: [`Iommu::map`] and [`Iommu::unmap`] write PTEs in simulated memory
+//! Software side: [`Vtd::map`] and [`Vtd::unmap`] write PTEs in simulated memory
 //! ([`memory`]) and charge `pte_set` / `pte_clear` to the CPU clock. They never touch the
 //! IOTLB: after an unmap the old translation stays usable by the device until software issues
 //! an invalidation (S0.3) — that window is what the flush policies trade against speed and the
 //! stale-access oracle detects. A non-present → present change needs no invalidation, only a
-//! write-buffer flush where `CAP.RWBF` is set (S1.10): [`Iommu::flush_write_buffer`].
+//! write-buffer flush where `CAP.RWBF` is set (S1.10): [`Vtd::flush_write_buffer`].
 //!
 //! Clocks: CPU-side cycles (PTE writes, write-buffer flushes, invalidations) accumulate in
-//! [`Iommu::cpu_cycles`]; device-side walk latency (`walk_fetch` per memory fetch) in
-//! [`Iommu::device_cycles`].
+//! [`Vtd::cpu_cycles`]; device-side walk latency (`walk_fetch` per memory fetch) in
+//! [`Vtd::device_cycles`].
 //!
 //! All domains share the configured number of levels. Translation types other than
 //! "untranslated requests via second-level tables" (pass-through, device-TLB) and scalable
@@ -30,9 +30,9 @@
 //!
 //! ```
 //! use iommulab::addr::{Access, Bdf, DomainId, Hpa, Iova, PageSize, Perm, Pfn};
-//! use iommulab::hw::{Iommu, IommuConfig, FaultReason};
+//! use iommulab::hw::{Vtd, VtdConfig, FaultReason};
 //!
-//! let mut mmu = Iommu::new(IommuConfig::default()).unwrap();
+//! let mut mmu = Vtd::new(VtdConfig::default()).unwrap();
 //! let (d, dev) = (DomainId::new(1), Bdf::new(0, 3, 0).unwrap());
 //! mmu.create_domain(d).unwrap();
 //! mmu.attach(dev, d).unwrap();
@@ -44,112 +44,31 @@
 
 pub mod context_cache;
 pub mod entry;
-pub mod fault;
-pub mod memory;
 pub mod table;
 
 use serde::{Deserialize, Serialize};
 
 use crate::addr::{Access, Bdf, DomainId, Hpa, Iova, PAGE_4K, PageSize, Perm, Pfn};
 use crate::hw::cost::{CostModel, Cycles};
-use crate::hw::invalidate::{InvRequest, InvalidationInterface};
-use crate::hw::iotlb::{Iotlb, IotlbConfig, IotlbConfigError, IotlbEntry, IotlbStats};
+use crate::hw::error::bytes;
+use crate::hw::fault::FaultLog;
+use crate::hw::invalidate::{InvRequest, InvalidationInterface, MAX_ADDRESS_MASK};
+use crate::hw::iotlb::{Iotlb, IotlbConfig, IotlbEntry};
+use crate::hw::memory::TableMemory;
+use crate::hw::stats::IommuStats;
+use crate::hw::unit::{InvalidationCaps, RemapUnit};
 
 use context_cache::{CachedContext, ContextCache};
 use entry::{ContextEntry, MAX_HPA_PFN, RootEntry, SlPte};
-use fault::FaultLog;
-use memory::TableMemory;
 use table::{RangeConflict, SlTable};
 
-pub use fault::{Fault, FaultReason};
-
-/// A caller or configuration bug: the request cannot be carried out and nothing changed.
-/// Addresses in variants are byte addresses (`pfn × 4096`, saturating).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum MapError {
-    /// Some page of the requested range already has a mapping (of any size).
-    #[error("iova {iova:#x} is already mapped")]
-    AlreadyMapped {
-        /// Lowest already-mapped page of the range.
-        iova: u64,
-    },
-    /// The range reaches above the domain's input address width.
-    #[error("iova {iova:#x} is beyond the {bits}-bit address width (set `levels` higher)")]
-    BeyondAddressWidth {
-        /// First page of the range that is out of reach.
-        iova: u64,
-        /// Address width in bits (39, 48 or 57).
-        bits: u8,
-    },
-    /// The domain id is already in use.
-    #[error("domain {domain:#x} already exists")]
-    DomainExists {
-        /// The domain id.
-        domain: u16,
-    },
-    /// A host frame above the 52-bit address field of a second-level PTE.
-    #[error("hpa {hpa:#x} does not fit in a second-level PTE (bits 51:12)")]
-    HpaBeyondAddressWidth {
-        /// First out-of-range host address.
-        hpa: u64,
-    },
-    /// The IOTLB geometry is invalid.
-    #[error(transparent)]
-    Iotlb(#[from] IotlbConfigError),
-    /// `levels` is not 3, 4 or 5.
-    #[error("levels = {levels:#x}, expected 3, 4 or 5 (39-, 48- or 57-bit address width)")]
-    Levels {
-        /// The rejected level count.
-        levels: u8,
-    },
-    /// IOVA or HPA not aligned to the page size of the mapping.
-    #[error("iova {iova:#x} → hpa {hpa:#x} is not aligned to the {size:?} page size")]
-    Misaligned {
-        /// The requested IOVA.
-        iova: u64,
-        /// The requested HPA.
-        hpa: u64,
-        /// The requested page size.
-        size: PageSize,
-    },
-    /// The device is not attached to any domain.
-    #[error("device {bdf} is not attached to a domain")]
-    NotAttached {
-        /// The requester id.
-        bdf: Bdf,
-    },
-    /// Some page of the range has no mapping.
-    #[error("iova {iova:#x} is not mapped")]
-    NotMapped {
-        /// Lowest unmapped page of the range.
-        iova: u64,
-    },
-    /// No domain with this id was created.
-    #[error("domain {domain:#x} does not exist (create_domain first)")]
-    NoSuchDomain {
-        /// The domain id.
-        domain: u16,
-    },
-    /// The page lies inside a super-page leaf, which can only be unmapped whole, by
-    /// [`Iommu::unmap`] at its first page.
-    #[error("iova {iova:#x} lies inside a {size:?} super-page; unmap it whole at its first page")]
-    PartialSuperPage {
-        /// The requested page.
-        iova: u64,
-        /// Size of the leaf that maps it.
-        size: PageSize,
-    },
-}
-
-/// Byte address of a 4 KiB page number, for messages (saturating: never wraps).
-fn bytes(pfn: u64) -> u64 {
-    pfn.saturating_mul(PAGE_4K.bytes())
-}
+pub use crate::hw::error::MapError;
+pub use crate::hw::fault::{Fault, FaultReason};
 
 /// Configuration of the remapping unit. `#[serde(default)]`: a TOML table may give any subset.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
-pub struct IommuConfig {
+pub struct VtdConfig {
     /// Second-level table depth: 3, 4 or 5 (39-, 48-, 57-bit address width; AW = levels − 2).
     pub levels: u8,
     /// IOTLB geometry (S2.8).
@@ -159,15 +78,19 @@ pub struct IommuConfig {
     /// How invalidations are submitted (S1.10).
     pub invalidation: InvalidationInterface,
     /// `CAP.RWBF`: whether the hardware needs a write-buffer flush after non-present → present
-    /// PTE changes (S1.10). When false, [`Iommu::flush_write_buffer`] is a no-op.
+    /// PTE changes (S1.10). When false, [`Vtd::flush_write_buffer`] is a no-op.
     pub write_buffer_flush: bool,
     /// Fault records kept; later faults are only counted.
     pub fault_log_capacity: usize,
+    /// `CAP.PSI`: page-selective IOTLB invalidation (up to [`MAX_ADDRESS_MASK`]). Without
+    /// it a page request is performed as its domain's (what Linux's intel-iommu does when
+    /// `cap_pgsel_inv` is clear).
+    pub page_selective_invalidation: bool,
     /// Cycle costs.
     pub cost: CostModel,
 }
 
-impl Default for IommuConfig {
+impl Default for VtdConfig {
     fn default() -> Self {
         Self {
             levels: 4,
@@ -176,68 +99,16 @@ impl Default for IommuConfig {
             invalidation: InvalidationInterface::Queued,
             write_buffer_flush: true,
             fault_log_capacity: 256,
+            page_selective_invalidation: true,
             cost: CostModel::MODERN,
         }
     }
 }
 
-/// Counters of the remapping unit (style L13).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct IommuStats {
-    /// Leaf PTEs written present (one per 4 KiB page of `map_range`, one per `map`).
-    pub pte_sets: u64,
-    /// Leaf PTEs cleared.
-    pub pte_clears: u64,
-    /// Write-buffer flushes performed (only counted when `CAP.RWBF` is set).
-    pub write_buffer_flushes: u64,
-    /// Page-selective IOTLB invalidation requests.
-    pub inv_page: u64,
-    /// Domain-selective IOTLB invalidation requests.
-    pub inv_domain: u64,
-    /// Global IOTLB invalidation requests.
-    pub inv_global: u64,
-    /// Invalidation-wait descriptors (one per non-empty queued batch).
-    pub inv_waits: u64,
-    /// The IOTLB's own counters.
-    pub iotlb: IotlbStats,
-    /// Translations whose context came from the context cache.
-    pub context_cache_hits: u64,
-    /// Translations that fetched the root and context entries.
-    pub context_cache_misses: u64,
-    /// Memory fetches by the hardware: root, context and page-table entries.
-    pub walk_fetches: u64,
-    /// Calls to [`Iommu::translate`].
-    pub translations: u64,
-    /// Translations that faulted (recorded or dropped).
-    pub faults: u64,
-    /// 4 KiB frames used by remapping tables (root, context and page tables).
-    pub table_pages: u64,
-}
-
-impl IommuStats {
-    /// Adds `other`'s counters to `self` (to aggregate runs).
-    pub fn merge(&mut self, other: &Self) {
-        self.pte_sets += other.pte_sets;
-        self.pte_clears += other.pte_clears;
-        self.write_buffer_flushes += other.write_buffer_flushes;
-        self.inv_page += other.inv_page;
-        self.inv_domain += other.inv_domain;
-        self.inv_global += other.inv_global;
-        self.inv_waits += other.inv_waits;
-        self.iotlb.merge(&other.iotlb);
-        self.context_cache_hits += other.context_cache_hits;
-        self.context_cache_misses += other.context_cache_misses;
-        self.walk_fetches += other.walk_fetches;
-        self.translations += other.translations;
-        self.faults += other.faults;
-        self.table_pages += other.table_pages;
-    }
-}
-
 /// The VT-d remapping unit with its tables in simulated memory.
 #[derive(Debug, Clone)]
-pub struct Iommu {
-    cfg: IommuConfig,
+pub struct Vtd {
+    cfg: VtdConfig,
     mem: TableMemory,
     /// Frame of the root table (`RTADDR`).
     root_table: Pfn<Hpa>,
@@ -258,9 +129,9 @@ pub struct Iommu {
     leaf_hint: Option<(Pfn<Hpa>, u64, Pfn<Hpa>)>,
 }
 
-impl Iommu {
+impl Vtd {
     /// A remapping unit with an empty root table and no domains.
-    pub fn new(cfg: IommuConfig) -> Result<Self, MapError> {
+    pub fn new(cfg: VtdConfig) -> Result<Self, MapError> {
         if !(3..=5).contains(&cfg.levels) {
             return Err(MapError::Levels { levels: cfg.levels });
         }
@@ -283,7 +154,7 @@ impl Iommu {
     }
 
     /// The configuration.
-    pub fn config(&self) -> &IommuConfig {
+    pub fn config(&self) -> &VtdConfig {
         &self.cfg
     }
 
@@ -617,7 +488,7 @@ impl Iommu {
 
     /// Flushes the write buffer (`GCMD.WBF`), needed after non-present → present changes on
     /// hardware with `CAP.RWBF` (S1.10). Counted and charged only if
-    /// [`IommuConfig::write_buffer_flush`] is set.
+    /// [`VtdConfig::write_buffer_flush`] is set.
     pub fn flush_write_buffer(&mut self) {
         if self.cfg.write_buffer_flush {
             self.stats.write_buffer_flushes += 1;
@@ -634,6 +505,10 @@ impl Iommu {
             return;
         }
         for &r in reqs {
+            debug_assert!(
+                RemapUnit::caps(self).supports(r),
+                "{r:?} is not supported: widen it with InvalidationCaps::widen"
+            );
             match r {
                 InvRequest::Global => self.stats.inv_global += 1,
                 InvRequest::Domain(_) => self.stats.inv_domain += 1,
@@ -649,7 +524,7 @@ impl Iommu {
     }
 
     /// Invalidates the whole context cache (global context-cache invalidation). Not needed
-    /// after [`Iommu::attach`]/[`Iommu::detach`], which invalidate the device's entry.
+    /// after [`Vtd::attach`]/[`Vtd::detach`], which invalidate the device's entry.
     pub fn invalidate_context_cache(&mut self) {
         self.context_cache.invalidate_all();
     }
@@ -798,6 +673,96 @@ impl Iommu {
     /// Bytes of remapping tables: 4096 × (root + context + page-table frames).
     pub fn table_bytes(&self) -> u64 {
         self.mem.frames() * PAGE_4K.bytes()
+    }
+}
+
+/// VT-d behind the seam: every method is the inherent one of the same name.
+impl RemapUnit for Vtd {
+    const KIND: &'static str = "vtd";
+
+    fn caps(&self) -> InvalidationCaps {
+        InvalidationCaps {
+            page_selective: self
+                .cfg
+                .page_selective_invalidation
+                .then_some(MAX_ADDRESS_MASK),
+            domain_selective: true,
+            interface: self.cfg.invalidation,
+            flush_needs_quiesce: false,
+        }
+    }
+    fn cost(&self) -> &CostModel {
+        &self.cfg.cost
+    }
+    fn address_bits(&self) -> u8 {
+        Vtd::address_bits(self)
+    }
+    fn create_domain(&mut self, id: DomainId) -> Result<(), MapError> {
+        Vtd::create_domain(self, id)
+    }
+    fn attach(&mut self, bdf: Bdf, domain: DomainId) -> Result<(), MapError> {
+        Vtd::attach(self, bdf, domain)
+    }
+    fn detach(&mut self, bdf: Bdf) -> Result<(), MapError> {
+        Vtd::detach(self, bdf)
+    }
+    fn domain_of(&self, bdf: Bdf) -> Option<DomainId> {
+        Vtd::domain_of(self, bdf)
+    }
+    #[inline]
+    fn map_range(
+        &mut self,
+        domain: DomainId,
+        iova: Pfn<Iova>,
+        hpa: Pfn<Hpa>,
+        pages: u64,
+        perm: Perm,
+    ) -> Result<(), MapError> {
+        Vtd::map_range(self, domain, iova, hpa, pages, perm)
+    }
+    #[inline]
+    fn unmap_range(
+        &mut self,
+        domain: DomainId,
+        iova: Pfn<Iova>,
+        pages: u64,
+    ) -> Result<(), MapError> {
+        Vtd::unmap_range(self, domain, iova, pages)
+    }
+    #[inline]
+    fn after_map(&mut self) {
+        self.flush_write_buffer();
+    }
+    fn invalidate(&mut self, reqs: &[InvRequest]) {
+        Vtd::invalidate(self, reqs);
+    }
+    #[inline]
+    fn translate(&mut self, bdf: Bdf, iova: Iova, access: Access) -> Result<Hpa, Fault> {
+        Vtd::translate(self, bdf, iova, access)
+    }
+    fn lookup(&self, domain: DomainId, iova: Pfn<Iova>) -> Option<(Pfn<Hpa>, Perm)> {
+        Vtd::lookup(self, domain, iova).map(|(frame, perm, _)| (frame, perm))
+    }
+    fn cache_holds(&self, domain: DomainId, iova: Pfn<Iova>) -> bool {
+        self.iotlb_holds(domain, iova)
+    }
+    fn stats(&self) -> IommuStats {
+        Vtd::stats(self)
+    }
+    fn cpu_cycles(&self) -> Cycles {
+        self.cpu
+    }
+    fn device_cycles(&self) -> Cycles {
+        self.device
+    }
+    fn faults(&self) -> &[Fault] {
+        Vtd::faults(self)
+    }
+    fn faults_dropped(&self) -> u64 {
+        Vtd::faults_dropped(self)
+    }
+    fn table_bytes(&self) -> u64 {
+        Vtd::table_bytes(self)
     }
 }
 

@@ -20,8 +20,8 @@
 use crate::addr::{Hpa, PageSize, Perm, Pfn};
 
 use super::entry::SlPte;
-pub(crate) use super::memory::ENTRIES_PER_TABLE;
-use super::memory::TableMemory;
+pub(crate) use crate::hw::memory::ENTRIES_PER_TABLE;
+use crate::hw::memory::TableMemory;
 
 /// Index bits per level (S0.1).
 pub const BITS_PER_LEVEL: u32 = 9;

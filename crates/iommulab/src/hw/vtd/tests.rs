@@ -9,14 +9,14 @@ fn dev(n: u8) -> Bdf {
     Bdf::new(0, n, 0).unwrap()
 }
 
-fn cfg() -> IommuConfig {
-    IommuConfig::default()
+fn cfg() -> VtdConfig {
+    VtdConfig::default()
 }
 
 /// An IOMMU with domains 1 and 2, `dev(1)` attached to D1 and `dev(2)` to D2, and the
 /// given `(domain, iova pfn, hpa pfn, pages, perm)` 4 KiB mappings.
-fn iommu_with(cfg: IommuConfig, rows: &[(DomainId, u64, u64, u64, Perm)]) -> Iommu {
-    let mut m = Iommu::new(cfg).unwrap();
+fn iommu_with(cfg: VtdConfig, rows: &[(DomainId, u64, u64, u64, Perm)]) -> Vtd {
+    let mut m = Vtd::new(cfg).unwrap();
     m.create_domain(D1).unwrap();
     m.create_domain(D2).unwrap();
     m.attach(dev(1), D1).unwrap();
@@ -29,7 +29,7 @@ fn iommu_with(cfg: IommuConfig, rows: &[(DomainId, u64, u64, u64, Perm)]) -> Iom
 }
 
 #[track_caller]
-fn assert_translates(m: &mut Iommu, bdf: Bdf, iova: u64, access: Access, want: u64) {
+fn assert_translates(m: &mut Vtd, bdf: Bdf, iova: u64, access: Access, want: u64) {
     assert_eq!(
         m.translate(bdf, Iova::new(iova), access),
         Ok(Hpa::new(want))
@@ -37,7 +37,7 @@ fn assert_translates(m: &mut Iommu, bdf: Bdf, iova: u64, access: Access, want: u
 }
 
 #[track_caller]
-fn assert_faults(m: &mut Iommu, bdf: Bdf, iova: u64, access: Access, want: FaultReason) {
+fn assert_faults(m: &mut Vtd, bdf: Bdf, iova: u64, access: Access, want: FaultReason) {
     let f = m.translate(bdf, Iova::new(iova), access).unwrap_err();
     assert_eq!(
         f,
@@ -253,7 +253,7 @@ fn register_vs_queued_invalidation_cost() {
         })
         .collect();
     let c = CostModel::MODERN;
-    let mut reg = Iommu::new(IommuConfig {
+    let mut reg = Vtd::new(VtdConfig {
         invalidation: InvalidationInterface::Register,
         ..cfg()
     })
@@ -264,7 +264,7 @@ fn register_vs_queued_invalidation_cost() {
         N * (c.inv_register_overhead + c.inv_page)
     );
     assert_eq!(reg.stats().inv_waits, 0);
-    let mut q = Iommu::new(IommuConfig {
+    let mut q = Vtd::new(VtdConfig {
         invalidation: InvalidationInterface::Queued,
         ..cfg()
     })
@@ -283,7 +283,7 @@ fn register_vs_queued_invalidation_cost() {
 #[test]
 fn levels_reach_39_48_57_bits_and_reject_beyond() {
     for (levels, bits) in [(3u8, 39u8), (4, 48), (5, 57)] {
-        let mut m = iommu_with(IommuConfig { levels, ..cfg() }, &[]);
+        let mut m = iommu_with(VtdConfig { levels, ..cfg() }, &[]);
         assert_eq!(m.address_bits(), bits);
         let last = (1u64 << (bits - 12)) - 1;
         m.map(
@@ -325,10 +325,10 @@ fn levels_reach_39_48_57_bits_and_reject_beyond() {
         );
     }
     assert_eq!(
-        Iommu::new(IommuConfig { levels: 2, ..cfg() }).unwrap_err(),
+        Vtd::new(VtdConfig { levels: 2, ..cfg() }).unwrap_err(),
         MapError::Levels { levels: 2 }
     );
-    assert!(Iommu::new(IommuConfig { levels: 6, ..cfg() }).is_err());
+    assert!(Vtd::new(VtdConfig { levels: 6, ..cfg() }).is_err());
 }
 
 /// S1.2, VT-d §9.8: a 2 MiB leaf (PS at level 2) translates all 512 of its pages and a
@@ -505,7 +505,7 @@ fn stats_add_up() {
 #[test]
 fn fault_log_keeps_first_records_and_counts_overflow() {
     let mut m = iommu_with(
-        IommuConfig {
+        VtdConfig {
             fault_log_capacity: 3,
             ..cfg()
         },
@@ -527,13 +527,13 @@ fn fault_log_keeps_first_records_and_counts_overflow() {
 #[test]
 fn write_buffer_flush_only_with_rwbf() {
     let cost = CostModel::VTD_2008;
-    let mut m = Iommu::new(IommuConfig { cost, ..cfg() }).unwrap();
+    let mut m = Vtd::new(VtdConfig { cost, ..cfg() }).unwrap();
     m.flush_write_buffer();
     assert_eq!(
         (m.stats().write_buffer_flushes, m.cpu_cycles().get()),
         (1, 1200)
     );
-    let mut m = Iommu::new(IommuConfig {
+    let mut m = Vtd::new(VtdConfig {
         cost,
         write_buffer_flush: false,
         ..cfg()
@@ -550,7 +550,7 @@ fn write_buffer_flush_only_with_rwbf() {
 #[test]
 fn pte_writes_are_charged_per_leaf() {
     let cost = CostModel::VTD_2008;
-    let mut m = iommu_with(IommuConfig { cost, ..cfg() }, &[(D1, 0, 0, 3, Perm::Read)]);
+    let mut m = iommu_with(VtdConfig { cost, ..cfg() }, &[(D1, 0, 0, 3, Perm::Read)]);
     m.unmap_range(D1, Pfn::new(0), 2).unwrap();
     let s = m.stats();
     assert_eq!((s.pte_sets, s.pte_clears), (3, 2));
@@ -561,7 +561,7 @@ fn pte_writes_are_charged_per_leaf() {
 /// intermediate tables are kept after unmap.
 #[test]
 fn table_pages_count_root_context_and_page_tables() {
-    let mut m = Iommu::new(cfg()).unwrap();
+    let mut m = Vtd::new(cfg()).unwrap();
     assert_eq!(m.table_bytes(), 4096);
     m.create_domain(D1).unwrap();
     m.attach(dev(1), D1).unwrap();
@@ -578,7 +578,7 @@ fn table_pages_count_root_context_and_page_tables() {
 #[test]
 fn tiny_iotlb_evicts_and_walks_again() {
     let iotlb = IotlbConfig::new(1, 1).unwrap();
-    let mut m = iommu_with(IommuConfig { iotlb, ..cfg() }, &[(D1, 0, 0, 2, Perm::Read)]);
+    let mut m = iommu_with(VtdConfig { iotlb, ..cfg() }, &[(D1, 0, 0, 2, Perm::Read)]);
     for i in 0..6u64 {
         m.translate(dev(1), Iova::new((i % 2) << 12), Access::Read)
             .unwrap();
@@ -590,7 +590,7 @@ fn tiny_iotlb_evicts_and_walks_again() {
 /// The config round-trips through TOML with defaults filled in.
 #[test]
 fn config_deserialises_with_defaults() {
-    let c: IommuConfig =
+    let c: VtdConfig =
         toml::from_str("levels = 3\ninvalidation = \"register\"\n[iotlb]\nways = 4\n").unwrap();
     assert_eq!(c.levels, 3);
     assert_eq!(c.invalidation, InvalidationInterface::Register);
