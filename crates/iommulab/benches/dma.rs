@@ -14,7 +14,7 @@ use std::hint::black_box;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use iommulab::addr::{Bdf, CpuId, DmaDirection, Hpa, Pfn};
-use iommulab::dma::{DmaApi, DmaConfig};
+use iommulab::dma::{DmaApi, DmaConfig, Native};
 use iommulab::flush::{
     Deferred, DeferredConfig, FlushPolicy, FlushQueue, FlushQueueConfig, PerLap, Strict,
 };
@@ -30,7 +30,7 @@ fn api<A: IovaAllocator, F: FlushPolicy>(a: A, f: F) -> DmaApi<A, F> {
         ..VtdConfig::default()
     })
     .unwrap();
-    DmaApi::new(DmaConfig::default(), iommu, a, f)
+    DmaApi::new(DmaConfig::default(), Native::new(iommu), a, f)
 }
 
 fn space() -> (Pfn<iommulab::addr::Iova>, Pfn<iommulab::addr::Iova>) {
@@ -121,6 +121,7 @@ fn software_one<A: IovaAllocator, F: FlushPolicy>(
     .unwrap();
     let domain = DomainId::new(1);
     iommu.create_domain(domain).unwrap();
+    let mut iommu = Native::new(iommu);
     let cpu = CpuId::new(0);
     let limit = Pfn::new(1 << 20);
     let mut now = Cycles::ZERO;
@@ -131,7 +132,7 @@ fn software_one<A: IovaAllocator, F: FlushPolicy>(
                     .alloc(cpu, black_box(PAGE_4K.pages_spanned(0, 4096)), limit)
                     .unwrap();
                 let mut ctx = FlushCtx {
-                    unit: &mut iommu,
+                    backend: &mut iommu,
                     iova: &mut a,
                     now,
                 };
@@ -148,7 +149,7 @@ fn software_one<A: IovaAllocator, F: FlushPolicy>(
             }
             now = now + Cycles::new(30_000_000);
             let mut ctx = FlushCtx {
-                unit: &mut iommu,
+                backend: &mut iommu,
                 iova: &mut a,
                 now,
             };

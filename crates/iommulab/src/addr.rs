@@ -75,6 +75,46 @@ macro_rules! byte_address {
     };
 }
 
+/// A physical byte address a driver's buffer lives at: host-physical ([`Hpa`]) on bare
+/// metal, guest-physical ([`Gpa`]) in a guest. The DMA layer is generic over it, so a guest
+/// frame never passes for a host frame.
+pub trait PhysAddr: Copy + Eq + Ord + fmt::Debug + fmt::Display + Default + 'static {
+    /// Wraps a raw byte address.
+    fn new(raw: u64) -> Self;
+    /// The raw byte address.
+    fn get(self) -> u64;
+    /// Offset of this address inside its page.
+    #[inline]
+    fn page_offset(self, page: PageSize) -> u64 {
+        self.get() & page.mask()
+    }
+    /// The number of the page that holds this address.
+    #[inline]
+    fn pfn(self, page: PageSize) -> Pfn<Self> {
+        Pfn::new(self.get() >> page.shift())
+    }
+    /// `self + bytes`, or `None` on overflow.
+    #[inline]
+    fn checked_add(self, bytes: u64) -> Option<Self> {
+        self.get().checked_add(bytes).map(Self::new)
+    }
+}
+
+macro_rules! phys_address {
+    ($name:ident) => {
+        impl PhysAddr for $name {
+            #[inline]
+            fn new(raw: u64) -> Self {
+                $name::new(raw)
+            }
+            #[inline]
+            fn get(self) -> u64 {
+                $name::get(self)
+            }
+        }
+    };
+}
+
 byte_address!(
     /// An I/O virtual address: the byte address a device puts on the bus (a "DMA address").
     Iova
@@ -87,6 +127,8 @@ byte_address!(
     /// A host-physical address: where the bytes really are.
     Hpa
 );
+phys_address!(Gpa);
+phys_address!(Hpa);
 
 /// A page (frame) number in address space `A`.
 ///

@@ -2,7 +2,7 @@
 
 use iommulab::addr::{Access, Bdf, CpuId, DmaDirection, Hpa, Iova, PAGE_4K, Pfn};
 use iommulab::dma::{
-    DeviceHandle, DmaApi, DmaConfig, DmaDebugError, DmaError, MapKind, SgEntry, Translation,
+    DeviceHandle, DmaApi, DmaConfig, DmaDebugError, DmaError, MapKind, Native, SgEntry, Translation,
 };
 use iommulab::flush::{Deferred, DeferredConfig, Strict};
 use iommulab::hw::vtd::{FaultReason, Vtd, VtdConfig};
@@ -20,7 +20,7 @@ fn api_with(translation: Translation) -> (DmaApi<RbTree, Strict>, DeviceHandle) 
     let iova = RbTree::new(Pfn::new(1), Pfn::new(1 << 20)).unwrap();
     let mut api = DmaApi::new(
         cfg,
-        Vtd::new(VtdConfig::default()).unwrap(),
+        Native::new(Vtd::new(VtdConfig::default()).unwrap()),
         iova,
         Strict::new(),
     );
@@ -227,7 +227,12 @@ fn detach_reports_leaked_mappings_and_cleans_up() {
     };
     let iova = RbTree::new(Pfn::new(1), Pfn::new(1 << 20)).unwrap();
     let deferred = Deferred::new(DeferredConfig::default(), 3.0);
-    let mut api = DmaApi::new(cfg, Vtd::new(VtdConfig::default()).unwrap(), iova, deferred);
+    let mut api = DmaApi::new(
+        cfg,
+        Native::new(Vtd::new(VtdConfig::default()).unwrap()),
+        iova,
+        deferred,
+    );
     let dev = api.attach(Bdf::new(0, 3, 0).unwrap()).unwrap();
     let a = api
         .map_single(dev, CPU, Hpa::new(0x3000), 64, DmaDirection::ToDevice)

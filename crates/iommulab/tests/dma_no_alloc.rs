@@ -5,7 +5,7 @@
 //! oracle keep hash maps and are off here, as they are in benchmarks.
 
 use iommulab::addr::{Access, Bdf, CpuId, DmaDirection, Hpa, Iova, Pfn};
-use iommulab::dma::{DmaApi, DmaConfig};
+use iommulab::dma::{DmaApi, DmaConfig, Native};
 use iommulab::flush::{
     Deferred, DeferredConfig, FlushPolicy, FlushQueue, FlushQueueConfig, PerLap, Strict,
 };
@@ -57,7 +57,7 @@ fn check<A: IovaAllocator, F: FlushPolicy>(name: &str, a: A, f: F) {
         ..VtdConfig::default()
     })
     .unwrap();
-    let mut api = DmaApi::new(DmaConfig::default(), iommu, a, f);
+    let mut api = DmaApi::new(DmaConfig::default(), Native::new(iommu), a, f);
     let dev = api.attach(Bdf::new(0, 1, 0).unwrap()).unwrap();
     let mut ring = [None; OUTSTANDING];
     let mut now = Cycles::ZERO;
@@ -126,7 +126,12 @@ fn counter_sees_the_debug_checkers_allocations() {
         debug: true,
         ..DmaConfig::default()
     };
-    let mut api = DmaApi::new(cfg, iommu, RbTree::new(s, e).unwrap(), Strict::new());
+    let mut api = DmaApi::new(
+        cfg,
+        Native::new(iommu),
+        RbTree::new(s, e).unwrap(),
+        Strict::new(),
+    );
     let dev = api.attach(Bdf::new(0, 1, 0).unwrap()).unwrap();
     let mut ring = [None; OUTSTANDING];
     let mut now = Cycles::ZERO;

@@ -13,7 +13,7 @@
 //! becomes a global flush).
 
 use iommulab::addr::{Access, Bdf, CpuId, DmaDirection, Hpa, Iova, PAGE_4K, Pfn};
-use iommulab::dma::{DeviceHandle, DmaApi, DmaConfig, Translation};
+use iommulab::dma::{DeviceHandle, DmaApi, DmaConfig, Native, Translation};
 use iommulab::flush::{
     Deferred, DeferredConfig, FlushPolicy, FlushQueue, FlushQueueConfig, PerLap, Strict,
 };
@@ -94,7 +94,7 @@ fn check_on<U: RemapUnit, A: IovaAllocator, F: FlushPolicy>(
         debug: true,
         oracle: true,
     };
-    let mut api = DmaApi::new(cfg, unit, a, f);
+    let mut api = DmaApi::new(cfg, Native::new(unit), a, f);
     let dev: DeviceHandle = api.attach(Bdf::new(0, 2, 0).unwrap()).unwrap();
     let domain = api.domain_of(dev).unwrap();
     let mut live: Vec<Live> = Vec::new();
@@ -308,7 +308,7 @@ fn strict_requests_are_widened_to_the_units_capabilities() {
             debug: true,
             oracle: true,
         };
-        let mut api = DmaApi::new(cfg, unit, rbtree(), Strict::new());
+        let mut api = DmaApi::new(cfg, Native::new(unit), rbtree(), Strict::new());
         let dev = api.attach(Bdf::new(0, 2, 0).unwrap()).unwrap();
         let cpu = CpuId::new(0);
         for i in 0..10u64 {
@@ -341,7 +341,7 @@ fn deferred_leaves_a_stale_window_that_strict_closes() {
             debug: true,
             oracle: true,
         };
-        let mut api = DmaApi::new(cfg, iommu(), rbtree(), f);
+        let mut api = DmaApi::new(cfg, Native::new(iommu()), rbtree(), f);
         let dev = api.attach(Bdf::new(0, 2, 0).unwrap()).unwrap();
         let cpu = CpuId::new(0);
         let addr = api

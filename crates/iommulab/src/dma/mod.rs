@@ -11,18 +11,21 @@
 //! In `Passthrough` mode ("disabled", `intel_iommu=off`) the DMA address is the physical
 //! address and devices reach all memory.
 
+pub mod backend;
 pub mod debug;
 
 use serde::{Deserialize, Serialize};
 
-use crate::addr::{Access, Bdf, CpuId, DmaDirection, DomainId, Hpa, Iova, PAGE_4K, Pfn};
+use crate::addr::{Access, Bdf, CpuId, DmaDirection, DomainId, Hpa, Iova, PAGE_4K, Pfn, PhysAddr};
 use crate::device::{AccessOutcome, StaleOracle};
 use crate::flush::{FlushCtx, FlushPolicy, Unmapped};
 use crate::hw::cost::Cycles;
 use crate::hw::error::MapError;
 use crate::hw::unit::RemapUnit;
 use crate::hw::vtd::Vtd;
+
 use crate::iova::{IovaAllocator, IovaError};
+pub use backend::{BackendError, MapAttrs, MapBackend, Native};
 
 pub use debug::{DmaDebug, DmaDebugError, MapKind};
 
@@ -38,6 +41,10 @@ pub enum DmaError {
     /// The I/O page tables refused the change.
     #[error(transparent)]
     Map(#[from] MapError),
+    /// The backend did not carry out the mapping (refused by a guest's strategy, or a host
+    /// error).
+    #[error(transparent)]
+    Backend(BackendError),
     /// A device index that was never attached.
     #[error("no device with index {0}")]
     NoSuchDevice(u16),
@@ -62,6 +69,11 @@ pub enum Translation {
     Iommu,
     /// DMA addresses are physical addresses (`intel_iommu=off`, S0.7 "disabled").
     Passthrough,
+    /// DMA addresses are the buffers' own (physical) addresses, and the backend maps each
+    /// buffer 1:1 before the device may use it: a guest with an assigned device and no
+    /// IOMMU of its own, whose host maps guest-physical pages on request (S1.1). No IOVA is
+    /// allocated and no flush policy runs: the host invalidates when it unmaps.
+    Identity,
 }
 
 /// A device attached to the DMA layer.
@@ -77,9 +89,9 @@ impl DeviceHandle {
 
 /// One scatterlist entry: the driver fills `phys`/`len`, `map_sg` fills `dma`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub struct SgEntry {
-    /// Physical address of the segment.
-    pub phys: Hpa,
+pub struct SgEntry<P = Hpa> {
+    /// Physical address of the segment (host- or guest-physical: the backend's space).
+    pub phys: P,
     /// Length in bytes.
     pub len: u64,
     /// The DMA address `map_sg` assigned.
@@ -99,8 +111,10 @@ pub struct DmaStats {
     pub unmap_sgs: u64,
     /// I/O pages mapped.
     pub pages_mapped: u64,
-    /// Calls refused with an error.
+    /// Calls refused with an error (including refused maps).
     pub errors: u64,
+    /// Map calls the backend refused by policy (a guest's full map cache, S1.2).
+    pub refused: u64,
     /// Allocations that first failed and succeeded after draining the flush policy.
     pub drain_retries: u64,
     /// Bytes of mapped pages outside the buffers the driver asked for: what sub-page
@@ -141,12 +155,12 @@ struct Device {
     attached: bool,
 }
 
-/// The DMA API over IOVA allocator `A`, flush policy `F` and remapping unit `U` (VT-d by
-/// default; any [`RemapUnit`]).
+/// The DMA API over IOVA allocator `A`, flush policy `F` and map backend `B` (bare metal
+/// over VT-d by default: [`Native`]`<`[`Vtd`]`>`).
 #[derive(Debug)]
-pub struct DmaApi<A, F, U = Vtd> {
+pub struct DmaApi<A, F, B = Native<Vtd>> {
     config: DmaConfig,
-    unit: U,
+    backend: B,
     iova: A,
     flush: F,
     devices: Vec<Device>,
@@ -158,14 +172,14 @@ pub struct DmaApi<A, F, U = Vtd> {
     stats: DmaStats,
 }
 
-impl<A: IovaAllocator, F: FlushPolicy, U: RemapUnit> DmaApi<A, F, U> {
-    /// A DMA layer driving remapping unit `unit` with allocator `iova` and policy `flush`.
-    pub fn new(config: DmaConfig, unit: U, iova: A, flush: F) -> Self {
+impl<A: IovaAllocator, F: FlushPolicy, B: MapBackend> DmaApi<A, F, B> {
+    /// A DMA layer mapping through `backend`, with allocator `iova` and policy `flush`.
+    pub fn new(config: DmaConfig, backend: B, iova: A, flush: F) -> Self {
         let bits = u32::from(config.dma_bits.clamp(13, 63));
         let limit = Pfn::new((1u64 << (bits - 12)).min(iova.space_end().get()));
         Self {
             config,
-            unit,
+            backend,
             last_wraps: iova.stats().wraps,
             iova,
             flush,
@@ -185,9 +199,8 @@ impl<A: IovaAllocator, F: FlushPolicy, U: RemapUnit> DmaApi<A, F, U> {
         let index =
             u16::try_from(self.devices.len()).map_err(|_| DmaError::NoSuchDevice(u16::MAX))?;
         let domain = DomainId::new(index + 1);
-        if self.config.translation == Translation::Iommu {
-            self.unit.create_domain(domain)?;
-            self.unit.attach(bdf, domain)?;
+        if self.config.translation != Translation::Passthrough {
+            self.backend.attach(bdf, domain)?;
         }
         self.devices.push(Device {
             bdf,
@@ -207,16 +220,20 @@ impl<A: IovaAllocator, F: FlushPolicy, U: RemapUnit> DmaApi<A, F, U> {
             .as_ref()
             .map(|dbg| dbg.live_of(dev.0))
             .unwrap_or_default();
-        for (addr, len, _, kind) in &leaked {
+        for &(addr, len, dir, kind) in &leaked {
             let pages = match kind {
-                MapKind::Single => PAGE_4K.pages_spanned(addr.page_offset(PAGE_4K), *len),
+                MapKind::Single => PAGE_4K.pages_spanned(addr.page_offset(PAGE_4K), len),
                 MapKind::Sg { .. } => len.div_ceil(PAGE_4K.bytes()),
             };
-            self.teardown(CpuId::new(0), d, addr.pfn(PAGE_4K), pages)?;
+            let attrs = MapAttrs {
+                dir,
+                dma_alloc: false,
+            };
+            self.teardown(CpuId::new(0), d, addr.pfn(PAGE_4K), pages, attrs)?;
         }
         self.drain()?;
-        if self.config.translation == Translation::Iommu {
-            self.unit.detach(d.bdf)?;
+        if self.config.translation != Translation::Passthrough {
+            self.backend.detach(d.bdf)?;
         }
         self.devices[usize::from(dev.0)].attached = false;
         match self.debug.as_mut() {
@@ -235,10 +252,10 @@ impl<A: IovaAllocator, F: FlushPolicy, U: RemapUnit> DmaApi<A, F, U> {
     /// Sets the modeled time (the runner advances it) and lets expired timers fire.
     pub fn tick(&mut self, now: Cycles) -> Result<(), DmaError> {
         self.now = now;
-        let ghz = self.unit.cost().ghz;
+        let ghz = self.backend.cost().ghz;
         self.iova.on_tick(now, ghz);
         let mut ctx = FlushCtx {
-            unit: &mut self.unit,
+            backend: &mut self.backend,
             iova: &mut self.iova,
             now,
         };
@@ -249,7 +266,7 @@ impl<A: IovaAllocator, F: FlushPolicy, U: RemapUnit> DmaApi<A, F, U> {
     /// Flushes and frees everything the flush policy holds.
     pub fn drain(&mut self) -> Result<(), DmaError> {
         let mut ctx = FlushCtx {
-            unit: &mut self.unit,
+            backend: &mut self.backend,
             iova: &mut self.iova,
             now: self.now,
         };
@@ -274,7 +291,7 @@ impl<A: IovaAllocator, F: FlushPolicy, U: RemapUnit> DmaApi<A, F, U> {
         if wraps != self.last_wraps {
             self.last_wraps = wraps;
             let mut ctx = FlushCtx {
-                unit: &mut self.unit,
+                backend: &mut self.backend,
                 iova: &mut self.iova,
                 now: self.now,
             };
@@ -283,38 +300,68 @@ impl<A: IovaAllocator, F: FlushPolicy, U: RemapUnit> DmaApi<A, F, U> {
         Ok(pfn)
     }
 
-    /// Allocates an IOVA range and maps `[phys_pfn, phys_pfn + pages)` there.
+    /// Chooses the DMA address of a `pages`-page buffer at `phys` (an IOVA from the
+    /// allocator, or the buffer's own page in identity mode) and maps it there.
     fn map_pages(
         &mut self,
         cpu: CpuId,
         d: Device,
-        phys: Pfn<Hpa>,
+        phys: Pfn<B::Phys>,
         pages: u64,
-        dir: DmaDirection,
+        attrs: MapAttrs,
     ) -> Result<Pfn<Iova>, DmaError> {
-        let pfn = self.alloc_iova(cpu, pages)?;
-        if let Err(e) = self.unit.map_range(d.domain, pfn, phys, pages, dir.perm()) {
+        let identity = self.config.translation == Translation::Identity;
+        let pfn = if identity {
+            Pfn::new(phys.get())
+        } else {
+            self.alloc_iova(cpu, pages)?
+        };
+        let mapped = self
+            .backend
+            .map(d.domain, pfn, phys, pages, attrs.dir.perm(), attrs)
+            .and_then(|()| self.backend.after_map());
+        if let Err(e) = mapped {
             // The range was never mapped, so it cannot be cached: free it at once.
-            self.iova.free(cpu, pfn, pages)?;
-            return Err(e.into());
+            if !identity {
+                self.iova.free(cpu, pfn, pages)?;
+            }
+            return Err(self.backend_error(e));
         }
-        // S1.10: non-present → present needs a write-buffer flush, no IOTLB invalidation.
-        self.unit.after_map();
         self.stats.pages_mapped += pages;
         Ok(pfn)
     }
 
-    /// Clears the PTEs of a range and hands its IOVA to the flush policy.
+    fn backend_error(&mut self, e: BackendError) -> DmaError {
+        match e {
+            BackendError::Map(m) => DmaError::Map(m),
+            e => {
+                if matches!(e, BackendError::Refused { .. }) {
+                    self.stats.refused += 1;
+                }
+                DmaError::Backend(e)
+            }
+        }
+    }
+
+    /// Removes the mapping of a range and, with an IOVA allocator, hands its IOVA to the
+    /// flush policy.
     fn teardown(
         &mut self,
         cpu: CpuId,
         d: Device,
         pfn: Pfn<Iova>,
         pages: u64,
+        attrs: MapAttrs,
     ) -> Result<(), DmaError> {
-        self.unit.unmap_range(d.domain, pfn, pages)?;
+        self.backend
+            .unmap(d.domain, pfn, pages, attrs)
+            .and_then(|()| self.backend.after_unmap())
+            .map_err(|e| self.backend_error(e))?;
+        if self.config.translation == Translation::Identity {
+            return Ok(());
+        }
         let mut ctx = FlushCtx {
-            unit: &mut self.unit,
+            backend: &mut self.backend,
             iova: &mut self.iova,
             now: self.now,
         };
@@ -330,7 +377,7 @@ impl<A: IovaAllocator, F: FlushPolicy, U: RemapUnit> DmaApi<A, F, U> {
         Ok(())
     }
 
-    fn check_len(phys: Hpa, len: u64) -> Result<(), DmaError> {
+    fn check_len(phys: B::Phys, len: u64) -> Result<(), DmaError> {
         if len == 0 || phys.checked_add(len).is_none() {
             return Err(DmaError::BadLength {
                 phys: phys.get(),
@@ -345,11 +392,33 @@ impl<A: IovaAllocator, F: FlushPolicy, U: RemapUnit> DmaApi<A, F, U> {
         &mut self,
         dev: DeviceHandle,
         cpu: CpuId,
-        phys: Hpa,
+        phys: B::Phys,
         len: u64,
         dir: DmaDirection,
     ) -> Result<Iova, DmaError> {
-        let r = self.map_single_inner(dev, cpu, phys, len, dir);
+        self.map_single_attrs(
+            dev,
+            cpu,
+            phys,
+            len,
+            MapAttrs {
+                dir,
+                dma_alloc: false,
+            },
+        )
+    }
+
+    /// `dma_map_single_attrs`: [`DmaApi::map_single`] with what the driver knows of the
+    /// buffer ([`MapAttrs`]).
+    pub fn map_single_attrs(
+        &mut self,
+        dev: DeviceHandle,
+        cpu: CpuId,
+        phys: B::Phys,
+        len: u64,
+        attrs: MapAttrs,
+    ) -> Result<Iova, DmaError> {
+        let r = self.map_single_inner(dev, cpu, phys, len, attrs);
         self.count(r.is_ok(), |s| s.maps += 1);
         r
     }
@@ -358,9 +427,9 @@ impl<A: IovaAllocator, F: FlushPolicy, U: RemapUnit> DmaApi<A, F, U> {
         &mut self,
         dev: DeviceHandle,
         cpu: CpuId,
-        phys: Hpa,
+        phys: B::Phys,
         len: u64,
-        dir: DmaDirection,
+        attrs: MapAttrs,
     ) -> Result<Iova, DmaError> {
         let d = self.device(dev)?;
         Self::check_len(phys, len)?;
@@ -368,14 +437,15 @@ impl<A: IovaAllocator, F: FlushPolicy, U: RemapUnit> DmaApi<A, F, U> {
         let pages = PAGE_4K.pages_spanned(offset, len);
         let addr = match self.config.translation {
             Translation::Passthrough => Iova::new(phys.get()),
-            Translation::Iommu => {
-                let pfn = self.map_pages(cpu, d, phys.pfn(PAGE_4K), pages, dir)?;
+            Translation::Iommu | Translation::Identity => {
+                let pfn = self.map_pages(cpu, d, phys.pfn(PAGE_4K), pages, attrs)?;
                 Iova::new(pfn.base(PAGE_4K).get() | offset)
             }
         };
+        let dir = attrs.dir;
         if let Some(dbg) = self.debug.as_mut() {
             if let Err(e) = dbg.check_map(dev.0, addr) {
-                self.undo_map(cpu, d, addr, pages)?;
+                self.undo_map(cpu, d, addr, pages, attrs)?;
                 return Err(e.into());
             }
             dbg.record_map(dev.0, addr, len, dir, MapKind::Single);
@@ -388,9 +458,16 @@ impl<A: IovaAllocator, F: FlushPolicy, U: RemapUnit> DmaApi<A, F, U> {
     }
 
     /// Reverses a map that the checker refused (cannot happen unless the layer is buggy).
-    fn undo_map(&mut self, cpu: CpuId, d: Device, addr: Iova, pages: u64) -> Result<(), DmaError> {
-        if self.config.translation == Translation::Iommu {
-            self.teardown(cpu, d, addr.pfn(PAGE_4K), pages)?;
+    fn undo_map(
+        &mut self,
+        cpu: CpuId,
+        d: Device,
+        addr: Iova,
+        pages: u64,
+        attrs: MapAttrs,
+    ) -> Result<(), DmaError> {
+        if self.config.translation != Translation::Passthrough {
+            self.teardown(cpu, d, addr.pfn(PAGE_4K), pages, attrs)?;
         }
         Ok(())
     }
@@ -404,7 +481,28 @@ impl<A: IovaAllocator, F: FlushPolicy, U: RemapUnit> DmaApi<A, F, U> {
         len: u64,
         dir: DmaDirection,
     ) -> Result<(), DmaError> {
-        let r = self.unmap_single_inner(dev, cpu, addr, len, dir);
+        self.unmap_single_attrs(
+            dev,
+            cpu,
+            addr,
+            len,
+            MapAttrs {
+                dir,
+                dma_alloc: false,
+            },
+        )
+    }
+
+    /// `dma_unmap_single_attrs`: [`DmaApi::unmap_single`] with the attributes of the map.
+    pub fn unmap_single_attrs(
+        &mut self,
+        dev: DeviceHandle,
+        cpu: CpuId,
+        addr: Iova,
+        len: u64,
+        attrs: MapAttrs,
+    ) -> Result<(), DmaError> {
+        let r = self.unmap_single_inner(dev, cpu, addr, len, attrs);
         self.count(r.is_ok(), |s| s.unmaps += 1);
         r
     }
@@ -415,8 +513,9 @@ impl<A: IovaAllocator, F: FlushPolicy, U: RemapUnit> DmaApi<A, F, U> {
         cpu: CpuId,
         addr: Iova,
         len: u64,
-        dir: DmaDirection,
+        attrs: MapAttrs,
     ) -> Result<(), DmaError> {
+        let dir = attrs.dir;
         let d = self.device(dev)?;
         if len == 0 {
             return Err(DmaError::BadLength {
@@ -428,8 +527,8 @@ impl<A: IovaAllocator, F: FlushPolicy, U: RemapUnit> DmaApi<A, F, U> {
             dbg.check_unmap(dev.0, addr, len, dir, MapKind::Single)?;
         }
         let pages = PAGE_4K.pages_spanned(addr.page_offset(PAGE_4K), len);
-        if self.config.translation == Translation::Iommu {
-            self.teardown(cpu, d, addr.pfn(PAGE_4K), pages)?;
+        if self.config.translation != Translation::Passthrough {
+            self.teardown(cpu, d, addr.pfn(PAGE_4K), pages, attrs)?;
         }
         if let Some(o) = self.oracle.as_mut() {
             o.on_unmap(dev.0, addr, pages);
@@ -443,7 +542,7 @@ impl<A: IovaAllocator, F: FlushPolicy, U: RemapUnit> DmaApi<A, F, U> {
         &mut self,
         dev: DeviceHandle,
         cpu: CpuId,
-        sg: &mut [SgEntry],
+        sg: &mut [SgEntry<B::Phys>],
         dir: DmaDirection,
     ) -> Result<usize, DmaError> {
         let r = self.map_sg_inner(dev, cpu, sg, dir);
@@ -451,7 +550,7 @@ impl<A: IovaAllocator, F: FlushPolicy, U: RemapUnit> DmaApi<A, F, U> {
         r
     }
 
-    fn sg_pages(sg: &[SgEntry]) -> u64 {
+    fn sg_pages(sg: &[SgEntry<B::Phys>]) -> u64 {
         sg.iter()
             .map(|e| PAGE_4K.pages_spanned(e.phys.page_offset(PAGE_4K), e.len))
             .sum()
@@ -461,10 +560,14 @@ impl<A: IovaAllocator, F: FlushPolicy, U: RemapUnit> DmaApi<A, F, U> {
         &mut self,
         dev: DeviceHandle,
         cpu: CpuId,
-        sg: &mut [SgEntry],
+        sg: &mut [SgEntry<B::Phys>],
         dir: DmaDirection,
     ) -> Result<usize, DmaError> {
         let d = self.device(dev)?;
+        let attrs = MapAttrs {
+            dir,
+            dma_alloc: false,
+        };
         if sg.is_empty() {
             return Err(DmaError::EmptyScatterlist);
         }
@@ -484,22 +587,55 @@ impl<A: IovaAllocator, F: FlushPolicy, U: RemapUnit> DmaApi<A, F, U> {
                 for entry in sg.iter_mut() {
                     let e = *entry;
                     let pages = PAGE_4K.pages_spanned(e.phys.page_offset(PAGE_4K), e.len);
-                    if let Err(err) =
-                        self.unit
-                            .map_range(d.domain, next, e.phys.pfn(PAGE_4K), pages, dir.perm())
-                    {
+                    if let Err(err) = self.backend.map(
+                        d.domain,
+                        next,
+                        e.phys.pfn(PAGE_4K),
+                        pages,
+                        dir.perm(),
+                        attrs,
+                    ) {
                         // Undo the segments already mapped; nothing was used yet, so no flush.
                         let done = next.pages_since(base).unwrap_or(0);
                         if done > 0 {
-                            self.unit.unmap_range(d.domain, base, done)?;
+                            self.backend
+                                .unmap(d.domain, base, done, attrs)
+                                .map_err(|e| self.backend_error(e))?;
                         }
                         self.iova.free(cpu, base, total_pages)?;
-                        return Err(err.into());
+                        return Err(self.backend_error(err));
                     }
                     entry.dma = Iova::new(next.base(PAGE_4K).get() | e.phys.page_offset(PAGE_4K));
                     next = next.add(pages);
                 }
-                self.unit.after_map();
+                self.backend
+                    .after_map()
+                    .map_err(|e| self.backend_error(e))?;
+                self.stats.pages_mapped += total_pages;
+            }
+            Translation::Identity => {
+                // Each segment at its own address; the backend sees the list as one call
+                // (a guest batches it into one hypercall, S1.6) and maps all or nothing.
+                let mut mapped = Ok(());
+                for e in sg.iter_mut() {
+                    let pfn = e.phys.pfn(PAGE_4K);
+                    let pages = PAGE_4K.pages_spanned(e.phys.page_offset(PAGE_4K), e.len);
+                    e.dma = Iova::new(e.phys.get());
+                    mapped = self.backend.map(
+                        d.domain,
+                        Pfn::new(pfn.get()),
+                        pfn,
+                        pages,
+                        dir.perm(),
+                        attrs,
+                    );
+                    if mapped.is_err() {
+                        break;
+                    }
+                }
+                mapped
+                    .and_then(|()| self.backend.after_map())
+                    .map_err(|e| self.backend_error(e))?;
                 self.stats.pages_mapped += total_pages;
             }
         }
@@ -532,7 +668,7 @@ impl<A: IovaAllocator, F: FlushPolicy, U: RemapUnit> DmaApi<A, F, U> {
         &mut self,
         dev: DeviceHandle,
         cpu: CpuId,
-        sg: &[SgEntry],
+        sg: &[SgEntry<B::Phys>],
         dir: DmaDirection,
     ) -> Result<(), DmaError> {
         let r = self.unmap_sg_inner(dev, cpu, sg, dir);
@@ -544,10 +680,14 @@ impl<A: IovaAllocator, F: FlushPolicy, U: RemapUnit> DmaApi<A, F, U> {
         &mut self,
         dev: DeviceHandle,
         cpu: CpuId,
-        sg: &[SgEntry],
+        sg: &[SgEntry<B::Phys>],
         dir: DmaDirection,
     ) -> Result<(), DmaError> {
         let d = self.device(dev)?;
+        let attrs = MapAttrs {
+            dir,
+            dma_alloc: false,
+        };
         let Some(first) = sg.first() else {
             return Err(DmaError::EmptyScatterlist);
         };
@@ -561,8 +701,22 @@ impl<A: IovaAllocator, F: FlushPolicy, U: RemapUnit> DmaApi<A, F, U> {
                 MapKind::Sg { nents: sg.len() },
             )?;
         }
-        if self.config.translation == Translation::Iommu {
-            self.teardown(cpu, d, first.dma.pfn(PAGE_4K), Self::sg_pages(sg))?;
+        match self.config.translation {
+            Translation::Passthrough => {}
+            Translation::Iommu => {
+                self.teardown(cpu, d, first.dma.pfn(PAGE_4K), Self::sg_pages(sg), attrs)?;
+            }
+            Translation::Identity => {
+                for e in sg {
+                    let pages = PAGE_4K.pages_spanned(e.phys.page_offset(PAGE_4K), e.len);
+                    self.backend
+                        .unmap(d.domain, e.dma.pfn(PAGE_4K), pages, attrs)
+                        .map_err(|e| self.backend_error(e))?;
+                }
+                self.backend
+                    .after_unmap()
+                    .map_err(|e| self.backend_error(e))?;
+            }
         }
         if let Some(o) = self.oracle.as_mut() {
             for e in sg {
@@ -599,7 +753,9 @@ impl<A: IovaAllocator, F: FlushPolicy, U: RemapUnit> DmaApi<A, F, U> {
             };
             let ok = match self.config.translation {
                 Translation::Passthrough => true,
-                Translation::Iommu => self.unit.translate(d.bdf, page_addr, access).is_ok(),
+                Translation::Iommu | Translation::Identity => {
+                    self.backend.translate(d.bdf, page_addr, access).is_ok()
+                }
             };
             if let Some(o) = self.oracle.as_mut() {
                 o.classify(dev.0, page_addr, ok, &mut out);
@@ -625,9 +781,14 @@ impl<A: IovaAllocator, F: FlushPolicy, U: RemapUnit> DmaApi<A, F, U> {
         &self.stats
     }
 
-    /// The remapping unit (stats, cycles, faults).
-    pub fn unit(&self) -> &U {
-        &self.unit
+    /// The map backend.
+    pub fn backend(&self) -> &B {
+        &self.backend
+    }
+
+    /// The map backend, mutable (a guest's quota changes at run time, S1.7).
+    pub fn backend_mut(&mut self) -> &mut B {
+        &mut self.backend
     }
 
     /// The IOVA allocator.
@@ -663,5 +824,12 @@ impl<A: IovaAllocator, F: FlushPolicy, U: RemapUnit> DmaApi<A, F, U> {
     /// The domain of a device (for invariant checks in tests).
     pub fn domain_of(&self, dev: DeviceHandle) -> Option<DomainId> {
         self.devices.get(usize::from(dev.0)).map(|d| d.domain)
+    }
+}
+
+impl<A: IovaAllocator, F: FlushPolicy, U: RemapUnit> DmaApi<A, F, Native<U>> {
+    /// The remapping unit of a bare-metal DMA layer (stats, cycles, faults).
+    pub fn unit(&self) -> &U {
+        self.backend.unit()
     }
 }

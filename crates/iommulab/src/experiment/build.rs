@@ -4,7 +4,7 @@
 
 use crate::addr::{Iova, Pfn};
 use crate::device::DeviceMode;
-use crate::dma::{DmaApi, DmaConfig};
+use crate::dma::{DmaApi, DmaConfig, Native};
 use crate::error::Error;
 use crate::flush::{Deferred, FlushConfig, FlushPolicy, FlushQueue, PerLap, Strict};
 use crate::hw::cost::Cycles;
@@ -139,7 +139,7 @@ impl<W: Workload> Go<'_, W> {
             debug: cfg.dma_debug,
             oracle: self.oracle,
         };
-        let mut api = DmaApi::new(dma, iommu, a, f);
+        let mut api = DmaApi::new(dma, Native::new(iommu), a, f);
         runner::run(
             &mut api,
             self.workload,

@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use crate::addr::{Access, Bdf, CpuId, DmaDirection, Iova, PAGE_4K};
 use crate::device::{AccessOutcome, DeviceMode};
-use crate::dma::{DeviceHandle, DmaApi, DmaError, SgEntry, Translation};
+use crate::dma::{DeviceHandle, DmaApi, DmaError, Native, SgEntry, Translation};
 use crate::error::Error;
 use crate::flush::{FlushPolicy, FlushStats};
 use crate::hw::cost::{CostModel, Cycles};
@@ -99,7 +99,7 @@ fn slot_mut(slots: &mut Vec<Slot>, slot: u32) -> &mut Slot {
 /// ends at the first I/O completed at or after that modeled time.
 #[allow(clippy::too_many_arguments)]
 pub fn run<A, F, U, W>(
-    api: &mut DmaApi<A, F, U>,
+    api: &mut DmaApi<A, F, Native<U>>,
     workload: &mut W,
     device: DeviceMode,
     software_clock: SoftwareClock,
@@ -263,7 +263,7 @@ where
 
 /// A malicious device retries the unmapped page at `addr` and `neighbours` pages on each side.
 fn probe_after_unmap<A: IovaAllocator, F: FlushPolicy, U: RemapUnit>(
-    api: &mut DmaApi<A, F, U>,
+    api: &mut DmaApi<A, F, Native<U>>,
     dev: DeviceHandle,
     addr: Iova,
     dir: DmaDirection,
@@ -283,13 +283,13 @@ fn probe_after_unmap<A: IovaAllocator, F: FlushPolicy, U: RemapUnit>(
     Ok(())
 }
 
-fn dma_calls<A: IovaAllocator, F: FlushPolicy, U: RemapUnit>(api: &DmaApi<A, F, U>) -> u64 {
+fn dma_calls<A: IovaAllocator, F: FlushPolicy, U: RemapUnit>(api: &DmaApi<A, F, Native<U>>) -> u64 {
     let d = api.stats();
     d.maps + d.unmaps + d.map_sgs + d.unmap_sgs
 }
 
 fn modeled_now<A: IovaAllocator, F: FlushPolicy, U: RemapUnit>(
-    api: &DmaApi<A, F, U>,
+    api: &DmaApi<A, F, Native<U>>,
     cost: &CostModel,
     ios: u64,
     iommu_on: bool,
@@ -309,7 +309,7 @@ fn modeled_now<A: IovaAllocator, F: FlushPolicy, U: RemapUnit>(
 
 #[allow(clippy::too_many_arguments)]
 fn summarise<A: IovaAllocator, F: FlushPolicy, U: RemapUnit>(
-    api: &DmaApi<A, F, U>,
+    api: &DmaApi<A, F, Native<U>>,
     cost: &CostModel,
     ios: u64,
     wall: f64,

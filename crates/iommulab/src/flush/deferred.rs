@@ -11,9 +11,9 @@ use serde::{Deserialize, Serialize};
 
 use super::{FlushCtx, FlushPolicy, FlushStats, Unmapped, ms_to_cycles};
 use crate::addr::CpuId;
+use crate::dma::backend::MapBackend;
 use crate::hw::cost::Cycles;
 use crate::hw::invalidate::InvRequest;
-use crate::hw::unit::RemapUnit;
 use crate::iova::{IovaAllocator, IovaError};
 
 /// Parameters of [`Deferred`].
@@ -68,9 +68,9 @@ impl Deferred {
         &self.config
     }
 
-    fn flush<A: IovaAllocator, U: RemapUnit>(
+    fn flush<A: IovaAllocator, B: MapBackend>(
         &mut self,
-        ctx: &mut FlushCtx<'_, A, U>,
+        ctx: &mut FlushCtx<'_, A, B>,
     ) -> Result<(), IovaError> {
         self.timer = None;
         if self.array.is_empty() {
@@ -93,9 +93,9 @@ impl Deferred {
 }
 
 impl FlushPolicy for Deferred {
-    fn on_unmap<A: IovaAllocator, U: RemapUnit>(
+    fn on_unmap<A: IovaAllocator, B: MapBackend>(
         &mut self,
-        ctx: &mut FlushCtx<'_, A, U>,
+        ctx: &mut FlushCtx<'_, A, B>,
         cpu: CpuId,
         range: Unmapped,
     ) -> Result<(), IovaError> {
@@ -118,17 +118,17 @@ impl FlushPolicy for Deferred {
         flushed
     }
 
-    fn on_wrap<A: IovaAllocator, U: RemapUnit>(
+    fn on_wrap<A: IovaAllocator, B: MapBackend>(
         &mut self,
-        _ctx: &mut FlushCtx<'_, A, U>,
+        _ctx: &mut FlushCtx<'_, A, B>,
     ) -> Result<(), IovaError> {
         // Ranges are freed only after a flush, so a wrap exposes nothing stale.
         Ok(())
     }
 
-    fn on_tick<A: IovaAllocator, U: RemapUnit>(
+    fn on_tick<A: IovaAllocator, B: MapBackend>(
         &mut self,
-        ctx: &mut FlushCtx<'_, A, U>,
+        ctx: &mut FlushCtx<'_, A, B>,
     ) -> Result<(), IovaError> {
         match self.timer {
             Some(deadline) if ctx.now >= deadline => {
@@ -142,9 +142,9 @@ impl FlushPolicy for Deferred {
         }
     }
 
-    fn drain<A: IovaAllocator, U: RemapUnit>(
+    fn drain<A: IovaAllocator, B: MapBackend>(
         &mut self,
-        ctx: &mut FlushCtx<'_, A, U>,
+        ctx: &mut FlushCtx<'_, A, B>,
     ) -> Result<(), IovaError> {
         if !self.array.is_empty() {
             self.stats.flushes_drain += 1;

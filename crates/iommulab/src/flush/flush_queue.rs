@@ -14,9 +14,9 @@ use serde::{Deserialize, Serialize};
 
 use super::{FlushCtx, FlushPolicy, FlushStats, Unmapped, ms_to_cycles};
 use crate::addr::{CpuId, DomainId};
+use crate::dma::backend::MapBackend;
 use crate::hw::cost::Cycles;
 use crate::hw::invalidate::InvRequest;
-use crate::hw::unit::RemapUnit;
 use crate::iova::{IovaAllocator, IovaError};
 
 /// Parameters of [`FlushQueue`].
@@ -114,7 +114,7 @@ impl FlushQueue {
     }
 
     /// `fq_flush_iotlb`: one domain invalidation per dirty domain, bracketed by the counters.
-    fn flush_iotlb<A: IovaAllocator, U: RemapUnit>(&mut self, ctx: &mut FlushCtx<'_, A, U>) {
+    fn flush_iotlb<A: IovaAllocator, B: MapBackend>(&mut self, ctx: &mut FlushCtx<'_, A, B>) {
         self.flush_start_cnt += 1;
         self.stats.flushes += 1;
         for &d in &self.dirty {
@@ -125,10 +125,10 @@ impl FlushQueue {
     }
 
     /// `fq_ring_free_locked`: frees the entries of ring `i` that a finished flush covered.
-    fn reap<A: IovaAllocator, U: RemapUnit>(
+    fn reap<A: IovaAllocator, B: MapBackend>(
         &mut self,
         i: usize,
-        ctx: &mut FlushCtx<'_, A, U>,
+        ctx: &mut FlushCtx<'_, A, B>,
     ) -> Result<(), IovaError> {
         let finish = self.flush_finish_cnt;
         let ring = &mut self.rings[i];
@@ -153,9 +153,9 @@ impl FlushQueue {
         result
     }
 
-    fn flush_all<A: IovaAllocator, U: RemapUnit>(
+    fn flush_all<A: IovaAllocator, B: MapBackend>(
         &mut self,
-        ctx: &mut FlushCtx<'_, A, U>,
+        ctx: &mut FlushCtx<'_, A, B>,
     ) -> Result<(), IovaError> {
         self.timer = None;
         if self.queued == 0 {
@@ -180,9 +180,9 @@ impl FlushQueue {
 }
 
 impl FlushPolicy for FlushQueue {
-    fn on_unmap<A: IovaAllocator, U: RemapUnit>(
+    fn on_unmap<A: IovaAllocator, B: MapBackend>(
         &mut self,
-        ctx: &mut FlushCtx<'_, A, U>,
+        ctx: &mut FlushCtx<'_, A, B>,
         cpu: CpuId,
         range: Unmapped,
     ) -> Result<(), IovaError> {
@@ -221,16 +221,16 @@ impl FlushPolicy for FlushQueue {
         result
     }
 
-    fn on_wrap<A: IovaAllocator, U: RemapUnit>(
+    fn on_wrap<A: IovaAllocator, B: MapBackend>(
         &mut self,
-        _ctx: &mut FlushCtx<'_, A, U>,
+        _ctx: &mut FlushCtx<'_, A, B>,
     ) -> Result<(), IovaError> {
         Ok(())
     }
 
-    fn on_tick<A: IovaAllocator, U: RemapUnit>(
+    fn on_tick<A: IovaAllocator, B: MapBackend>(
         &mut self,
-        ctx: &mut FlushCtx<'_, A, U>,
+        ctx: &mut FlushCtx<'_, A, B>,
     ) -> Result<(), IovaError> {
         match self.timer {
             Some(deadline) if ctx.now >= deadline => {
@@ -243,9 +243,9 @@ impl FlushPolicy for FlushQueue {
         }
     }
 
-    fn drain<A: IovaAllocator, U: RemapUnit>(
+    fn drain<A: IovaAllocator, B: MapBackend>(
         &mut self,
-        ctx: &mut FlushCtx<'_, A, U>,
+        ctx: &mut FlushCtx<'_, A, B>,
     ) -> Result<(), IovaError> {
         if self.total_pending() > 0 {
             self.stats.flushes_drain += 1;

@@ -23,9 +23,9 @@ pub mod strict;
 use serde::{Deserialize, Serialize};
 
 use crate::addr::{CpuId, DomainId, Iova, Pfn};
+use crate::dma::backend::MapBackend;
 use crate::hw::cost::Cycles;
 use crate::hw::invalidate::InvRequest;
-use crate::hw::unit::RemapUnit;
 use crate::iova::{IovaAllocator, IovaError};
 
 pub use deferred::{Deferred, DeferredConfig};
@@ -88,26 +88,26 @@ impl FlushStats {
     }
 }
 
-/// What a policy may touch when it acts: the remapping unit (to invalidate) and the
-/// allocator (to free).
+/// What a policy may touch when it acts: the map backend (to invalidate the remapping
+/// unit's cache) and the allocator (to free).
 #[derive(Debug)]
-pub struct FlushCtx<'a, A, U> {
-    /// The remapping unit whose translation cache the policy invalidates.
-    pub unit: &'a mut U,
+pub struct FlushCtx<'a, A, B> {
+    /// The backend whose remapping unit's translation cache the policy invalidates.
+    pub backend: &'a mut B,
     /// The allocator that gets the IOVAs back.
     pub iova: &'a mut A,
     /// The modeled time now.
     pub now: Cycles,
 }
 
-impl<A, U: RemapUnit> FlushCtx<'_, A, U> {
+impl<A, B: MapBackend> FlushCtx<'_, A, B> {
     /// Invalidates at least what `req` covers: the narrowest request the unit can perform
     /// ([`crate::hw::InvalidationCaps::widen`]; a page request on a unit that can only
     /// flush its whole cache becomes a global flush).
     #[inline]
     pub fn invalidate(&mut self, req: InvRequest) {
-        let req = self.unit.caps().widen(req);
-        self.unit.invalidate(&[req]);
+        let req = self.backend.caps().widen(req);
+        self.backend.invalidate(&[req]);
     }
 }
 
@@ -117,29 +117,29 @@ impl<A, U: RemapUnit> FlushCtx<'_, A, U> {
 /// stale IOTLB entry for it may exist.
 pub trait FlushPolicy {
     /// The PTEs of `range` were just cleared on `cpu`; the policy now owns its IOVA.
-    fn on_unmap<A: IovaAllocator, U: RemapUnit>(
+    fn on_unmap<A: IovaAllocator, B: MapBackend>(
         &mut self,
-        ctx: &mut FlushCtx<'_, A, U>,
+        ctx: &mut FlushCtx<'_, A, B>,
         cpu: CpuId,
         range: Unmapped,
     ) -> Result<(), IovaError>;
 
     /// The allocator wrapped during the allocation that is about to be mapped.
-    fn on_wrap<A: IovaAllocator, U: RemapUnit>(
+    fn on_wrap<A: IovaAllocator, B: MapBackend>(
         &mut self,
-        ctx: &mut FlushCtx<'_, A, U>,
+        ctx: &mut FlushCtx<'_, A, B>,
     ) -> Result<(), IovaError>;
 
     /// Time passed; timers that expired at or before `ctx.now` fire.
-    fn on_tick<A: IovaAllocator, U: RemapUnit>(
+    fn on_tick<A: IovaAllocator, B: MapBackend>(
         &mut self,
-        ctx: &mut FlushCtx<'_, A, U>,
+        ctx: &mut FlushCtx<'_, A, B>,
     ) -> Result<(), IovaError>;
 
     /// Flushes and frees everything pending (detach, end of run, or an exhausted allocator).
-    fn drain<A: IovaAllocator, U: RemapUnit>(
+    fn drain<A: IovaAllocator, B: MapBackend>(
         &mut self,
-        ctx: &mut FlushCtx<'_, A, U>,
+        ctx: &mut FlushCtx<'_, A, B>,
     ) -> Result<(), IovaError>;
 
     /// Ranges waiting for a flush now.

@@ -10,8 +10,8 @@
 
 use super::{FlushCtx, FlushPolicy, FlushStats, Unmapped};
 use crate::addr::CpuId;
+use crate::dma::backend::MapBackend;
 use crate::hw::invalidate::InvRequest;
-use crate::hw::unit::RemapUnit;
 use crate::iova::{IovaAllocator, IovaError};
 
 /// Free at once; invalidate everything when the allocator wraps.
@@ -31,9 +31,9 @@ impl PerLap {
 }
 
 impl FlushPolicy for PerLap {
-    fn on_unmap<A: IovaAllocator, U: RemapUnit>(
+    fn on_unmap<A: IovaAllocator, B: MapBackend>(
         &mut self,
-        ctx: &mut FlushCtx<'_, A, U>,
+        ctx: &mut FlushCtx<'_, A, B>,
         cpu: CpuId,
         range: Unmapped,
     ) -> Result<(), IovaError> {
@@ -44,9 +44,9 @@ impl FlushPolicy for PerLap {
         ctx.iova.free(cpu, range.pfn, range.pages)
     }
 
-    fn on_wrap<A: IovaAllocator, U: RemapUnit>(
+    fn on_wrap<A: IovaAllocator, B: MapBackend>(
         &mut self,
-        ctx: &mut FlushCtx<'_, A, U>,
+        ctx: &mut FlushCtx<'_, A, B>,
     ) -> Result<(), IovaError> {
         // S0.6: one flush per lap of the IOVA space.
         self.stats.flushes += 1;
@@ -56,16 +56,16 @@ impl FlushPolicy for PerLap {
         Ok(())
     }
 
-    fn on_tick<A: IovaAllocator, U: RemapUnit>(
+    fn on_tick<A: IovaAllocator, B: MapBackend>(
         &mut self,
-        _ctx: &mut FlushCtx<'_, A, U>,
+        _ctx: &mut FlushCtx<'_, A, B>,
     ) -> Result<(), IovaError> {
         Ok(())
     }
 
-    fn drain<A: IovaAllocator, U: RemapUnit>(
+    fn drain<A: IovaAllocator, B: MapBackend>(
         &mut self,
-        ctx: &mut FlushCtx<'_, A, U>,
+        ctx: &mut FlushCtx<'_, A, B>,
     ) -> Result<(), IovaError> {
         if self.since_flush > 0 {
             self.stats.flushes += 1;

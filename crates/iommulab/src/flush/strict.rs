@@ -5,8 +5,8 @@
 
 use super::{FlushCtx, FlushPolicy, FlushStats, Unmapped};
 use crate::addr::CpuId;
+use crate::dma::backend::MapBackend;
 use crate::hw::invalidate::InvRequest;
-use crate::hw::unit::RemapUnit;
 use crate::iova::{IovaAllocator, IovaError};
 
 /// Invalidate on every unmap, then free.
@@ -23,9 +23,9 @@ impl Strict {
 }
 
 impl FlushPolicy for Strict {
-    fn on_unmap<A: IovaAllocator, U: RemapUnit>(
+    fn on_unmap<A: IovaAllocator, B: MapBackend>(
         &mut self,
-        ctx: &mut FlushCtx<'_, A, U>,
+        ctx: &mut FlushCtx<'_, A, B>,
         cpu: CpuId,
         range: Unmapped,
     ) -> Result<(), IovaError> {
@@ -36,24 +36,24 @@ impl FlushPolicy for Strict {
         ctx.iova.free(cpu, range.pfn, range.pages)
     }
 
-    fn on_wrap<A: IovaAllocator, U: RemapUnit>(
+    fn on_wrap<A: IovaAllocator, B: MapBackend>(
         &mut self,
-        _ctx: &mut FlushCtx<'_, A, U>,
+        _ctx: &mut FlushCtx<'_, A, B>,
     ) -> Result<(), IovaError> {
         // Nothing is ever stale: every unmap was already invalidated.
         Ok(())
     }
 
-    fn on_tick<A: IovaAllocator, U: RemapUnit>(
+    fn on_tick<A: IovaAllocator, B: MapBackend>(
         &mut self,
-        _ctx: &mut FlushCtx<'_, A, U>,
+        _ctx: &mut FlushCtx<'_, A, B>,
     ) -> Result<(), IovaError> {
         Ok(())
     }
 
-    fn drain<A: IovaAllocator, U: RemapUnit>(
+    fn drain<A: IovaAllocator, B: MapBackend>(
         &mut self,
-        _ctx: &mut FlushCtx<'_, A, U>,
+        _ctx: &mut FlushCtx<'_, A, B>,
     ) -> Result<(), IovaError> {
         Ok(())
     }
