@@ -1,5 +1,6 @@
-//! Wall-clock speed of the full guest path (style L10): driver map/unmap → `GuestDma` →
-//! map cache → hypercalls → host checks, pin table and VT-d page tables.
+//! Wall-clock speed of the full guest path (style L10): driver map/unmap → the guest's
+//! `DmaApi` (identity addressing) → `HypercallBackend` (strategy, map cache, batching) →
+//! hypercalls → host checks, pin table and VT-d page tables.
 //!
 //! Cases (the same 1 M-event stream shape as `map_cache/replay`: 60% a ring of 2048
 //! buffers, 40% a skewed hot set of 512 pages, one page in 16 mapped twice nested; quota
@@ -7,17 +8,19 @@
 //! - `guest/on_demand_lru`: on-demand, LRU, no batching, protection oracle off. Events =
 //!   driver maps + unmaps.
 //! - `guest/on_demand_lru_piggyback`: the same with unmap piggyback.
-//! - `guest/on_demand_lru_oracle`: with the stale-access oracle on (two IOMMU
-//!   translations per unmapped page).
+//! - `guest/on_demand_lru_oracle`: with the stale-access oracle on (the DMA API tracks live
+//!   mappings; two IOMMU translations per page left without DMA after an unmap).
 //! - `guest/netperf_run_guest`: `run_guest` over 50 k netperf-send packets (events =
 //!   workload ops).
 
 use std::hint::black_box;
 
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
-use iommulab::addr::DmaDirection;
-use iommulab::virt::{Batching, GuestConfig, GuestDma, Lru, LruConfig, run_guest};
-use iommulab::workload::{NetperfSend, NetperfSendConfig, Workload};
+use iommulab::addr::{CpuId, DmaDirection, Hpa};
+use iommulab::testing::ops::OpsWorkload;
+use iommulab::virt::strategy::OnDemand;
+use iommulab::virt::{Batching, Guest, GuestConfig, Lru, LruConfig, run_guest};
+use iommulab::workload::{DmaOp, NetperfSend, NetperfSendConfig, Workload};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
@@ -26,7 +29,7 @@ const SEED: u64 = 0x5157_0210;
 #[derive(Clone, Copy)]
 enum Ev {
     Map(u64),
-    Unmap(u64),
+    Unmap,
 }
 
 fn stream(pairs: usize) -> Vec<Ev> {
@@ -44,9 +47,9 @@ fn stream(pairs: usize) -> Vec<Ev> {
         v.push(Ev::Map(g));
         if rng.gen_range(0..16) == 0 {
             v.push(Ev::Map(g));
-            v.push(Ev::Unmap(g));
+            v.push(Ev::Unmap);
         }
-        v.push(Ev::Unmap(g));
+        v.push(Ev::Unmap);
     }
     v
 }
@@ -61,19 +64,41 @@ fn cfg(batching: Batching, oracle: bool) -> GuestConfig {
     }
 }
 
-fn drive(g: &mut GuestDma<Lru>, evs: &[Ev]) {
-    for e in evs {
-        match *e {
+/// The stream as driver calls: one-page buffers, the nested map in its own slot.
+fn ops(evs: &[Ev]) -> Vec<DmaOp> {
+    let mut depth = 0u32;
+    let cpu = CpuId::new(0);
+    evs.iter()
+        .map(|e| match *e {
             Ev::Map(p) => {
-                let _ = g.map_buffer(&[p], DmaDirection::ToDevice, false).unwrap();
+                depth += 1;
+                DmaOp::Map {
+                    slot: depth - 1,
+                    cpu,
+                    device: 0,
+                    phys: Hpa::new(p << 12),
+                    len: 4096,
+                    dir: DmaDirection::ToDevice,
+                    dma_alloc: false,
+                }
             }
-            Ev::Unmap(p) => g.unmap_buffer(&[p], DmaDirection::ToDevice, false).unwrap(),
-        }
+            Ev::Unmap => {
+                depth -= 1;
+                DmaOp::Unmap { slot: depth, cpu }
+            }
+        })
+        .collect()
+}
+
+fn drive(g: &mut Guest<OnDemand<Lru>>, ops: &[DmaOp]) {
+    let w = OpsWorkload::default();
+    for &op in ops {
+        g.step(&w, op).unwrap();
     }
 }
 
 fn guest(c: &mut Criterion) {
-    let evs = stream(500_000);
+    let evs = ops(&stream(500_000));
     let mut grp = c.benchmark_group("guest");
     grp.throughput(Throughput::Elements(evs.len() as u64));
     grp.sample_size(10);
@@ -84,7 +109,11 @@ fn guest(c: &mut Criterion) {
     ] {
         grp.bench_function(name, |bch| {
             bch.iter_batched_ref(
-                || GuestDma::<Lru>::new(cfg(b, oracle), &LruConfig::default(), None).unwrap(),
+                || {
+                    let cfg = cfg(b, oracle);
+                    let s = OnDemand::<Lru>::new(&cfg, &LruConfig::default(), None).unwrap();
+                    Guest::new(cfg, s).unwrap()
+                },
                 |g| {
                     drive(g, black_box(&evs));
                     black_box(g.result().hits)

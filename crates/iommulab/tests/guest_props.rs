@@ -1,6 +1,6 @@
 //! Property tests of the guest/host split (S1.1, S1.5–S1.7, S1.11): random hypercall
 //! batches against the host, and random driver map/unmap/access/quota sequences through
-//! `GuestDma` for every strategy, batching mode and online/offline policy. After every
+//! the guest's DMA API (`Guest`: `DmaApi` over the `HypercallBackend`) for every strategy, batching mode and online/offline policy. After every
 //! step:
 //!
 //! - a refused hypercall leaves the host unchanged; a refused driver map leaves guest and
@@ -15,12 +15,15 @@
 
 use std::sync::Arc;
 
-use iommulab::addr::{Access, DmaDirection, Gpa, Perm, Pfn};
+use iommulab::addr::{Access, CpuId, DmaDirection, Hpa, Perm, Pfn};
+use iommulab::testing::ops::OpsWorkload;
+use iommulab::virt::strategy::{Direct, OnDemand, Persistent, Shared, SingleUse};
 use iommulab::virt::{
-    Batching, CacheOnly, EvictionPolicy, Fifo, FifoConfig, GuestConfig, GuestDma, Host, HostConfig,
-    Hypercall, Lookahead, Lru, LruConfig, Opt, OptConfig, PageRef, Prefetch, PrefetchConfig,
-    Strategy,
+    Batching, CacheOnly, EvictionPolicy, Fifo, FifoConfig, Guest, GuestConfig, GuestError,
+    GuestStrategy, Host, HostConfig, Hypercall, Lookahead, Lru, LruConfig, Opt, OptConfig, PageRef,
+    Prefetch, PrefetchConfig, Strategy,
 };
+use iommulab::workload::DmaOp;
 use proptest::prelude::*;
 use proptest::strategy::Strategy as _;
 
@@ -137,91 +140,117 @@ fn run_ops<E: EvictionPolicy>(
         guest_pages: PAGES,
         ..GuestConfig::default()
     };
-    let mut g =
-        GuestDma::<E>::new(cfg, policy, la).map_err(|e| TestCaseError::fail(e.to_string()))?;
-    let mut slots: Vec<Option<(Vec<u64>, DmaDirection, bool)>> = vec![None; 6];
-    let mut q = quota;
+    let fail = |e: GuestError| TestCaseError::fail(e.to_string());
+    match strategy {
+        Strategy::Direct => drive(ops, &cfg, Direct::new(&cfg)),
+        Strategy::SingleUse => drive(ops, &cfg, SingleUse::new(&cfg)),
+        Strategy::Shared => drive(ops, &cfg, Shared::new(&cfg)),
+        Strategy::Persistent => drive(
+            ops,
+            &cfg,
+            Persistent::<E>::new(&cfg, policy, la).map_err(fail)?,
+        ),
+        Strategy::OnDemand => drive(
+            ops,
+            &cfg,
+            OnDemand::<E>::new(&cfg, policy, la).map_err(fail)?,
+        ),
+    }
+}
+
+fn drive<S: GuestStrategy>(ops: &[Op], cfg: &GuestConfig, s: S) -> Result<(), TestCaseError> {
+    let fail = |e: GuestError| TestCaseError::fail(e.to_string());
+    let (strategy, batching, cache_only) = (cfg.strategy, cfg.batching, cfg.cache_only);
+    let mut g = Guest::new(cfg.clone(), s).map_err(fail)?;
+    let w = OpsWorkload::default();
+    // Slots the test believes busy (mapped, refused or not, until their unmap).
+    let mut busy = [false; 6];
+    let mut dirs = [DmaDirection::ToDevice; 6];
+    let mut q = cfg.quota;
+    let cpu = CpuId::new(0);
     for &o in ops {
-        match o {
+        let op = match o {
             Op::Map {
                 slot,
                 page,
                 len,
                 dir,
             } => {
-                if slots[slot].is_some() {
+                if busy[slot] {
                     continue;
                 }
-                let pages: Vec<u64> = (page..(page + len).min(PAGES)).collect();
-                let d = dir_of(dir);
-                let snap = |g: &GuestDma<E>| {
-                    let mut cp: Vec<(Pfn<Gpa>, u32)> =
-                        g.cache().map(|c| c.pages().collect()).unwrap_or_default();
-                    cp.sort();
-                    let pins: Vec<u32> = (0..PAGES)
-                        .map(|p| g.host().pin_count(Pfn::new(p)))
-                        .collect();
-                    (cp, pins, g.host().stats(), g.pending().clone())
-                };
-                let before = snap(&g);
-                // Even slots hold DMA-allocated buffers (S1.11).
-                let ok = g
-                    .map_buffer(&pages, d, slot % 2 == 0)
-                    .map_err(|e| TestCaseError::fail(e.to_string()))?;
-                let one = pages.len() == 1;
-                slots[slot] = Some((pages, d, ok));
-                if !ok && one {
-                    prop_assert_eq!(snap(&g), before, "a refused one-page map changed state");
+                busy[slot] = true;
+                dirs[slot] = dir_of(dir);
+                let end = (page + len).min(PAGES);
+                DmaOp::Map {
+                    slot: slot_id(slot),
+                    cpu,
+                    device: 0,
+                    phys: Hpa::new(page << 12),
+                    len: (end - page) << 12,
+                    dir: dir_of(dir),
+                    // Even slots hold DMA-allocated buffers (S1.11).
+                    dma_alloc: slot % 2 == 0,
                 }
             }
             Op::Unmap(slot) => {
-                if let Some((pages, d, true)) = slots[slot].take() {
-                    g.unmap_buffer(&pages, d, slot % 2 == 0)
-                        .map_err(|e| TestCaseError::fail(e.to_string()))?;
+                busy[slot] = false;
+                DmaOp::Unmap {
+                    slot: slot_id(slot),
+                    cpu,
                 }
             }
-            Op::Access(slot) => {
-                if let Some((pages, d, true)) = &slots[slot] {
-                    let a = if *d == DmaDirection::ToDevice {
-                        Access::Read
-                    } else {
-                        Access::Write
-                    };
-                    g.device_access(pages, a);
-                }
-            }
+            Op::Access(slot) => DmaOp::Access {
+                slot: slot_id(slot),
+                access: if dirs[slot] == DmaDirection::ToDevice {
+                    Access::Read
+                } else {
+                    Access::Write
+                },
+            },
             Op::Quota(nq) => {
-                g.set_quota(nq)
-                    .map_err(|e| TestCaseError::fail(e.to_string()))?;
+                g.set_quota(nq).map_err(fail)?;
                 q = nq;
+                continue;
             }
+        };
+        let snap = |g: &Guest<S>| {
+            let b = g.backend();
+            let mut cp = b.strategy().cached_pages();
+            cp.sort();
+            let pins: Vec<u32> = (0..PAGES)
+                .map(|p| b.host().pin_count(Pfn::new(p)))
+                .collect();
+            (cp, pins, b.host().stats(), b.pending().clone())
+        };
+        let before = snap(&g);
+        let refused_before = g.backend().counters().buffers_refused;
+        g.step(&w, op).map_err(fail)?;
+        if let DmaOp::Map { len: 4096, .. } = op
+            && g.backend().counters().buffers_refused > refused_before
+        {
+            prop_assert_eq!(snap(&g), before, "a refused one-page map changed state");
         }
         let r = g.result();
+        let b = g.backend();
         prop_assert_eq!(r.hits + r.misses + r.refused, r.maps);
         prop_assert_eq!(r.faulted_accesses, 0);
-        g.host().check().map_err(TestCaseError::fail)?;
-        if let Some(c) = g.cache() {
-            if strategy == Strategy::OnDemand {
-                prop_assert!(
-                    c.len() as u64 <= q.max(c.pinned() as u64),
-                    "|S| {} > Q {}",
-                    c.len(),
-                    q
-                );
-                if cache_only == CacheOnly::All {
-                    prop_assert!(
-                        g.host().pinned() <= q.max(c.len() as u64 + g.pending().unmap.len() as u64)
-                    );
-                    prop_assert_eq!(
-                        g.host().pinned(),
-                        (c.len() + g.pending().unmap.len()) as u64
-                    );
-                }
+        b.host().check().map_err(TestCaseError::fail)?;
+        let cached = b.strategy().cached_pages();
+        if strategy == Strategy::OnDemand {
+            prop_assert!(r.cache.is_some(), "on-demand has a map cache");
+            let len = cached.len() as u64;
+            let pinned = cached.iter().filter(|&&(_, rc)| rc > 0).count() as u64;
+            prop_assert!(len <= q.max(pinned), "|S| {} > Q {}", len, q);
+            if cache_only == CacheOnly::All {
+                let pending = b.pending().unmap.len() as u64;
+                prop_assert!(b.host().pinned() <= q.max(len + pending));
+                prop_assert_eq!(b.host().pinned(), len + pending);
             }
-            for (p, rc) in c.pages() {
-                if rc > 0 {
-                    prop_assert!(g.host().pin_count(p) > 0, "pinned page {p:?} not mapped");
-                }
+        }
+        for (p, rc) in cached {
+            if rc > 0 {
+                prop_assert!(b.host().pin_count(p) > 0, "pinned page {p:?} not mapped");
             }
         }
         match strategy {
@@ -232,8 +261,9 @@ fn run_ops<E: EvictionPolicy>(
             _ => {}
         }
     }
-    g.flush().map_err(|e| TestCaseError::fail(e.to_string()))?;
-    g.host().check().map_err(TestCaseError::fail)?;
+    let mut w = OpsWorkload::default();
+    g.run(&mut w).map_err(fail)?;
+    g.backend().host().check().map_err(TestCaseError::fail)?;
     Ok(())
 }
 
@@ -260,4 +290,8 @@ proptest! {
             run_ops::<Opt>(&ops, strategy, BATCHING[b], quota, cache_only, &OptConfig::default(), Some(la))?;
         }
     }
+}
+
+fn slot_id(slot: usize) -> u32 {
+    u32::try_from(slot).expect("the test uses six slots")
 }

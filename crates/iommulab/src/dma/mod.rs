@@ -111,10 +111,8 @@ pub struct DmaStats {
     pub unmap_sgs: u64,
     /// I/O pages mapped.
     pub pages_mapped: u64,
-    /// Calls refused with an error (including refused maps).
+    /// Calls refused with an error (including maps a guest's backend refused by policy).
     pub errors: u64,
-    /// Map calls the backend refused by policy (a guest's full map cache, S1.2).
-    pub refused: u64,
     /// Allocations that first failed and succeeded after draining the flush policy.
     pub drain_retries: u64,
     /// Bytes of mapped pages outside the buffers the driver asked for: what sub-page
@@ -325,21 +323,16 @@ impl<A: IovaAllocator, F: FlushPolicy, B: MapBackend> DmaApi<A, F, B> {
             if !identity {
                 self.iova.free(cpu, pfn, pages)?;
             }
-            return Err(self.backend_error(e));
+            return Err(Self::backend_error(e));
         }
         self.stats.pages_mapped += pages;
         Ok(pfn)
     }
 
-    fn backend_error(&mut self, e: BackendError) -> DmaError {
+    fn backend_error(e: BackendError) -> DmaError {
         match e {
             BackendError::Map(m) => DmaError::Map(m),
-            e => {
-                if matches!(e, BackendError::Refused { .. }) {
-                    self.stats.refused += 1;
-                }
-                DmaError::Backend(e)
-            }
+            e => DmaError::Backend(e),
         }
     }
 
@@ -356,7 +349,7 @@ impl<A: IovaAllocator, F: FlushPolicy, B: MapBackend> DmaApi<A, F, B> {
         self.backend
             .unmap(d.domain, pfn, pages, attrs)
             .and_then(|()| self.backend.after_unmap())
-            .map_err(|e| self.backend_error(e))?;
+            .map_err(Self::backend_error)?;
         if self.config.translation == Translation::Identity {
             return Ok(());
         }
@@ -600,17 +593,15 @@ impl<A: IovaAllocator, F: FlushPolicy, B: MapBackend> DmaApi<A, F, B> {
                         if done > 0 {
                             self.backend
                                 .unmap(d.domain, base, done, attrs)
-                                .map_err(|e| self.backend_error(e))?;
+                                .map_err(Self::backend_error)?;
                         }
                         self.iova.free(cpu, base, total_pages)?;
-                        return Err(self.backend_error(err));
+                        return Err(Self::backend_error(err));
                     }
                     entry.dma = Iova::new(next.base(PAGE_4K).get() | e.phys.page_offset(PAGE_4K));
                     next = next.add(pages);
                 }
-                self.backend
-                    .after_map()
-                    .map_err(|e| self.backend_error(e))?;
+                self.backend.after_map().map_err(Self::backend_error)?;
                 self.stats.pages_mapped += total_pages;
             }
             Translation::Identity => {
@@ -635,7 +626,7 @@ impl<A: IovaAllocator, F: FlushPolicy, B: MapBackend> DmaApi<A, F, B> {
                 }
                 mapped
                     .and_then(|()| self.backend.after_map())
-                    .map_err(|e| self.backend_error(e))?;
+                    .map_err(Self::backend_error)?;
                 self.stats.pages_mapped += total_pages;
             }
         }
@@ -711,11 +702,9 @@ impl<A: IovaAllocator, F: FlushPolicy, B: MapBackend> DmaApi<A, F, B> {
                     let pages = PAGE_4K.pages_spanned(e.phys.page_offset(PAGE_4K), e.len);
                     self.backend
                         .unmap(d.domain, e.dma.pfn(PAGE_4K), pages, attrs)
-                        .map_err(|e| self.backend_error(e))?;
+                        .map_err(Self::backend_error)?;
                 }
-                self.backend
-                    .after_unmap()
-                    .map_err(|e| self.backend_error(e))?;
+                self.backend.after_unmap().map_err(Self::backend_error)?;
             }
         }
         if let Some(o) = self.oracle.as_mut() {

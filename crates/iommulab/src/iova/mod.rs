@@ -11,6 +11,7 @@
 
 pub mod bitmap;
 pub mod magazine;
+pub mod none;
 pub mod rbtree;
 pub mod shared;
 
@@ -21,6 +22,7 @@ use crate::hw::cost::Cycles;
 
 pub use bitmap::Bitmap;
 pub use magazine::{Magazine, MagazineConfig, MagazineConfigError};
+pub use none::NoIova;
 pub use rbtree::{RbTree, SpaceError};
 pub use shared::{Locked, SharedMagazine};
 

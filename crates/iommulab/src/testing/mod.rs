@@ -4,3 +4,4 @@ pub mod flat_unit;
 pub mod naive;
 pub mod naive_cache;
 pub mod naive_iova;
+pub mod ops;

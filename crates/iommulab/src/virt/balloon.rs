@@ -3,7 +3,7 @@
 //! - A **cooperative** guest gets the quota it asks for, bounded by the memory it holds:
 //!   Q(t) = min(requested, Mmax − B(t)), where B(t) is the balloon's size at time t
 //!   (pages the host reclaimed through the balloon driver). Inflating the balloon
-//!   shrinks the quota, and the map cache evicts ([`super::GuestDma::set_quota`]).
+//!   shrinks the quota, and the map cache evicts ([`super::HypercallBackend::set_quota`]).
 //! - A **selfish** guest does not cooperate with the balloon; the host fixes its quota
 //!   (Q < M), and it stays fixed.
 //!

@@ -25,8 +25,10 @@
 
 pub mod balloon;
 pub mod eviction;
+pub mod guest;
 pub mod host;
 pub mod hypercall;
+pub mod hypercall_backend;
 pub mod lookahead;
 pub mod map_cache;
 pub mod page_index;
@@ -44,14 +46,16 @@ pub use eviction::{
     EvictionConfig, EvictionPolicy, Fifo, FifoConfig, Lru, LruConfig, Opt, OptBatch,
     OptBatchConfig, OptConfig, Prefetch, PrefetchConfig, Slot,
 };
-pub use host::{Host, HostConfig};
-pub use hypercall::{HostStats, Hypercall, HypercallError};
-pub use lookahead::Lookahead;
-pub use map_cache::{MapCache, MapCacheStats, MapOutcome, QuotaOutcome, UnmapOutcome};
-pub use strategy::{
-    Batching, CacheOnly, GuestConfig, GuestDma, GuestError, GuestResult, Strategy, guest_page_refs,
+pub use guest::{
+    Guest, GuestConfig, GuestDmaApi, GuestError, GuestResult, guest_page_refs, guest_phys,
     run_guest,
 };
+pub use host::{Host, HostConfig};
+pub use hypercall::{HostStats, Hypercall, HypercallError};
+pub use hypercall_backend::{Batching, Channel, HypercallBackend, PageCounters};
+pub use lookahead::Lookahead;
+pub use map_cache::{MapCache, MapCacheStats, MapOutcome, QuotaOutcome, UnmapOutcome};
+pub use strategy::{CacheOnly, GuestStrategy, PageOutcome, Strategy};
 
 /// One driver request to the guest's DMA layer, reduced to the guest page it concerns.
 ///
