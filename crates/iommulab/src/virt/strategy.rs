@@ -809,11 +809,12 @@ impl<E: EvictionPolicy> std::fmt::Debug for GuestDma<E> {
     }
 }
 
-/// Appends the 4 KiB page numbers of `[phys, phys + len)` (one page for `len == 0`).
+/// Appends the 4 KiB page numbers of `[phys, phys + len)` (one page for `len == 0`), at
+/// most [`MAX_PAGES_PER_MAP`](crate::trace::oracle_general::MAX_PAGES_PER_MAP) (4 GiB):
+/// the same pages as trace statistics and the `.oracleGeneral` export, and a corrupt trace
+/// length cannot make a replay allocate without bound.
 fn push_pages(v: &mut Vec<u64>, phys: u64, len: u64) {
-    let first = phys >> 12;
-    let last = phys.saturating_add(len.max(1) - 1) >> 12;
-    v.extend(first..=last);
+    v.extend(crate::trace::oracle_general::pages(phys, len));
 }
 
 /// The page-reference stream the map cache of `cfg` sees on workload `w` (its cacheable
