@@ -274,12 +274,16 @@ mod tests {
             x ^= x << 13;
             x ^= x >> 7;
             x ^= x << 17;
-            if live.len() == 3 || (!live.is_empty() && x % 3 == 0) {
-                let b = live.remove((x as usize / 3) % live.len());
+            if live.len() == 3 || (!live.is_empty() && x.is_multiple_of(3)) {
+                let b = live.remove(((x / 3) % live.len() as u64) as usize);
                 refs.extend(b.into_iter().map(|g| PageRef::Unmap(p(g))));
             } else {
                 let g = (x >> 8) % 23;
-                let b: Vec<u64> = if x % 5 == 0 { vec![g, g + 1] } else { vec![g] };
+                let b: Vec<u64> = if x.is_multiple_of(5) {
+                    vec![g, g + 1]
+                } else {
+                    vec![g]
+                };
                 refs.extend(b.iter().map(|&g| PageRef::Map(p(g))));
                 live.push(b);
             }

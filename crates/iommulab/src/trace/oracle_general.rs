@@ -130,8 +130,8 @@ pub struct OracleGeneralWriter<W: Write> {
     time_unit_ns: u64,
     obj: Vec<u64>,
     time: Vec<u32>,
-    /// The replay reading the events given so far.
-    replay: TraceWorkload<Pending>,
+    /// The replay reading the events given so far (boxed: it is large, and sinks are moved).
+    replay: Box<TraceWorkload<Pending>>,
     /// `sg_seg` records still expected after a `map_sg`/`unmap_sg`: the replay reads a
     /// list's segments at once, so it runs only once they are all queued.
     sg_left: u32,
@@ -152,7 +152,7 @@ impl<W: Write> OracleGeneralWriter<W> {
             time_unit_ns: 1_000_000_000,
             obj: Vec::new(),
             time: Vec::new(),
-            replay: TraceWorkload::new(Pending::default()),
+            replay: Box::new(TraceWorkload::new(Pending::default())),
             sg_left: 0,
         }
     }
@@ -394,19 +394,19 @@ mod tests {
             let len = 1 + (x >> 40) % 9000;
             let mut e = map(EventKind::Map, Some(phys), len, 0);
             e.time_ns = i * 700_000_000;
-            e.device = u16::from(x % 7 != 0); // device 0 is `iommu`
+            e.device = u16::from(!x.is_multiple_of(7)); // device 0 is `iommu`
             match x % 11 {
                 0 => e.phys = None,
                 1 => e.dma = None,
                 2 => e.kind = EventKind::Unmap,
                 3 | 4 => {
                     e.kind = EventKind::MapSg;
-                    e.nents = 1 + (x >> 8) as u32 % 4;
+                    e.nents = 1 + u32::try_from((x >> 8) % 4).unwrap();
                     e.len = 3 * 4096;
                     events.push(e);
                     for k in 0..e.nents {
                         // Cut a list short now and then (x % 13 == 0).
-                        if k == 2 && x % 13 == 0 {
+                        if k == 2 && x.is_multiple_of(13) {
                             break;
                         }
                         let mut s = map(EventKind::SgSeg, Some(phys + u64::from(k) * 0x3000), 0, 0);
