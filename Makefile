@@ -24,7 +24,7 @@ demo: deps
 test: deps
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets --all-features -- -D warnings
-	IOMMULAB_REQUIRE_LIBCACHESIM=1 $(CARGO) test --workspace --all-features
+	IOMMULAB_REQUIRE_LIBCACHESIM=1 IOMMULAB_PYTHON=$(PYTHON) $(CARGO) test --workspace --all-features
 	$(MAKE) pytest
 
 # The Python part of `test` alone.

@@ -91,8 +91,10 @@ def trace_generate(
 ) -> int: ...
 def mrc(
     trace: _StrPath,
-    policy: Union[str, dict[str, Any]],
+    policy: Union[str, dict[str, Any], None] = None,
+    pinning: bool = False,
     max_quota: Optional[int] = None,
+    quotas: Optional[list[int]] = None,
     format: str = "auto",
     lenient: bool = False,
 ) -> dict[str, Any]: ...

@@ -60,7 +60,8 @@ def plot_mrc(curves: Iterable[Mapping[str, Any]], ax: Optional[Axes] = None, rel
     ax = _axes(ax)
     for c in curves:
         q = [v / max(1, c["distinct_pages"]) for v in c["quota"]] if relative else c["quota"]
-        ax.plot(q, c["hit_rate"], label=f"{c['policy']} ({c['method']})")
+        view = "pinned" if c.get("pinning") else "page sequence"
+        ax.plot(q, c["hit_rate"], label=f"{c['policy']} ({view})")
     ax.set_xlabel("quota / distinct pages" if relative else "quota (pages)")
     ax.set_ylabel("hit rate")
     ax.set_ylim(0, 1.02)

@@ -34,6 +34,9 @@ pub enum Command {
     Reproduce(ReproduceArgs),
     /// Replay a DMA trace (native, CSV or Linux ftrace text) through a configuration.
     Replay(ReplayArgs),
+    /// Hit rate of the guest map cache against its quota over a trace, for one eviction
+    /// policy (Yassour et al. 2010's Figures 3-4 method, on any trace).
+    Mrc(MrcArgs),
     /// Import, inspect, convert and generate DMA traces.
     Trace {
         /// The trace subcommand.
@@ -200,6 +203,35 @@ pub struct ReplayArgs {
     /// (64 GiB: the host model keeps a pin count per guest page).
     #[arg(long, value_name = "MIB", default_value_t = 2048, value_parser = clap::value_parser!(u64).range(1..=65536))]
     pub guest_mib: u64,
+}
+
+/// `iommulab mrc`.
+#[derive(Debug, Args)]
+pub struct MrcArgs {
+    /// The trace (native `.iot`, `.csv`, or ftrace text; `.gz`/`.zst` read transparently).
+    pub trace: PathBuf,
+    /// The eviction policy.
+    #[arg(long, value_enum, default_value = "lru")]
+    pub policy: EvictionArg,
+    /// The pinned map cache: a page stays pinned while its DMA is in flight (maps can be
+    /// refused). Default: the page sequence, every page map an independent reference (S1.9).
+    #[arg(long)]
+    pub pinning: bool,
+    /// Every quota from 0 to this many pages [default: the trace's distinct pages].
+    #[arg(long, value_name = "PAGES", conflicts_with = "quotas")]
+    pub max_quota: Option<usize>,
+    /// Only these quotas, in pages, comma separated.
+    #[arg(long, value_name = "Q,Q,..", value_delimiter = ',', num_args = 1..)]
+    pub quotas: Option<Vec<usize>>,
+    /// Print the curve as JSON (one array per column).
+    #[arg(long)]
+    pub json: bool,
+    /// The input's format.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub format: TraceFormatArg,
+    /// Skip malformed ftrace lines.
+    #[arg(long)]
+    pub lenient: bool,
 }
 
 /// A guest DMA-mapping strategy (S1.1).

@@ -28,6 +28,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Bench(a) => cmd::bench::run(&a, cli.quiet),
         Command::Reproduce(a) => cmd::reproduce::run(&a, cli.quiet),
         Command::Replay(a) => cmd::replay::run(&a, cli.quiet),
+        Command::Mrc(a) => cmd::mrc::run(&a),
         Command::Trace { command } => cmd::trace::run(&command),
     }
 }

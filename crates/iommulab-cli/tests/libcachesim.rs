@@ -1,20 +1,28 @@
-//! Cross-check against libCacheSim (PyPI `libcachesim` 0.3.5, installed by `make deps`):
-//! on a trace where every map is unmapped before the next one (no pinning), the guest map
-//! cache's FIFO, LRU and OPT hit counts equal libCacheSim's FIFO, LRU and Belady on the
-//! `.oracleGeneral` export of the same trace.
+//! Cross-check against libCacheSim (PyPI `libcachesim` 0.3.5, installed by `make deps`).
 //!
-//! Semantics matched (see `scripts/libcachesim_crosscheck.py`): one request per 4 KiB page
-//! map; objects are 4096 bytes, so a quota of Q pages is a cache of Q × 4096 bytes; a hit is
-//! `cache.get` finding the page, a miss inserts it (both count the first access to a page as
-//! a miss, iommulab as one map hypercall); OPT is Belady reading `next_access_vtime`. With no
-//! pinning nothing is refused at a quota ≥ 1, so iommulab's `misses` is libCacheSim's
-//! misses.
+//! 1. **Curves** (`iommulab mrc`, the library's `mrc::hit_rate_curve`): on the committed real
+//!    QEMU trace and on generated traces, the page-sequence LRU, FIFO and OPT hit counts equal
+//!    libCacheSim's LRU, FIFO and Belady on the `.oracleGeneral` export of the same trace
+//!    (`iommulab trace convert`) at **every** quota from 1 to the trace's distinct pages. The
+//!    export's request count equals the curve's `maps`: both are the page sequence (each 4 KiB
+//!    page a mapped buffer spans is one request, in order), read through the same replay.
+//! 2. **Map cache** (`iommulab replay --strategy on-demand`): on a trace where every map is
+//!    unmapped before the next one (no pinning), the guest model's own counts equal
+//!    libCacheSim's at a few quotas.
 //!
-//! If `python3 -c "import libcachesim"` fails the test prints why and passes, unless
-//! `IOMMULAB_REQUIRE_LIBCACHESIM=1` is set (then it fails).
+//! Semantics matched (see `scripts/libcachesim_crosscheck.py`): objects are 4096 bytes, so a
+//! quota of Q pages is a cache of Q × 4096 bytes; a hit is `cache.get` finding the page, a
+//! miss inserts it (both count the first access to a page as a miss, iommulab as one map
+//! hypercall); OPT is Belady reading `next_access_vtime`. The page sequence never refuses a map
+//! at a quota ≥ 1, so iommulab's `misses` is libCacheSim's misses.
+//!
+//! Python: `$IOMMULAB_PYTHON` (default `python3`; `make test` passes its `$(PYTHON)`). If it
+//! cannot `import libcachesim` the tests print why and pass, unless
+//! `IOMMULAB_REQUIRE_LIBCACHESIM=1` is set (then they fail).
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use serde_json::Value;
@@ -23,8 +31,157 @@ fn iommulab() -> assert_cmd::Command {
     assert_cmd::cargo::cargo_bin_cmd!("iommulab")
 }
 
+fn python() -> String {
+    std::env::var("IOMMULAB_PYTHON").unwrap_or_else(|_| "python3".to_owned())
+}
+
+/// Whether libCacheSim can be imported; panics if it cannot and it is required.
+fn have_libcachesim() -> bool {
+    let py = python();
+    let have = Command::new(&py)
+        .args(["-c", "import libcachesim"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !have {
+        assert!(
+            std::env::var("IOMMULAB_REQUIRE_LIBCACHESIM").as_deref() != Ok("1"),
+            "{py} cannot import libcachesim ({py} -m pip install libcachesim==0.3.5, or set \
+             IOMMULAB_PYTHON to a Python that can)"
+        );
+        eprintln!("skipped: {py} cannot import libcachesim (run `make deps`)");
+    }
+    have
+}
+
+/// Runs `scripts/libcachesim_crosscheck.py` on an `.oracleGeneral` trace.
+fn libcachesim(og: &Path, args: &[String]) -> Value {
+    let script =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/libcachesim_crosscheck.py");
+    let out = Command::new(python())
+        .arg(&script)
+        .arg(og)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn convert(trace: &Path, og: &Path) {
+    iommulab()
+        .args(["trace", "convert", "-q"])
+        .arg(trace)
+        .arg("-o")
+        .arg(og)
+        .assert()
+        .success();
+}
+
+fn generate(dir: &Path, workload: &str, events: u32) -> PathBuf {
+    let p = dir.join(format!("{workload}.iot"));
+    iommulab()
+        .args(["trace", "generate", workload, "--events"])
+        .arg(events.to_string())
+        .arg("-o")
+        .arg(&p)
+        .assert()
+        .success();
+    p
+}
+
+/// The curve of `policy` over every quota, from `iommulab mrc --json`.
+fn mrc(trace: &Path, policy: &str) -> Value {
+    let o = iommulab()
+        .arg("mrc")
+        .arg(trace)
+        .args(["--policy", policy, "--json"])
+        .assert()
+        .success();
+    serde_json::from_slice(&o.get_output().stdout).unwrap()
+}
+
+/// `iommulab mrc` equals libCacheSim at every quota 1..=distinct pages for FIFO, LRU and OPT.
+fn curves_equal_libcachesim(trace: &Path) {
+    let dir = tempfile::tempdir().unwrap();
+    let og = dir.path().join("t.oracleGeneral");
+    convert(trace, &og);
+    let ours: BTreeMap<&str, Value> = ["fifo", "lru", "opt"]
+        .into_iter()
+        .map(|p| (p, mrc(trace, p)))
+        .collect();
+    let distinct = ours["lru"]["distinct_pages"].as_u64().unwrap();
+    assert!(
+        distinct > 1,
+        "{}: {distinct} distinct pages",
+        trace.display()
+    );
+    let lcs = libcachesim(&og, &["--up-to".to_owned(), distinct.to_string()]);
+    for (policy, c) in &ours {
+        assert_eq!(c["pinning"], false);
+        assert_eq!(
+            lcs["requests"],
+            c["maps"],
+            "{}: the export is not the page sequence",
+            trace.display()
+        );
+        let quota = c["quota"].as_array().unwrap();
+        let hits = c["hits"].as_array().unwrap();
+        assert_eq!(quota.len() as u64, distinct + 1);
+        let mut checked = 0;
+        for (q, h) in quota.iter().zip(hits).skip(1) {
+            let q = q.as_u64().unwrap().to_string();
+            assert_eq!(
+                *h,
+                lcs[*policy][&q],
+                "{} {policy} at quota {q}: ours {h} vs libCacheSim {}",
+                trace.display(),
+                lcs[*policy][&q]
+            );
+            checked += 1;
+        }
+        assert_eq!(checked, distinct);
+    }
+}
+
+/// The committed real trace (Debian 6.12 under QEMU, virtio-net, virtio-blk and NVMe, with
+/// `iommu:` events the replay and the export both skip), read as ftrace text.
+#[test]
+fn qemu_trace_curves_equal_libcachesim_at_every_quota() {
+    if !have_libcachesim() {
+        return;
+    }
+    curves_equal_libcachesim(
+        &Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../traces/qemu-virtio-6.12.95+deb12-cloud-amd64.txt.zst"),
+    );
+}
+
+/// Generated workloads: buffers in flight (apache-sendfile, block), one page at a time with a
+/// large footprint (pseudo-scsi), and the skewed CSV below.
+#[test]
+fn generated_trace_curves_equal_libcachesim_at_every_quota() {
+    if !have_libcachesim() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    for (w, events) in [
+        ("apache-sendfile", 20_000),
+        ("block", 20_000),
+        ("pseudo-scsi", 4_000),
+    ] {
+        curves_equal_libcachesim(&generate(dir.path(), w, events));
+    }
+    let csv = dir.path().join("skewed.csv");
+    write_skewed_trace(&csv);
+    curves_equal_libcachesim(&csv);
+}
+
 /// A deterministic skewed page stream, each page mapped then unmapped (no pinning).
-fn write_trace(path: &Path) {
+fn write_skewed_trace(path: &Path) {
     let mut s = String::from(
         "# iommulab trace v1\n# device: 0000:03:00.0\ntime_ns,cpu,device,kind,dir,dma,phys,len,nents\n",
     );
@@ -49,46 +206,25 @@ fn write_trace(path: &Path) {
     std::fs::write(path, s).unwrap();
 }
 
+/// The guest model's map cache itself (not the curve) equals libCacheSim on a trace without
+/// pinning, and the script's fast path (libCacheSim's C request loop) equals calling
+/// `cache.get` per request.
 #[test]
-fn fifo_lru_opt_hits_equal_libcachesim() {
-    let have = Command::new("python3")
-        .args(["-c", "import libcachesim"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !have {
-        assert!(
-            std::env::var("IOMMULAB_REQUIRE_LIBCACHESIM").as_deref() != Ok("1"),
-            "libcachesim is not importable (python3 -m pip install libcachesim==0.3.5)"
-        );
-        eprintln!("skipped: python3 cannot import libcachesim (run `make deps`)");
+fn map_cache_replay_hits_equal_libcachesim() {
+    if !have_libcachesim() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
     let csv = dir.path().join("t.csv");
     let og = dir.path().join("t.oracleGeneral");
-    write_trace(&csv);
-    iommulab()
-        .args(["trace", "convert", "-q"])
-        .arg(&csv)
-        .arg("-o")
-        .arg(&og)
-        .assert()
-        .success();
+    write_skewed_trace(&csv);
+    convert(&csv, &og);
     let quotas = [1u64, 3, 8, 20, 50, 120, 400];
-    let script =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/libcachesim_crosscheck.py");
-    let out = Command::new("python3")
-        .arg(&script)
-        .arg(&og)
-        .args(quotas.iter().map(u64::to_string))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let lcs: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let args: Vec<String> = quotas.iter().map(u64::to_string).collect();
+    let lcs = libcachesim(&og, &args);
+    let mut get_args = args.clone();
+    get_args.extend(["--method".to_owned(), "get".to_owned()]);
+    assert_eq!(libcachesim(&og, &get_args), lcs);
     assert_eq!(lcs["requests"], 4000);
     for policy in ["fifo", "lru", "opt"] {
         for q in quotas {

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use iommulab::experiment::ConfigError;
-use iommulab::trace::replay::TraceWorkload;
+use iommulab::mrc::{CurveRequest, Quotas, hit_rate_curve, trace_page_refs};
 use iommulab::trace::{TraceHeader, create_trace, open, stats};
 use iommulab::virt::EvictionConfig;
 use iommulab::workload::WorkloadConfig;
@@ -94,29 +94,55 @@ pub fn trace_generate(
 }
 
 /// The hit-rate curve of the guest map cache over a trace for one eviction policy (`lru`,
-/// `opt`, `fifo`, ... or a dict with `kind`), quotas `0..=max_quota`.
+/// `opt`, `fifo`, `opt_batch` or `opt-batch`, `prefetch`, or a dict with `kind`), over the
+/// page sequence (default) or the pinned map cache (`pinning=True`), at quotas
+/// `0..=max_quota` (default: the trace's distinct pages) or the listed `quotas`: the
+/// library's `mrc::hit_rate_curve`, as `iommulab mrc --json`.
 #[pyfunction]
-#[pyo3(signature = (trace, policy, max_quota=None, format="auto", lenient=false))]
+#[pyo3(signature = (trace, policy=None, pinning=false, max_quota=None, quotas=None, format="auto", lenient=false))]
+#[allow(clippy::too_many_arguments)] // the Python keyword arguments
 pub fn mrc<'py>(
     py: Python<'py>,
     trace: PathBuf,
-    policy: &Bound<'py, PyAny>,
+    policy: Option<&Bound<'py, PyAny>>,
+    pinning: bool,
     max_quota: Option<usize>,
+    quotas: Option<Vec<usize>>,
     format: &str,
     lenient: bool,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let config: EvictionConfig = if policy.is_instance_of::<PyString>() {
-        let kind: String = policy.extract()?;
-        parse_toml(&format!("kind = {}", toml::Value::String(kind)))?
-    } else {
-        from_toml(policy)?
+    let policy: EvictionConfig = match policy {
+        None => EvictionConfig::default(),
+        Some(p) if p.is_instance_of::<PyString>() => {
+            // The CLI spells it `opt-batch`, TOML `opt_batch`: accept both.
+            let kind: String = p.extract::<String>()?.replace('-', "_");
+            parse_toml(&format!("kind = {}", toml::Value::String(kind)))?
+        }
+        Some(p) => from_toml(p)?,
+    };
+    let quotas = match (max_quota, quotas) {
+        (Some(_), Some(_)) => {
+            return Err(PyErrWrap::from(ConfigError::Invalid {
+                key: "max_quota".into(),
+                value: "given with quotas".into(),
+                expected: "either max_quota (every quota 0..=N) or quotas (a list), not both"
+                    .into(),
+            })
+            .into());
+        }
+        (Some(n), None) => Some(Quotas::UpTo(n)),
+        (None, Some(list)) => Some(Quotas::List(list)),
+        (None, None) => None,
+    };
+    let req = CurveRequest {
+        policy,
+        pinning,
+        quotas,
     };
     let format = trace_format(format)?;
     let curve = py.detach(|| -> Result<_, iommulab::Error> {
-        let src = open(&trace, format, lenient)?;
-        let mut w = TraceWorkload::new(src);
-        let refs = iommulab::virt::guest_page_refs(&mut w, iommulab::virt::CacheOnly::All)?;
-        Ok(iommulab::mrc::mrc(&refs, &config, max_quota)?)
+        let refs = trace_page_refs(open(&trace, format, lenient)?)?;
+        hit_rate_curve(&refs, &req)
     });
     to_py(py, &curve.map_err(PyErrWrap::from)?)
 }

@@ -22,7 +22,7 @@
 //! | [`trace`] | DMA traces: event model, native format, CSV, Linux ftrace import, stats |
 //! | [`workload`] | built-in generators of DMA operations |
 //! | [`virt`] | the guest map cache of on-demand DMA mapping and its eviction policies (S1.2–S1.5) |
-//! | [`mrc`] | one-pass hit-rate (miss-ratio) curves over every quota, LRU and OPT (S1.9) |
+//! | [`mrc`] | hit-rate (miss-ratio) curves over every quota of a trace, page sequence or pinned map cache; one pass for LRU and OPT (S1.9) |
 //! | [`experiment`] | configs, the one place enums become types, the runner, results |
 //!
 //! Cargo features: `test-utils` exports the naive oracles in [`testing`].

@@ -28,6 +28,16 @@
 //! one-pass functions then return `exact: false`, and [`mrc`] falls back to
 //! [`mrc_by_simulation`], one map-cache run per quota (`method: Simulation`). FIFO and the
 //! batching policies are not stack algorithms and always use simulation.
+//!
+//! **Entry point for a trace**: [`hit_rate_curve`] (module `curve`) computes the curve of
+//! any policy over either view of a trace — the page sequence (S1.9's method, default) or
+//! the pinned map cache — at `0..=N` or listed quotas, choosing one pass or simulation;
+//! `iommulab mrc`, Python's `iommulab.mrc` and the libCacheSim cross-check all call it. The
+//! functions below are its parts, over a reference stream as given.
+
+pub mod curve;
+
+pub use curve::{CurveRequest, HitRateCurve, MAX_QUOTA, Quotas, hit_rate_curve, trace_page_refs};
 
 use std::sync::Arc;
 
@@ -415,8 +425,10 @@ pub fn mrc_by_simulation_config(
     crate::with_eviction!(config, E, c => mrc_by_simulation::<E>(refs, quotas, c))
 }
 
-/// The hit-rate curve of `config`'s policy for quotas `0..=max_quota` (default: the
-/// number of distinct pages, past which nothing changes).
+/// The hit-rate curve of `config`'s policy over the stream `refs` *as given* (pinned pages
+/// stay pinned) for quotas `0..=max_quota` (default: the number of distinct pages, past
+/// which nothing changes). For a trace, prefer [`hit_rate_curve`], which also offers the
+/// page-sequence view.
 ///
 /// LRU and OPT use one pass when the stream has no pinning, else (and for every other
 /// policy) one simulation per quota; the result's `method` says which.

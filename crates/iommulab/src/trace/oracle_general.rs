@@ -12,10 +12,21 @@
 //!                                    -1 if there is none
 //! ```
 //!
-//! Requests are the mapping events in trace order: `map` and `alloc` give one request per
-//! 4 KiB physical page they cover, a `map_sg` gives one per page of each of its `sg_seg`
-//! segments. Events without a physical address are skipped ([`OracleGeneralWriter::skipped`]);
-//! a mapping contributes at most [`MAX_PAGES_PER_MAP`] pages.
+//! Requests are the **page sequence** of the trace (S1.9, [`crate::mrc::page_sequence`]):
+//! every 4 KiB physical page of every buffer the replay maps, in trace order — so libCacheSim
+//! sees exactly the reference stream `iommulab mrc` computes curves on. The writer runs the
+//! events through the replay's own [`TraceWorkload`] (the code `iommulab replay` and
+//! `iommulab mrc` read traces with) and expands each map as the guest model does:
+//!
+//! - `map` and `alloc` give the pages of `[phys, phys + len)` (a `map` without a physical
+//!   address uses its DMA address, as the replay does; one without a DMA address cannot be
+//!   replayed and is skipped, [`OracleGeneralWriter::skipped`]);
+//! - a `map_sg` gives the pages of each of its `sg_seg` segments, with the lengths the
+//!   IOMMU merged spread over the segments that lack one; `unmap_sg` segments give none;
+//! - `iommu:map` events (device `iommu`) are skipped once the trace shows another device:
+//!   they repeat the `dma:` events' mappings, and counting both would double every page.
+//!
+//! A mapping contributes at most [`MAX_PAGES_PER_MAP`] pages (the guest model caps it too).
 //!
 //! `next_access_vtime` needs the future, so the writer keeps the requests in memory and
 //! computes it in a reverse pass at [`OracleGeneralWriter::finish`]: 20 bytes per request
@@ -31,11 +42,13 @@
 //!
 //! and the binary one with `cachesim trace.oracleGeneral oracleGeneral lru 0.01`.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::io::Write;
 use std::path::PathBuf;
 
-use super::{Event, EventKind, TraceError};
+use super::replay::{ReplayReport, TraceWorkload};
+use super::{Event, EventKind, EventSource, TraceError, TraceHeader};
+use crate::workload::{DmaOp, Workload};
 
 /// Bytes per binary request.
 pub const RECORD_BYTES: usize = 24;
@@ -64,6 +77,29 @@ pub(crate) fn pages(addr: u64, len: u64) -> std::ops::RangeInclusive<u64> {
     first..=last.min(first + (MAX_PAGES_PER_MAP - 1))
 }
 
+/// Events the writer has been given and the replay has not read yet, as the replay's
+/// [`EventSource`]; its device table is the one [`OracleGeneralWriter::set_devices`] was
+/// given (the source's table after the batch being written, as the replay would see it).
+#[derive(Debug, Default)]
+struct Pending {
+    header: TraceHeader,
+    events: VecDeque<Event>,
+}
+
+impl EventSource for Pending {
+    fn header(&self) -> &TraceHeader {
+        &self.header
+    }
+    fn next_event(&mut self) -> Result<Option<Event>, TraceError> {
+        Ok(self.events.pop_front())
+    }
+    fn read_batch(&mut self, out: &mut Vec<Event>) -> Result<usize, TraceError> {
+        out.clear();
+        out.extend(self.events.drain(..));
+        Ok(out.len())
+    }
+}
+
 /// Collects mapping requests and writes them as an oracleGeneral trace on `finish`.
 ///
 /// # Examples
@@ -73,11 +109,13 @@ pub(crate) fn pages(addr: u64, len: u64) -> std::ops::RangeInclusive<u64> {
 /// use iommulab::trace::oracle_general::{OracleFormat, OracleGeneralWriter};
 ///
 /// let mut w = OracleGeneralWriter::new(Vec::new(), OracleFormat::Csv);
+/// w.set_devices(&["0000:01:00.0".to_owned()]);
 /// let mut e = Event::new(EventKind::Map);
+/// e.dma = Some(0xfff0_0000);
 /// e.phys = Some(0x5000);
 /// e.len = 8192;
 /// w.write(&e).unwrap();
-/// w.write(&e).unwrap();
+/// w.write(&e).unwrap(); // the address again: the replay closes the first mapping
 /// let text = String::from_utf8(w.finish().unwrap()).unwrap();
 /// assert_eq!(
 ///     text,
@@ -92,10 +130,11 @@ pub struct OracleGeneralWriter<W: Write> {
     time_unit_ns: u64,
     obj: Vec<u64>,
     time: Vec<u32>,
-    /// `sg_seg` records still expected after a `map_sg` (counted) or `unmap_sg` (ignored).
+    /// The replay reading the events given so far (boxed: it is large, and sinks are moved).
+    replay: Box<TraceWorkload<Pending>>,
+    /// `sg_seg` records still expected after a `map_sg`/`unmap_sg`: the replay reads a
+    /// list's segments at once, so it runs only once they are all queued.
     sg_left: u32,
-    sg_counts: bool,
-    skipped: u64,
 }
 
 impl<W: Write> OracleGeneralWriter<W> {
@@ -113,9 +152,8 @@ impl<W: Write> OracleGeneralWriter<W> {
             time_unit_ns: 1_000_000_000,
             obj: Vec::new(),
             time: Vec::new(),
+            replay: Box::new(TraceWorkload::new(Pending::default())),
             sg_left: 0,
-            sg_counts: false,
-            skipped: 0,
         }
     }
 
@@ -125,52 +163,75 @@ impl<W: Write> OracleGeneralWriter<W> {
         self
     }
 
+    /// Sets the trace's device table (the replay skips `iommu` events once another device
+    /// exists): the whole table so far, as [`super::EventSink::set_devices`] passes it.
+    pub fn set_devices(&mut self, devices: &[String]) {
+        self.replay.source_mut().header.devices = devices.to_vec();
+    }
+
     /// Requests collected so far.
     pub fn requests(&self) -> usize {
         self.obj.len()
     }
 
-    /// Mapping events skipped because they carry no physical address.
+    /// Mapping events the replay could not replay (no DMA address, or a `map_sg` without a
+    /// segment address), which make no request.
     pub fn skipped(&self) -> u64 {
-        self.skipped
+        self.replay.report().incomplete
     }
 
-    fn push(&mut self, e: &Event) {
-        let Some(phys) = e.phys else {
-            self.skipped += 1;
-            return;
+    /// What the replay made of the events so far (`iommu` events skipped, ...).
+    pub fn report(&self) -> ReplayReport {
+        self.replay.report()
+    }
+
+    /// Runs the replay over the queued events, appending the pages of each map.
+    fn drain(&mut self) -> Result<(), TraceError> {
+        // The queued events are one mapping (a map, or a map_sg with its segments): its
+        // requests take the time of its first event.
+        let Some(t) = self.replay.source_mut().events.front().map(|e| e.time_ns) else {
+            return Ok(());
         };
-        let t = u32::try_from(e.time_ns / self.time_unit_ns).unwrap_or(u32::MAX);
-        for page in pages(phys, e.len) {
-            self.obj.push(page);
-            self.time.push(t);
+        let t = u32::try_from(t / self.time_unit_ns).unwrap_or(u32::MAX);
+        while let Some(op) = self.replay.next_op().map_err(|e| match e {
+            crate::Error::Trace(t) => t,
+            other => TraceError::Invalid {
+                path: self.path.clone(),
+                what: other.to_string(),
+            },
+        })? {
+            match op {
+                DmaOp::Map { phys, len, .. } => self.obj.extend(pages(phys.get(), len)),
+                DmaOp::MapSg { .. } => {
+                    for s in self.replay.sg_segments() {
+                        self.obj.extend(pages(s.phys.get(), s.len));
+                    }
+                }
+                _ => {}
+            }
+            self.time.resize(self.obj.len(), t);
         }
+        Ok(())
     }
 
     /// Takes one event (only mapping events make requests).
     pub fn write(&mut self, e: &Event) -> Result<(), TraceError> {
         match e.kind {
-            EventKind::SgSeg if self.sg_left > 0 => {
-                self.sg_left -= 1;
-                if self.sg_counts {
-                    self.push(e);
-                }
-            }
-            EventKind::MapSg | EventKind::UnmapSg => {
-                self.sg_left = e.nents;
-                self.sg_counts = e.kind == EventKind::MapSg;
-            }
-            EventKind::Map | EventKind::Alloc => {
-                self.sg_left = 0;
-                self.push(e);
-            }
+            EventKind::SgSeg if self.sg_left > 0 => self.sg_left -= 1,
+            EventKind::MapSg | EventKind::UnmapSg => self.sg_left = e.nents,
             _ => self.sg_left = 0,
+        }
+        self.replay.source_mut().events.push_back(*e);
+        if self.sg_left == 0 {
+            self.drain()?;
         }
         Ok(())
     }
 
     /// Computes `next_access_vtime`, writes every request, flushes, returns the writer.
     pub fn finish(mut self) -> Result<W, TraceError> {
+        // A scatter-gather list cut short by the end of the trace, as the replay reads it.
+        self.drain()?;
         let n = self.obj.len();
         let mut next = vec![-1i64; n];
         let mut seen: HashMap<u64, usize> = HashMap::new();
@@ -224,9 +285,12 @@ impl<W: Write> OracleGeneralWriter<W> {
 mod tests {
     use super::*;
 
+    /// An event whose DMA address is its physical one (what identifies a mapping to the
+    /// replay does not matter here).
     fn map(kind: EventKind, phys: Option<u64>, len: u64, nents: u32) -> Event {
         let mut e = Event::new(kind);
         e.phys = phys;
+        e.dma = phys;
         e.len = len;
         e.nents = nents;
         e
@@ -287,6 +351,109 @@ mod tests {
         assert_eq!(w.skipped(), 1);
         let r = records(&w.finish().unwrap());
         assert_eq!(r, [(0, 0x10, 4096, -1), (0, 0x20, 4096, -1)]);
+    }
+
+    /// `iommu:map` events repeat the `dma:` events' mappings: once the trace has another
+    /// device they make no request (they would double every page).
+    #[test]
+    fn iommu_events_are_skipped_once_another_device_exists() {
+        let mut w = OracleGeneralWriter::new(Vec::new(), OracleFormat::Binary);
+        w.set_devices(&["iommu".to_owned(), "0000:00:04.0".to_owned()]);
+        let mut iommu = map(EventKind::Map, Some(0x7000), 4096, 0);
+        iommu.device = 0;
+        let mut dma = map(EventKind::Map, Some(0x7000), 4096, 0);
+        dma.device = 1;
+        dma.dma = Some(0xffff_f000);
+        w.write(&iommu).unwrap();
+        w.write(&dma).unwrap();
+        assert_eq!(w.report().skipped_iommu_events, 1);
+        assert_eq!(records(&w.finish().unwrap()), [(0, 7, 4096, -1)]);
+        // A trace of `iommu` events alone exports them.
+        let mut w = OracleGeneralWriter::new(Vec::new(), OracleFormat::Binary);
+        w.set_devices(&["iommu".to_owned()]);
+        w.write(&iommu).unwrap();
+        assert_eq!(records(&w.finish().unwrap()), [(0, 7, 4096, -1)]);
+    }
+
+    /// The request stream is the page sequence the replay maps, event shape by event shape:
+    /// merged scatter-gather lengths spread, a `map` without a physical address at its DMA
+    /// address, one without a DMA address skipped, a list cut short by another event or by
+    /// the end of the trace.
+    #[test]
+    fn requests_are_the_replays_page_sequence() {
+        use crate::trace::MemorySource;
+        use crate::virt::PageRef;
+        let mut events = Vec::new();
+        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+        for i in 0..3000u64 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let page = (x >> 20) % 97;
+            let phys = (0x100 + page) << 12 | (x & 0xfff);
+            let len = 1 + (x >> 40) % 9000;
+            let mut e = map(EventKind::Map, Some(phys), len, 0);
+            e.time_ns = i * 700_000_000;
+            e.device = u16::from(!x.is_multiple_of(7)); // device 0 is `iommu`
+            match x % 11 {
+                0 => e.phys = None,
+                1 => e.dma = None,
+                2 => e.kind = EventKind::Unmap,
+                3 | 4 => {
+                    e.kind = EventKind::MapSg;
+                    e.nents = 1 + u32::try_from((x >> 8) % 4).unwrap();
+                    e.len = 3 * 4096;
+                    events.push(e);
+                    for k in 0..e.nents {
+                        // Cut a list short now and then (x % 13 == 0).
+                        if k == 2 && x.is_multiple_of(13) {
+                            break;
+                        }
+                        let mut s = map(EventKind::SgSeg, Some(phys + u64::from(k) * 0x3000), 0, 0);
+                        s.len = if k == 0 { 4096 } else { 0 };
+                        s.time_ns = e.time_ns;
+                        s.device = e.device;
+                        events.push(s);
+                    }
+                    continue;
+                }
+                _ => {}
+            }
+            events.push(e);
+        }
+        // The last list is cut short by the end of the trace.
+        events.push(map(EventKind::MapSg, None, 8192, 3));
+        events.push(map(EventKind::SgSeg, Some(0x55_000), 4096, 0));
+        let header = TraceHeader {
+            devices: vec!["iommu".into(), "0000:00:04.0".into()],
+            source: "test".into(),
+        };
+        let refs =
+            crate::mrc::trace_page_refs(MemorySource::new(header.clone(), events.clone())).unwrap();
+        let want: Vec<u64> = refs
+            .iter()
+            .filter_map(|r| match *r {
+                PageRef::Map(g) => Some(g.get()),
+                PageRef::Unmap(_) => None,
+            })
+            .collect();
+        let mut w = OracleGeneralWriter::new(Vec::new(), OracleFormat::Binary);
+        w.set_devices(&header.devices);
+        for e in &events {
+            w.write(e).unwrap();
+        }
+        assert!(w.skipped() > 0 && w.report().skipped_iommu_events > 0);
+        let got = records(&w.finish().unwrap());
+        assert!(want.len() > 3000, "{}", want.len());
+        assert_eq!(got.iter().map(|r| r.1).collect::<Vec<_>>(), want);
+        // Each request carries its mapping's time; next_access_vtime points at the next.
+        assert!(got.windows(2).all(|w| w[0].0 <= w[1].0));
+        for (i, r) in got.iter().enumerate() {
+            if r.3 > 0 {
+                let j = usize::try_from(r.3 - 1).unwrap();
+                assert!(j > i && got[j].1 == r.1 && got[i + 1..j].iter().all(|o| o.1 != r.1));
+            }
+        }
     }
 
     #[test]

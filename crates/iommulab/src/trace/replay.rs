@@ -143,6 +143,13 @@ impl<S: EventSource> TraceWorkload<S> {
         self.report
     }
 
+    /// The source, e.g. to feed events to one that is written to while it is replayed (the
+    /// `.oracleGeneral` export). The device table may grow; events already read are not
+    /// read again.
+    pub fn source_mut(&mut self) -> &mut S {
+        &mut self.src
+    }
+
     /// The trace's header (devices).
     pub fn header(&self) -> &TraceHeader {
         self.src.header()

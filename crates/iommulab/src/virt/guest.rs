@@ -304,7 +304,7 @@ impl<S: GuestStrategy> Guest<S> {
                     self.bytes += seg.len;
                     sg.push(SgEntry {
                         phys: guest_phys(seg.phys),
-                        len: seg.len.max(1),
+                        len: map_len(seg.phys.get(), seg.len),
                         dma: Iova::default(),
                     });
                 }
@@ -459,11 +459,21 @@ impl<S: GuestStrategy> Guest<S> {
     }
 }
 
-/// Appends the 4 KiB page numbers of `[phys, phys + len)` (one page for `len == 0`).
+/// Appends the 4 KiB page numbers of `[phys, phys + len)` (one page for `len == 0`), at
+/// most [`MAX_PAGES_PER_MAP`](crate::trace::oracle_general::MAX_PAGES_PER_MAP) (4 GiB):
+/// the same pages as trace statistics and the `.oracleGeneral` export, and a corrupt trace
+/// length cannot make a replay allocate without bound.
 fn push_pages(v: &mut Vec<u64>, phys: u64, len: u64) {
-    let first = phys >> 12;
-    let last = phys.saturating_add(len.max(1) - 1) >> 12;
-    v.extend(first..=last);
+    v.extend(crate::trace::oracle_general::pages(phys, len));
+}
+
+/// The length a guest maps for a buffer of `len` bytes at `phys`: at least one byte (a
+/// zero-length map still concerns its page) and no more than the pages [`push_pages`]
+/// counts.
+fn map_len(phys: u64, len: u64) -> u64 {
+    let pages = crate::trace::oracle_general::pages(phys, len);
+    let n = pages.end() - pages.start() + 1;
+    len.max(1).min(n * PAGE_4K.bytes() - phys % PAGE_4K.bytes())
 }
 
 /// The page-reference stream the map cache of `cfg` sees on workload `w` (its cacheable

@@ -1,0 +1,122 @@
+//! `iommulab mrc`: the hit-rate curve of the guest map cache over a trace for one eviction
+//! policy, over the page sequence (S1.9's method, default) or the pinned map cache
+//! (`--pinning`); the library's `mrc::hit_rate_curve` does the work.
+
+use std::fmt::Write as _;
+
+use anyhow::{Context, Result};
+use iommulab::mrc::{
+    CurveRequest, HitRateCurve, MrcMethod, Quotas, hit_rate_curve, trace_page_refs,
+};
+
+use crate::args::MrcArgs;
+use crate::cmd::trace::open_input;
+
+/// Longest curve the table prints whole; longer `0..=N` curves print a subset.
+const FULL_TABLE_ROWS: usize = 41;
+
+/// `iommulab mrc`.
+pub fn run(args: &MrcArgs) -> Result<()> {
+    let src = open_input(&args.trace, args.format, args.lenient)?;
+    let refs = trace_page_refs(src).with_context(|| format!("reading {}", args.trace.display()))?;
+    let quotas = match (&args.quotas, args.max_quota) {
+        (Some(list), _) => Some(Quotas::List(list.clone())),
+        (None, Some(n)) => Some(Quotas::UpTo(n)),
+        (None, None) => None,
+    };
+    let req = CurveRequest {
+        policy: args.policy.into(),
+        pinning: args.pinning,
+        quotas,
+    };
+    let curve = hit_rate_curve(&refs, &req)?;
+    let text = if args.json {
+        let mut t = serde_json::to_string_pretty(&curve)?;
+        t.push('\n');
+        t
+    } else {
+        table(
+            &curve,
+            &args.trace.display().to_string(),
+            args.quotas.is_some(),
+        )
+    };
+    crate::print_stdout(&text)
+}
+
+/// Indices of the rows a long `0..=N` table shows: quota 0, powers of two below 10% of the
+/// distinct pages (small quotas are where policies and views differ most), every 10% of
+/// the distinct pages, and the last quota.
+fn subset(c: &HitRateCurve) -> Vec<usize> {
+    let last = c.quota.len() - 1;
+    let mut rows = vec![0, last];
+    let mut q = 1;
+    while q < last && q * 10 < c.distinct_pages {
+        rows.push(q);
+        q *= 2;
+    }
+    for k in 1..=10 {
+        let q = (c.distinct_pages * k).div_ceil(10);
+        if q <= last {
+            rows.push(q);
+        }
+    }
+    rows.sort_unstable();
+    rows.dedup();
+    // In a `0..=N` curve the quota is the index.
+    rows
+}
+
+/// The curve as a text table (all rows for a `--quotas` list or a short curve).
+fn table(c: &HitRateCurve, trace: &str, listed: bool) -> String {
+    let mut s = String::new();
+    let view = if c.pinning {
+        "pinned map cache (pages stay pinned while their DMA is in flight)"
+    } else {
+        "page sequence (each page map an independent reference, S1.9)"
+    };
+    let method = match c.method {
+        MrcMethod::StackDistance => "one pass over stack distances",
+        MrcMethod::Simulation => "one map-cache simulation per quota",
+    };
+    let _ = writeln!(s, "trace           {trace}");
+    let _ = writeln!(s, "policy          {}", c.policy);
+    let _ = writeln!(s, "view            {view}");
+    let _ = writeln!(s, "method          {method}");
+    let _ = writeln!(s, "page maps       {}", c.maps);
+    let _ = writeln!(s, "distinct pages  {}", c.distinct_pages);
+    let _ = writeln!(s, "max pinned      {} pages at once", c.max_pinned);
+    let _ = writeln!(s);
+    let _ = writeln!(
+        s,
+        "{:>9} {:>11} {:>12} {:>12} {:>12} {:>9}",
+        "quota", "% distinct", "hits", "misses", "refused", "hit rate"
+    );
+    let rows: Vec<usize> = if listed || c.len() <= FULL_TABLE_ROWS {
+        (0..c.len()).collect()
+    } else {
+        subset(c)
+    };
+    for &i in &rows {
+        let pct = if c.distinct_pages == 0 {
+            0.0
+        } else {
+            100.0 * c.quota[i] as f64 / c.distinct_pages as f64
+        };
+        let _ = writeln!(
+            s,
+            "{:>9} {:>10.1}% {:>12} {:>12} {:>12} {:>9.4}",
+            c.quota[i], pct, c.hits[i], c.misses[i], c.refused[i], c.hit_rate[i]
+        );
+    }
+    if rows.len() < c.len() {
+        let _ = writeln!(
+            s,
+            "\n{} of {} quotas shown (0, powers of two up to 10% of the distinct pages, then \
+             every 10%, and the last); --json prints all, --quotas picks others",
+            rows.len(),
+            c.len()
+        );
+    }
+    s
+}
