@@ -110,6 +110,9 @@ impl From<PyErrWrap> for PyErr {
             E::Map(_) => MapError::new_err(msg),
             E::Trace(_) => TraceError::new_err(msg),
             E::Virt(_) => VirtError::new_err(msg),
+            // A cancelled reproduction re-raises the callback's own exception (see
+            // `reproduce`); a failed self-check is a model bug, not a user error.
+            E::Repro(_) => IommulabError::new_err(msg),
         }
     }
 }

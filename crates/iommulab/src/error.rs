@@ -4,6 +4,7 @@ use crate::dma::DmaError;
 use crate::experiment::ConfigError;
 use crate::hw::vtd::MapError;
 use crate::iova::{IovaError, MagazineConfigError, SpaceError};
+use crate::repro::ReproError;
 use crate::trace::TraceError;
 use crate::virt::Error as VirtError;
 
@@ -34,6 +35,9 @@ pub enum Error {
     /// An I/O page-table error.
     #[error(transparent)]
     Map(#[from] MapError),
+    /// A reproduction stopped or failed one of its own checks.
+    #[error(transparent)]
+    Repro(#[from] ReproError),
 }
 
 /// `Result` with the crate's [`Error`].

@@ -4,4 +4,3 @@ pub mod bench;
 pub mod replay;
 pub mod reproduce;
 pub mod trace;
-pub mod yassour;
