@@ -95,13 +95,7 @@ impl From<PyErrWrap> for PyErr {
         // I/O errors become Python's own OSError subclasses (a missing trace is a
         // `FileNotFoundError`, as for `open()`).
         if let Some(kind) = io_kind(e) {
-            return match kind {
-                ErrorKind::NotFound => PyFileNotFoundError::new_err(msg),
-                ErrorKind::PermissionDenied => PyPermissionError::new_err(msg),
-                ErrorKind::AlreadyExists => PyFileExistsError::new_err(msg),
-                ErrorKind::IsADirectory => PyIsADirectoryError::new_err(msg),
-                _ => PyOSError::new_err(msg),
-            };
+            return os_error(kind, msg);
         }
         match e {
             E::Config(_) | E::Magazine(_) | E::Space(_) => ConfigError::new_err(msg),
@@ -114,6 +108,26 @@ impl From<PyErrWrap> for PyErr {
             // `reproduce`); a failed self-check is a model bug, not a user error.
             E::Repro(_) => IommulabError::new_err(msg),
         }
+    }
+}
+
+/// The `OSError` subclass Python itself raises for `kind`.
+fn os_error(kind: ErrorKind, msg: String) -> PyErr {
+    match kind {
+        ErrorKind::NotFound => PyFileNotFoundError::new_err(msg),
+        ErrorKind::PermissionDenied => PyPermissionError::new_err(msg),
+        ErrorKind::AlreadyExists => PyFileExistsError::new_err(msg),
+        ErrorKind::IsADirectory => PyIsADirectoryError::new_err(msg),
+        _ => PyOSError::new_err(msg),
+    }
+}
+
+/// A report that could not be written: an `OSError` for file errors, else `IommulabError`.
+pub fn report_error(e: &iommulab_report::ReportError) -> PyErr {
+    let msg = message(e);
+    match io_kind(e) {
+        Some(kind) => os_error(kind, msg),
+        None => IommulabError::new_err(msg),
     }
 }
 
