@@ -7,6 +7,7 @@ the CLI and config files (docs/configuration.md)::
     r = iommulab.run({"configuration": "strict", "workload": {"ios": 10_000}})
     r.iops, r.to_dict()
     df = iommulab.sweep({"configuration": ["default", "strict"], "workload.ios": [1000, 10000]})
+    fig4 = iommulab.reproduce("fujita2008", quick=True).tables["figure4"]
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from iommulab._native import (
     version,
 )
 from iommulab._mrc import mrc
+from iommulab._reproduce import REPRODUCTIONS, ReproProgress, Reproduction, reproduce
 from iommulab.sweep import expand_grid, sweep
 
 __version__ = version()
@@ -37,6 +39,9 @@ __all__ = [
     "IommulabError",
     "IovaError",
     "MapError",
+    "REPRODUCTIONS",
+    "ReproProgress",
+    "Reproduction",
     "RunResult",
     "TraceError",
     "VirtError",
@@ -46,6 +51,7 @@ __all__ = [
     "mrc",
     "plots",
     "replay",
+    "reproduce",
     "results",
     "run",
     "sweep",

@@ -1,7 +1,7 @@
 """Type stubs of the private native module (checked with `python -m mypy.stubtest iommulab._native`)."""
 
 import os
-from typing import Any, Optional, Union, final
+from typing import Any, Callable, Optional, Union, final
 
 from typing_extensions import TypeAlias
 
@@ -20,6 +20,7 @@ __all__ = [
     "bench",
     "mrc",
     "replay",
+    "reproduce",
     "run",
     "run_batch",
     "trace_generate",
@@ -97,6 +98,12 @@ def mrc(
     quotas: Optional[list[int]] = None,
     format: str = "auto",
     lenient: bool = False,
+) -> dict[str, Any]: ...
+def reproduce(
+    name: str,
+    quick: bool = False,
+    out: Optional[_StrPath] = None,
+    progress: Optional[Callable[[str, str, int, int], object]] = None,
 ) -> dict[str, Any]: ...
 def run_batch(
     configs: list[dict[str, Any]], validate_only: bool = False

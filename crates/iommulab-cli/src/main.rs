@@ -3,7 +3,6 @@
 mod args;
 mod cmd;
 mod output;
-mod plot;
 mod progress;
 
 use std::io::Write;

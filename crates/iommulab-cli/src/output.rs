@@ -1,54 +1,9 @@
-//! Output helpers: files are written whole or not at all (a temporary file in the same
-//! folder, renamed into place), and the bench table.
+//! Output helpers: the bench table. Files are written by `iommulab_report` (whole or not at
+//! all: a temporary file in the same folder, renamed into place).
 
-use std::fs;
-use std::io::Write;
-use std::path::Path;
-
-use anyhow::{Context, Result};
 use iommulab::experiment::RunResult;
 
-/// Writes `bytes` to `path` atomically: a temp file beside it, then a rename.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    fs::create_dir_all(dir).with_context(|| format!("cannot create folder {}", dir.display()))?;
-    let name = path
-        .file_name()
-        .with_context(|| format!("{} is not a file path", path.display()))?;
-    let tmp = dir.join(format!(
-        ".{}.tmp-{}",
-        name.to_string_lossy(),
-        std::process::id()
-    ));
-    let result = write_then_rename(&tmp, path, bytes);
-    if result.is_err() {
-        let _ = fs::remove_file(&tmp);
-    }
-    result
-}
-
-fn write_then_rename(tmp: &Path, path: &Path, bytes: &[u8]) -> Result<()> {
-    let mut f =
-        fs::File::create(tmp).with_context(|| format!("cannot create {}", tmp.display()))?;
-    f.write_all(bytes)
-        .with_context(|| format!("cannot write {}", tmp.display()))?;
-    f.sync_all().ok();
-    fs::rename(tmp, path).with_context(|| format!("cannot move {} into place", path.display()))
-}
-
-/// Results as CSV text.
-pub fn csv(results: &[RunResult]) -> String {
-    let mut s = String::from(RunResult::CSV_HEADER);
-    s.push('\n');
-    for r in results {
-        s.push_str(&r.csv_row());
-        s.push('\n');
-    }
-    s
-}
+pub use iommulab_report::{runs_csv as csv, write_atomic};
 
 fn fmt_count(v: u64) -> String {
     let s = v.to_string();
@@ -137,19 +92,5 @@ mod tests {
         assert_eq!(fmt_count(999), "999");
         assert_eq!(fmt_count(124_337), "124,337");
         assert_eq!(fmt_count(1_000_000), "1,000,000");
-    }
-
-    #[test]
-    fn atomic_write_leaves_no_temp_file() {
-        let dir = std::env::temp_dir().join(format!("iommulab-out-{}", std::process::id()));
-        let p = dir.join("x.json");
-        write_atomic(&p, b"{}").unwrap();
-        assert_eq!(fs::read(&p).unwrap(), b"{}");
-        let names: Vec<_> = fs::read_dir(&dir)
-            .unwrap()
-            .map(|e| e.unwrap().file_name())
-            .collect();
-        assert_eq!(names.len(), 1, "{names:?}");
-        fs::remove_dir_all(&dir).unwrap();
     }
 }

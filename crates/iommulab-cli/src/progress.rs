@@ -33,6 +33,31 @@ impl Progress {
         }
     }
 
+    /// A bar over a reproduction's steps (`iommulab::repro::Progress`), labelled `name`.
+    pub fn steps(name: &str, quiet: bool) -> Self {
+        let bar = ProgressBar::new(0);
+        if quiet || !std::io::stderr().is_terminal() {
+            bar.set_draw_target(ProgressDrawTarget::hidden());
+        }
+        if let Ok(style) =
+            ProgressStyle::with_template("{prefix} [{bar:40}] {pos}/{len} steps (eta {eta}) {msg}")
+        {
+            bar.set_style(style.progress_chars("=> "));
+        }
+        bar.set_prefix(name.to_string());
+        Self {
+            bar,
+            done_before: 0,
+        }
+    }
+
+    /// Shows a reproduction's progress report.
+    pub fn step(&self, p: &iommulab::repro::Progress<'_>) {
+        self.bar.set_length(p.total);
+        self.bar.set_position(p.done);
+        self.bar.set_message(p.step.to_string());
+    }
+
     /// Names the run in progress.
     pub fn start_run(&mut self, name: &str) {
         self.done_before = self.bar.position();

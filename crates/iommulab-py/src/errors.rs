@@ -95,13 +95,7 @@ impl From<PyErrWrap> for PyErr {
         // I/O errors become Python's own OSError subclasses (a missing trace is a
         // `FileNotFoundError`, as for `open()`).
         if let Some(kind) = io_kind(e) {
-            return match kind {
-                ErrorKind::NotFound => PyFileNotFoundError::new_err(msg),
-                ErrorKind::PermissionDenied => PyPermissionError::new_err(msg),
-                ErrorKind::AlreadyExists => PyFileExistsError::new_err(msg),
-                ErrorKind::IsADirectory => PyIsADirectoryError::new_err(msg),
-                _ => PyOSError::new_err(msg),
-            };
+            return os_error(kind, msg);
         }
         match e {
             E::Config(_) | E::Magazine(_) | E::Space(_) => ConfigError::new_err(msg),
@@ -109,8 +103,31 @@ impl From<PyErrWrap> for PyErr {
             E::Iova(_) => IovaError::new_err(msg),
             E::Map(_) => MapError::new_err(msg),
             E::Trace(_) => TraceError::new_err(msg),
-            E::Virt(_) => VirtError::new_err(msg),
+            E::Virt(_) | E::Guest(_) => VirtError::new_err(msg),
+            // A cancelled reproduction re-raises the callback's own exception (see
+            // `reproduce`); a failed self-check is a model bug, not a user error.
+            E::Repro(_) => IommulabError::new_err(msg),
         }
+    }
+}
+
+/// The `OSError` subclass Python itself raises for `kind`.
+fn os_error(kind: ErrorKind, msg: String) -> PyErr {
+    match kind {
+        ErrorKind::NotFound => PyFileNotFoundError::new_err(msg),
+        ErrorKind::PermissionDenied => PyPermissionError::new_err(msg),
+        ErrorKind::AlreadyExists => PyFileExistsError::new_err(msg),
+        ErrorKind::IsADirectory => PyIsADirectoryError::new_err(msg),
+        _ => PyOSError::new_err(msg),
+    }
+}
+
+/// A report that could not be written: an `OSError` for file errors, else `IommulabError`.
+pub fn report_error(e: &iommulab_report::ReportError) -> PyErr {
+    let msg = message(e);
+    match io_kind(e) {
+        Some(kind) => os_error(kind, msg),
+        None => IommulabError::new_err(msg),
     }
 }
 

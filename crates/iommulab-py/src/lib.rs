@@ -4,6 +4,7 @@
 
 mod convert;
 mod errors;
+mod reproduce;
 mod run;
 mod trace;
 
@@ -26,6 +27,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(trace::trace_stats, m)?)?;
     m.add_function(wrap_pyfunction!(trace::trace_generate, m)?)?;
     m.add_function(wrap_pyfunction!(trace::mrc, m)?)?;
+    m.add_function(wrap_pyfunction!(reproduce::reproduce, m)?)?;
     m.add_function(wrap_pyfunction!(version, m)?)?;
     errors::register(m)?;
     Ok(())

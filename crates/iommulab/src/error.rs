@@ -4,6 +4,7 @@ use crate::dma::DmaError;
 use crate::experiment::ConfigError;
 use crate::hw::vtd::MapError;
 use crate::iova::{IovaError, MagazineConfigError, SpaceError};
+use crate::repro::ReproError;
 use crate::trace::TraceError;
 use crate::virt::Error as VirtError;
 
@@ -28,12 +29,18 @@ pub enum Error {
     /// A map-cache or eviction-policy error.
     #[error(transparent)]
     Virt(#[from] VirtError),
+    /// A guest run failed (a host refusal or a guest DMA-layer error: model bugs).
+    #[error(transparent)]
+    Guest(Box<crate::virt::GuestError>),
     /// A trace that cannot be read or written.
     #[error(transparent)]
     Trace(#[from] TraceError),
     /// An I/O page-table error.
     #[error(transparent)]
     Map(#[from] MapError),
+    /// A reproduction stopped or failed one of its own checks.
+    #[error(transparent)]
+    Repro(#[from] ReproError),
 }
 
 /// `Result` with the crate's [`Error`].

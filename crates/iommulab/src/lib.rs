@@ -24,6 +24,7 @@
 //! | [`virt`] | the guest map cache of on-demand DMA mapping and its eviction policies (S1.2–S1.5) |
 //! | [`mrc`] | hit-rate (miss-ratio) curves over every quota of a trace, page sequence or pinned map cache; one pass for LRU and OPT (S1.9) |
 //! | [`experiment`] | configs, the one place enums become types, the runner, results |
+//! | [`repro`] | reproductions of published results (Fujita & Mori 2008, Yassour et al. 2010) as typed data |
 //!
 //! Cargo features: `test-utils` exports the naive oracles in [`testing`].
 #![forbid(unsafe_code)]
@@ -38,6 +39,7 @@ pub mod flush;
 pub mod hw;
 pub mod iova;
 pub mod mrc;
+pub mod repro;
 pub mod trace;
 pub mod virt;
 pub mod workload;

@@ -5,4 +5,3 @@ pub mod mrc;
 pub mod replay;
 pub mod reproduce;
 pub mod trace;
-pub mod yassour;

@@ -1,18 +1,25 @@
-//! Report figures drawn by the CLI itself (plotters: SVG and PNG), so a reproduction needs
-//! no Python. One drawing function per figure kind; SVG and PNG come from the same code.
+//! Report figures drawn in Rust (plotters: SVG and PNG), so a reproduction needs no Python
+//! plotting stack. One drawing function per figure kind; SVG and PNG come from the same code.
 
 use std::path::Path;
 use std::sync::Once;
 
-use anyhow::{Context, Result, anyhow};
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use crate::output::write_atomic;
+use crate::ReportError;
+use crate::files::{rename, write_atomic};
+
+type Result<T> = std::result::Result<T, ReportError>;
+
+/// A plotters error as the crate's (its error types are generic over the backend).
+fn plot_err(e: impl std::fmt::Debug) -> ReportError {
+    ReportError::Plot(format!("{e:?}"))
+}
 
 static FONT: Once = Once::new();
 
-/// DejaVu Sans, shipped with the CLI (assets/DejaVuSans.LICENSE), so PNG text renders on a
+/// DejaVu Sans, shipped with this crate (assets/DejaVuSans.LICENSE), so PNG text renders on a
 /// machine without fonts.
 fn register_font() {
     FONT.call_once(|| {
@@ -49,7 +56,7 @@ fn draw<DB: DrawingBackend>(
 where
     DB::ErrorType: 'static,
 {
-    root.fill(&WHITE).map_err(|e| anyhow!("{e:?}"))?;
+    root.fill(&WHITE).map_err(plot_err)?;
     let y_max = groups
         .iter()
         .flat_map(|g| [g.ours + g.ours_err, g.paper.unwrap_or(0.0)])
@@ -63,7 +70,7 @@ where
         .x_label_area_size(45)
         .y_label_area_size(70)
         .build_cartesian_2d(0.0..n as f64, 0.0..y_max)
-        .map_err(|e| anyhow!("{e:?}"))?;
+        .map_err(plot_err)?;
     let labels: Vec<String> = groups.iter().map(|g| g.label.clone()).collect();
     chart
         .configure_mesh()
@@ -85,7 +92,7 @@ where
         .y_desc(y_label)
         .label_style(("sans-serif", 15))
         .draw()
-        .map_err(|e| anyhow!("{e:?}"))?;
+        .map_err(plot_err)?;
     let has_paper = groups.iter().any(|g| g.paper.is_some());
     let (w, off_ours, off_paper) = if has_paper {
         (0.35, 0.12, 0.5)
@@ -97,7 +104,7 @@ where
             let x0 = i as f64 + off_ours;
             Rectangle::new([(x0, 0.0), (x0 + w, g.ours)], OURS.filled())
         }))
-        .map_err(|e| anyhow!("{e:?}"))?
+        .map_err(plot_err)?
         .label("iommulab")
         .legend(|(x, y)| Rectangle::new([(x, y - 6), (x + 14, y + 6)], OURS.filled()));
     chart
@@ -114,7 +121,7 @@ where
                     )
                 }),
         )
-        .map_err(|e| anyhow!("{e:?}"))?;
+        .map_err(plot_err)?;
     chart
         .draw_series(groups.iter().enumerate().map(|(i, g)| {
             let x = i as f64 + off_ours + w / 2.0;
@@ -124,7 +131,7 @@ where
                 ("sans-serif", 14),
             )
         }))
-        .map_err(|e| anyhow!("{e:?}"))?;
+        .map_err(plot_err)?;
     if has_paper {
         chart
             .draw_series(groups.iter().enumerate().filter_map(|(i, g)| {
@@ -133,7 +140,7 @@ where
                     Rectangle::new([(x0, 0.0), (x0 + w, p)], PAPER.filled())
                 })
             }))
-            .map_err(|e| anyhow!("{e:?}"))?
+            .map_err(plot_err)?
             .label("paper")
             .legend(|(x, y)| Rectangle::new([(x, y - 6), (x + 14, y + 6)], PAPER.filled()));
         chart
@@ -147,7 +154,7 @@ where
                     )
                 })
             }))
-            .map_err(|e| anyhow!("{e:?}"))?;
+            .map_err(plot_err)?;
     }
     chart
         .configure_series_labels()
@@ -156,8 +163,8 @@ where
         .label_font(("sans-serif", 15))
         .position(SeriesLabelPosition::UpperRight)
         .draw()
-        .map_err(|e| anyhow!("{e:?}"))?;
-    root.present().map_err(|e| anyhow!("{e:?}"))?;
+        .map_err(plot_err)?;
+    root.present().map_err(plot_err)?;
     Ok(())
 }
 
@@ -173,17 +180,25 @@ pub fn bar_chart(
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, (W, H)).into_drawing_area();
-        draw(root, title, y_label, groups).context("drawing the SVG figure")?;
+        draw(root, title, y_label, groups)?;
     }
     write_atomic(&dir.join(format!("{stem}.svg")), svg.as_bytes())?;
+    write_png(&dir.join(format!("{stem}.png")), |root| {
+        draw(root, title, y_label, groups)
+    })
+}
 
-    let png = dir.join(format!("{stem}.png"));
-    let tmp = dir.join(format!(".{stem}.tmp-{}.png", std::process::id()));
+/// Draws a PNG into a temporary file beside `png` (the bitmap backend writes a path and
+/// picks the encoder from its extension, so the temporary name ends in `.png`), then
+/// renames it into place.
+fn write_png(
+    png: &Path,
+    draw: impl FnOnce(DrawingArea<BitMapBackend<'_>, Shift>) -> Result<()>,
+) -> Result<()> {
+    let stem = png.file_stem().unwrap_or_default().to_string_lossy();
+    let tmp = png.with_file_name(format!(".{stem}.tmp-{}.png", std::process::id()));
     let root = BitMapBackend::new(&tmp, (W, H)).into_drawing_area();
-    let drawn = draw(root, title, y_label, groups).context("drawing the PNG figure");
-    match drawn.and_then(|()| {
-        std::fs::rename(&tmp, &png).with_context(|| format!("cannot write {}", png.display()))
-    }) {
+    match draw(root).and_then(|()| rename(&tmp, png)) {
         Ok(()) => Ok(()),
         Err(e) => {
             let _ = std::fs::remove_file(&tmp);
@@ -222,7 +237,7 @@ fn draw_lines<DB: DrawingBackend>(
 where
     DB::ErrorType: 'static,
 {
-    root.fill(&WHITE).map_err(|e| anyhow!("{e:?}"))?;
+    root.fill(&WHITE).map_err(plot_err)?;
     let pts = || series.iter().flat_map(|s| s.points.iter().copied());
     let x_max = pts().map(|p| p.0).fold(0.0f64, f64::max).max(1e-9);
     let y_max = pts().map(|p| p.1).fold(0.0f64, f64::max).max(1e-9) * 1.1;
@@ -232,14 +247,14 @@ where
         .x_label_area_size(45)
         .y_label_area_size(70)
         .build_cartesian_2d(0.0..x_max, 0.0..y_max)
-        .map_err(|e| anyhow!("{e:?}"))?;
+        .map_err(plot_err)?;
     chart
         .configure_mesh()
         .x_desc(x_label)
         .y_desc(y_label)
         .label_style(("sans-serif", 15))
         .draw()
-        .map_err(|e| anyhow!("{e:?}"))?;
+        .map_err(plot_err)?;
     for (i, s) in series.iter().enumerate() {
         let c = PALETTE[i % PALETTE.len()];
         chart
@@ -247,12 +262,12 @@ where
                 s.points.iter().copied(),
                 c.stroke_width(2),
             ))
-            .map_err(|e| anyhow!("{e:?}"))?
+            .map_err(plot_err)?
             .label(s.label.clone())
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], c.stroke_width(3)));
         chart
             .draw_series(s.points.iter().map(|&p| Circle::new(p, 3, c.filled())))
-            .map_err(|e| anyhow!("{e:?}"))?;
+            .map_err(plot_err)?;
     }
     chart
         .configure_series_labels()
@@ -261,8 +276,8 @@ where
         .label_font(("sans-serif", 15))
         .position(SeriesLabelPosition::LowerRight)
         .draw()
-        .map_err(|e| anyhow!("{e:?}"))?;
-    root.present().map_err(|e| anyhow!("{e:?}"))?;
+        .map_err(plot_err)?;
+    root.present().map_err(plot_err)?;
     Ok(())
 }
 
@@ -279,20 +294,10 @@ pub fn line_chart(
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, (W, H)).into_drawing_area();
-        draw_lines(root, title, x_label, y_label, series).context("drawing the SVG figure")?;
+        draw_lines(root, title, x_label, y_label, series)?;
     }
     write_atomic(&dir.join(format!("{stem}.svg")), svg.as_bytes())?;
-    let png = dir.join(format!("{stem}.png"));
-    let tmp = dir.join(format!(".{stem}.tmp-{}.png", std::process::id()));
-    let root = BitMapBackend::new(&tmp, (W, H)).into_drawing_area();
-    let drawn = draw_lines(root, title, x_label, y_label, series).context("drawing the PNG figure");
-    match drawn.and_then(|()| {
-        std::fs::rename(&tmp, &png).with_context(|| format!("cannot write {}", png.display()))
-    }) {
-        Ok(()) => Ok(()),
-        Err(e) => {
-            let _ = std::fs::remove_file(&tmp);
-            Err(e)
-        }
-    }
+    write_png(&dir.join(format!("{stem}.png")), |root| {
+        draw_lines(root, title, x_label, y_label, series)
+    })
 }

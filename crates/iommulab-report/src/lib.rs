@@ -1,0 +1,184 @@
+//! # iommulab-report
+//!
+//! Renders the reproductions of [`iommulab::repro`] as report folders: JSON, CSV, SVG/PNG
+//! figures (plotters, with a bundled font) and a markdown page per paper, plus
+//! `index.md`/`index.html` over them. The CLI (`iommulab reproduce`) and Python
+//! (`iommulab.reproduce(..., out=...)`) both call [`render`], so they write the same files.
+//! Every file is written atomically (a temporary file renamed into place).
+//!
+//! ```text
+//!  iommulab::repro::<paper>::run ──► ReproResults ──► render(out, …) ──► out/<paper>/README.md, …
+//!                                                 └─► tables(…)      ──► CSV / pandas DataFrames
+//! ```
+#![forbid(unsafe_code)]
+#![warn(missing_docs, missing_debug_implementations)]
+
+mod files;
+mod fujita2008;
+mod plot;
+mod table;
+mod yassour2010;
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use iommulab::repro::{ReproResults, Reproduction};
+
+pub use files::{runs_csv, write_atomic, write_json};
+pub use table::{Cell, Table};
+
+/// Why a report could not be written.
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    /// A folder could not be created.
+    #[error("cannot create folder {}", path.display())]
+    CreateDir {
+        /// The folder.
+        path: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// A file could not be created.
+    #[error("cannot create {}", path.display())]
+    Create {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// A file could not be written.
+    #[error("cannot write {}", path.display())]
+    Write {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// A finished file could not be moved into place.
+    #[error("cannot move {} into place", path.display())]
+    Rename {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// A path that names no file.
+    #[error("{} is not a file path", .0.display())]
+    NotAFile(PathBuf),
+    /// Results that do not serialise to JSON.
+    #[error("cannot serialise {}", path.display())]
+    Json {
+        /// The file it was for.
+        path: PathBuf,
+        /// The cause.
+        source: serde_json::Error,
+    },
+    /// plotters could not draw a figure.
+    #[error("drawing a figure: {0}")]
+    Plot(String),
+}
+
+impl ReportError {
+    /// The I/O error underneath, if that is what it is.
+    pub fn io_error(&self) -> Option<&std::io::Error> {
+        match self {
+            ReportError::CreateDir { source, .. }
+            | ReportError::Create { source, .. }
+            | ReportError::Write { source, .. }
+            | ReportError::Rename { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}
+
+/// Writes `out/<name>/` for one reproduction's results; returns the markdown page's path.
+pub fn render(out: &Path, results: &ReproResults) -> Result<PathBuf, ReportError> {
+    let dir = out.join(results.reproduction().name());
+    match results {
+        ReproResults::Fujita2008(r) => fujita2008::render(&dir, r),
+        ReproResults::Yassour2010(r) => yassour2010::render(&dir, r),
+    }
+}
+
+/// The reproduction's tables: those with a `file` are its CSV files; the rest are the page's
+/// other tables, for Python's DataFrames.
+pub fn tables(results: &ReproResults) -> Vec<Table> {
+    match results {
+        ReproResults::Fujita2008(r) => fujita2008::tables(r),
+        ReproResults::Yassour2010(r) => yassour2010::tables(r),
+    }
+}
+
+/// The files [`render`] writes for `reproduction`, relative to `out`.
+pub fn files(reproduction: Reproduction) -> Vec<String> {
+    let name = reproduction.name();
+    let mut v: Vec<String> = match reproduction {
+        Reproduction::Fujita2008 => [
+            "results.json",
+            "runs.json",
+            "runs.csv",
+            "results.csv",
+            "figure4.svg",
+            "figure4.png",
+        ]
+        .iter()
+        .map(|f| (*f).to_string())
+        .collect(),
+        Reproduction::Yassour2010 => {
+            let mut v = vec![
+                "results.json".to_string(),
+                "hit_rate.csv".into(),
+                "cpu.csv".into(),
+            ];
+            for (i, w) in ["netperf-send", "apache-sendfile"].iter().enumerate() {
+                for (fig, kind) in [(3, "hit_rate"), (3, "hit_rate_pinned"), (5, "cpu")] {
+                    for ext in ["svg", "png"] {
+                        v.push(format!("figure{}_{w}_{kind}.{ext}", fig + i));
+                    }
+                }
+            }
+            v
+        }
+    };
+    v.push("README.md".into());
+    v.into_iter().map(|f| format!("{name}/{f}")).collect()
+}
+
+/// Writes `out/index.md` and `out/index.html` linking every reproduction's page; returns
+/// the markdown's path.
+pub fn write_index(
+    out: &Path,
+    reproductions: &[Reproduction],
+    quick: bool,
+) -> Result<PathBuf, ReportError> {
+    let cmd = if quick {
+        "iommulab reproduce all --quick"
+    } else {
+        "iommulab reproduce all"
+    };
+    let mut md = format!(
+        "# iommulab reproductions\n\nRegenerate with `{cmd}`. Each page puts our numbers beside the published ones \
+and explains the differences from the mechanisms.\n\n| paper | report | data |\n|---|---|---|\n"
+    );
+    let mut html = String::from(
+        "<!doctype html><html><head><meta charset=\"utf-8\"><title>iommulab reproductions</title></head><body>\
+<h1>iommulab reproductions</h1><ul>",
+    );
+    for r in reproductions {
+        let (name, title) = (r.name(), r.title());
+        let _ = writeln!(
+            md,
+            "| {title} | [{name}/README.md]({name}/README.md) | [{name}/results.json]({name}/results.json) |"
+        );
+        let _ = write!(
+            html,
+            "<li>{title}: <a href=\"{name}/README.md\">report</a>, <a href=\"{name}/results.json\">results.json</a></li>"
+        );
+    }
+    let _ = writeln!(md, "\nCommand: `{cmd}`.");
+    html.push_str("</ul></body></html>\n");
+    write_atomic(&out.join("index.html"), html.as_bytes())?;
+    let index = out.join("index.md");
+    write_atomic(&index, md.as_bytes())?;
+    Ok(index)
+}

@@ -1,0 +1,252 @@
+//! Yassour et al. 2010's report: `results.json`, `hit_rate.csv` (Figures 3–4), `cpu.csv`
+//! (Figures 5–6), the six figures (SVG and PNG) and the markdown page.
+
+mod page;
+
+use std::path::{Path, PathBuf};
+
+use iommulab::repro::yassour2010::{HitCurve, Yassour2010Results};
+
+use crate::ReportError;
+use crate::files::{create_dir, write_atomic, write_json};
+use crate::plot::{LineSeries, line_chart};
+use crate::table::{Cell, Table};
+
+/// Writes `dir` (`OUT/yassour2010`); returns the markdown page's path.
+pub(crate) fn render(dir: &Path, r: &Yassour2010Results) -> Result<PathBuf, ReportError> {
+    create_dir(dir)?;
+    let res = &r.results;
+    write_json(&dir.join("results.json"), res)?;
+    for t in tables(r) {
+        if let Some(file) = t.file {
+            write_atomic(&dir.join(file), t.to_csv().as_bytes())?;
+        }
+    }
+    for (i, w) in res.workloads.iter().enumerate() {
+        let series = |pick: fn(&HitCurve) -> &Vec<f64>| -> Vec<LineSeries> {
+            w.policies
+                .iter()
+                .map(|p| LineSeries {
+                    label: p.policy.clone(),
+                    points: p
+                        .quota_fraction
+                        .iter()
+                        .zip(pick(p))
+                        .map(|(&f, &h)| (f * 100.0, h * 100.0))
+                        .collect(),
+                })
+                .collect()
+        };
+        line_chart(
+            dir,
+            &format!("figure{}_{}_hit_rate", 3 + i, w.workload),
+            &format!(
+                "{}: hit rate vs quota (page-reference sequence)",
+                w.workload
+            ),
+            "quota (% of working set)",
+            "hit rate (%)",
+            &series(|p| &p.hit_rate),
+        )?;
+        line_chart(
+            dir,
+            &format!("figure{}_{}_hit_rate_pinned", 3 + i, w.workload),
+            &format!(
+                "{}: hit rate vs quota with pinning (refused maps are misses)",
+                w.workload
+            ),
+            "quota (% of working set)",
+            "hit rate (%)",
+            &series(|p| &p.hit_rate_pinned),
+        )?;
+        let cpu: Vec<LineSeries> = w
+            .cpu
+            .iter()
+            .map(|c| LineSeries {
+                label: c.series.clone(),
+                points: c
+                    .quota_fraction
+                    .iter()
+                    .zip(&c.cpu_utilization)
+                    .map(|(&f, &u)| (f * 100.0, u * 100.0))
+                    .collect(),
+            })
+            .collect();
+        line_chart(
+            dir,
+            &format!("figure{}_{}_cpu", 5 + i, w.workload),
+            &format!(
+                "{}: modeled mapping CPU vs quota (0% = no caching; kvm-2010, 1 Gb/s)",
+                w.workload
+            ),
+            "quota (% of working set)",
+            "CPU utilisation (%)",
+            &cpu,
+        )?;
+    }
+    let page = dir.join("README.md");
+    write_atomic(&page, page::markdown(res).as_bytes())?;
+    Ok(page)
+}
+
+/// `hit_rate` (`hit_rate.csv`, Figures 3–4) and `cpu` (`cpu.csv`, Figures 5–6), one row
+/// per point; `prefetch`, `protection` and `sensitivity` (the page's other tables, no file).
+pub(crate) fn tables(r: &Yassour2010Results) -> Vec<Table> {
+    let res = &r.results;
+    let mut hit = Table::new(
+        "hit_rate",
+        Some("hit_rate.csv"),
+        &[
+            "workload",
+            "policy",
+            "method",
+            "quota_fraction",
+            "quota_pages",
+            "hit_rate",
+            "hit_rate_pinned",
+            "refused_rate_pinned",
+        ],
+    );
+    let mut cpu = Table::new(
+        "cpu",
+        Some("cpu.csv"),
+        &[
+            "workload",
+            "series",
+            "eviction",
+            "batching",
+            "mapping",
+            "strategy",
+            "quota_fraction",
+            "quota_pages",
+            "cpu_utilization",
+            "hit_rate",
+            "refused",
+            "hypercalls",
+            "pages_per_hypercall",
+            "cycles_per_map",
+            "page_maps",
+            "iotlb_invalidations",
+        ],
+    );
+    let mut prefetch = Table::new(
+        "prefetch",
+        None,
+        &[
+            "workload",
+            "quota_fraction",
+            "quota_pages",
+            "hit_rate",
+            "misses",
+            "prefetched",
+            "prefetch_hits",
+        ],
+    );
+    let mut protection = Table::new(
+        "protection",
+        None,
+        &[
+            "workload",
+            "strategy",
+            "cache_only",
+            "quota",
+            "hit_rate",
+            "hypercalls",
+            "cpu_utilization",
+            "stale_accesses",
+            "stale_writes",
+        ],
+    );
+    for w in &res.workloads {
+        let name = || Cell::from(&w.workload);
+        for p in &w.policies {
+            for i in 0..p.hit_rate.len() {
+                hit.push(vec![
+                    name(),
+                    (&p.policy).into(),
+                    (&p.method).into(),
+                    Cell::float(p.quota_fraction[i], 4),
+                    p.quota_pages[i].into(),
+                    Cell::float(p.hit_rate[i], 6),
+                    Cell::float(p.hit_rate_pinned[i], 6),
+                    Cell::float(p.refused_rate_pinned[i], 6),
+                ]);
+            }
+        }
+        for c in &w.cpu {
+            for i in 0..c.cpu_utilization.len() {
+                cpu.push(vec![
+                    name(),
+                    (&c.series).into(),
+                    (&c.eviction).into(),
+                    (&c.batching).into(),
+                    (&c.mapping).into(),
+                    (&c.strategy[i]).into(),
+                    Cell::float(c.quota_fraction[i], 4),
+                    c.quota_pages[i].into(),
+                    Cell::float(c.cpu_utilization[i], 6),
+                    Cell::float(c.hit_rate[i], 6),
+                    c.refused[i].into(),
+                    c.hypercalls[i].into(),
+                    Cell::float(c.pages_per_hypercall[i], 3),
+                    Cell::float(c.cycles_per_map[i], 1),
+                    c.page_maps[i].into(),
+                    c.iotlb_invalidations[i].into(),
+                ]);
+            }
+        }
+        for a in &w.prefetch {
+            prefetch.push(vec![
+                name(),
+                Cell::float(a.quota_fraction, 4),
+                a.quota_pages.into(),
+                Cell::float(a.hit_rate, 6),
+                a.misses.into(),
+                a.prefetched.into(),
+                a.prefetch_hits.into(),
+            ]);
+        }
+        for p in &w.protection {
+            protection.push(vec![
+                name(),
+                (&p.strategy).into(),
+                (&p.cache_only).into(),
+                p.quota.into(),
+                Cell::float(p.hit_rate, 6),
+                p.hypercalls.into(),
+                Cell::float(p.cpu_utilization, 6),
+                p.stale_accesses.into(),
+                p.stale_writes.into(),
+            ]);
+        }
+    }
+    let mut sensitivity = Table::new(
+        "sensitivity",
+        None,
+        &[
+            "workload",
+            "config",
+            "working_set_pages",
+            "policy",
+            "quota_fraction",
+            "quota_pages",
+            "hit_rate",
+        ],
+    );
+    for s in &res.sensitivity {
+        for (policy, points) in &s.hit_rate {
+            for &(f, q, h) in points {
+                sensitivity.push(vec![
+                    (&s.workload).into(),
+                    (&s.config).into(),
+                    s.working_set_pages.into(),
+                    policy.into(),
+                    Cell::float(f, 4),
+                    q.into(),
+                    Cell::float(h, 6),
+                ]);
+            }
+        }
+    }
+    vec![hit, cpu, prefetch, protection, sensitivity]
+}

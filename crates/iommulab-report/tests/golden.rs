@@ -1,0 +1,247 @@
+//! Same science, same files: the quick reproductions, run through the library and rendered
+//! by this crate, must give `tests/golden/quick` (made by `iommulab reproduce all --quick`
+//! before the reproductions moved from the CLI into `iommulab::repro`) except the numbers
+//! measured on this machine's wall clock.
+//!
+//! To refresh after a deliberate change of the science: `iommulab reproduce all --quick
+//! --out /tmp/q` and copy its `*.json`, `*.csv`, `*.md` and `index.html` here.
+
+use std::cell::RefCell;
+use std::fs;
+use std::ops::ControlFlow;
+use std::path::{Path, PathBuf};
+
+use iommulab::repro::{Progress, ReproOptions, Reproduction};
+use serde_json::Value;
+
+/// Everything measured with the wall clock, the only values allowed to differ: JSON keys and
+/// CSV columns, and the README column that shows `software_ns_per_op`.
+const MEASURED: [&str; 4] = [
+    "software_ns_per_op",
+    "wall_seconds",
+    "measured_iops",
+    "iommulab wall time (measured)",
+];
+
+fn golden() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/quick")
+}
+
+/// `v` without the measured keys; counts how many it removed.
+fn strip(v: &Value, removed: &mut usize) -> Value {
+    match v {
+        Value::Object(m) => {
+            let mut out = serde_json::Map::new();
+            for (k, v) in m {
+                if MEASURED.contains(&k.as_str()) {
+                    *removed += 1;
+                } else {
+                    out.insert(k.clone(), strip(v, removed));
+                }
+            }
+            Value::Object(out)
+        }
+        Value::Array(a) => Value::Array(a.iter().map(|x| strip(x, removed)).collect()),
+        other => other.clone(),
+    }
+}
+
+fn compare_json(name: &str, ours: &str, golden: &str) {
+    let (mut a, mut b) = (0, 0);
+    let ours = strip(&serde_json::from_str(ours).unwrap(), &mut a);
+    let golden = strip(&serde_json::from_str(golden).unwrap(), &mut b);
+    assert_eq!(a, b, "{name}: measured fields differ in number");
+    if ours != golden {
+        // The first differing line, for a readable failure.
+        let (o, g) = (
+            serde_json::to_string_pretty(&ours).unwrap(),
+            serde_json::to_string_pretty(&golden).unwrap(),
+        );
+        let d = o
+            .lines()
+            .zip(g.lines())
+            .enumerate()
+            .find(|(_, (x, y))| x != y);
+        panic!("{name} differs from the golden file; first difference (ours, golden): {d:?}");
+    }
+}
+
+fn compare_csv(name: &str, ours: &str, golden: &str) {
+    let (o, g): (Vec<&str>, Vec<&str>) = (ours.lines().collect(), golden.lines().collect());
+    assert_eq!(o.first(), g.first(), "{name}: header");
+    assert_eq!(o.len(), g.len(), "{name}: rows");
+    let measured: Vec<usize> = g[0]
+        .split(',')
+        .enumerate()
+        .filter(|(_, c)| MEASURED.contains(c))
+        .map(|(i, _)| i)
+        .collect();
+    for (i, (a, b)) in o.iter().zip(&g).enumerate().skip(1) {
+        let keep = |l: &str| -> Vec<String> {
+            l.split(',')
+                .enumerate()
+                .filter(|(j, _)| !measured.contains(j))
+                .map(|(_, c)| c.to_string())
+                .collect()
+        };
+        assert_eq!(keep(a), keep(b), "{name}: line {}", i + 1);
+    }
+}
+
+/// The markdown with the cells of measured columns blanked (a table's header names them).
+fn mask_markdown(text: &str) -> (String, usize) {
+    let mut masked = 0;
+    let mut cols: Vec<usize> = Vec::new();
+    let lines: Vec<String> = text
+        .split('\n')
+        .map(|line| {
+            if !line.starts_with('|') {
+                cols.clear();
+                return line.to_string();
+            }
+            let mut cells: Vec<&str> = line.split(" | ").collect();
+            if cells.iter().any(|c| MEASURED.iter().any(|m| c.contains(m))) {
+                cols = (0..cells.len())
+                    .filter(|&i| MEASURED.iter().any(|m| cells[i].contains(m)))
+                    .collect();
+                return line.to_string();
+            }
+            if line.starts_with("|---") {
+                return line.to_string();
+            }
+            for &i in &cols {
+                if let Some(c) = cells.get_mut(i) {
+                    *c = if c.ends_with(" |") { "* |" } else { "*" };
+                    masked += 1;
+                }
+            }
+            cells.join(" | ")
+        })
+        .collect();
+    (lines.join("\n"), masked)
+}
+
+fn compare_markdown(name: &str, ours: &str, golden: &str) {
+    let ((o, a), (g, b)) = (mask_markdown(ours), mask_markdown(golden));
+    assert_eq!(a, b, "{name}: measured cells differ in number");
+    for (i, (x, y)) in o.lines().zip(g.lines()).enumerate() {
+        assert_eq!(x, y, "{name}: line {}", i + 1);
+    }
+    assert_eq!(o.lines().count(), g.lines().count(), "{name}: lines");
+}
+
+/// Compares every golden file of `sub` with the same file under `ours`.
+fn compare_tree(ours: &Path, sub: &str) -> usize {
+    let dir = golden().join(sub);
+    let mut n = 0;
+    for entry in fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if !path.is_file() {
+            continue;
+        }
+        let file = path.file_name().unwrap().to_string_lossy().to_string();
+        let name = format!("{sub}/{file}");
+        let golden = fs::read_to_string(&path).unwrap();
+        let ours = fs::read_to_string(ours.join(sub).join(&file))
+            .unwrap_or_else(|e| panic!("{name} was not written: {e}"));
+        match path.extension().and_then(|e| e.to_str()) {
+            Some("json") => compare_json(&name, &ours, &golden),
+            Some("csv") => compare_csv(&name, &ours, &golden),
+            Some("md") => compare_markdown(&name, &ours, &golden),
+            _ => assert_eq!(ours, golden, "{name}"),
+        }
+        n += 1;
+    }
+    n
+}
+
+/// Runs `r` quick with a progress callback, renders it into a fresh folder, checks the
+/// progress reports and the files written; returns the folder.
+fn run_and_render(r: Reproduction) -> tempfile::TempDir {
+    let reports = RefCell::new(Vec::new());
+    let f = |p: &Progress<'_>| {
+        reports
+            .borrow_mut()
+            .push((p.done, p.total, p.step.to_string()));
+        ControlFlow::Continue(())
+    };
+    let results = r
+        .run(&ReproOptions::new(true).with_progress(&f))
+        .expect("quick reproduction");
+    assert_eq!(results.reproduction(), r);
+    assert!(results.quick());
+    let out = tempfile::tempdir().unwrap();
+    let page = iommulab_report::render(out.path(), &results).unwrap();
+    assert_eq!(page, out.path().join(r.name()).join("README.md"));
+
+    // Progress: one report per step, in order, then `done`.
+    let reports = reports.into_inner();
+    let total = reports[0].1;
+    assert!(total > 5, "{r}: {total} steps");
+    for (i, (done, t, _)) in reports.iter().enumerate() {
+        assert_eq!((*done, *t), (i as u64, total), "{r}: report {i}");
+    }
+    assert_eq!(reports.last().map(|x| x.2.as_str()), Some("done"));
+    assert_eq!(reports.len() as u64, total + 1);
+
+    // Exactly the files `files()` lists, and no temporary file.
+    let mut written: Vec<String> = fs::read_dir(out.path().join(r.name()))
+        .unwrap()
+        .map(|e| format!("{r}/{}", e.unwrap().file_name().to_string_lossy()))
+        .collect();
+    let mut listed = iommulab_report::files(r);
+    written.sort();
+    listed.sort();
+    assert_eq!(written, listed);
+    out
+}
+
+#[test]
+fn fujita2008_quick_matches_the_golden_files() {
+    let out = run_and_render(Reproduction::Fujita2008);
+    assert_eq!(compare_tree(out.path(), "fujita2008"), 5);
+    // The measured values are really there (ignored, not missing).
+    let v: Value = serde_json::from_str(
+        &fs::read_to_string(out.path().join("fujita2008/results.json")).unwrap(),
+    )
+    .unwrap();
+    assert!(v[0]["software_ns_per_op"].as_f64().unwrap() > 0.0);
+}
+
+#[test]
+fn yassour2010_quick_matches_the_golden_files() {
+    let out = run_and_render(Reproduction::Yassour2010);
+    assert_eq!(compare_tree(out.path(), "yassour2010"), 4);
+}
+
+#[test]
+fn the_index_matches_the_golden_one() {
+    let out = tempfile::tempdir().unwrap();
+    let index = iommulab_report::write_index(out.path(), &Reproduction::ALL, true).unwrap();
+    assert_eq!(index, out.path().join("index.md"));
+    for f in ["index.md", "index.html"] {
+        assert_eq!(
+            fs::read_to_string(out.path().join(f)).unwrap(),
+            fs::read_to_string(golden().join(f)).unwrap(),
+            "{f}"
+        );
+    }
+}
+
+#[test]
+fn masking_blanks_only_the_measured_column() {
+    let md = "x\n\n| config | total | iommulab wall time (measured) |\n|---|---:|---:|\n| a | 1 | 2.5 |\n\n| config | total |\n|---|---:|\n| a | 1 |\n";
+    let (m, n) = mask_markdown(md);
+    assert_eq!(n, 1);
+    assert!(
+        m.contains("| a | 1 | * |") && m.ends_with("| a | 1 |\n"),
+        "{m}"
+    );
+    let mut removed = 0;
+    let v = strip(
+        &serde_json::json!([{"iops": 1.0, "software_ns_per_op": 2.0, "stats": {"wall_seconds": 1}}]),
+        &mut removed,
+    );
+    assert_eq!(removed, 2);
+    assert_eq!(v, serde_json::json!([{"iops": 1.0, "stats": {}}]));
+}

@@ -1,0 +1,385 @@
+//! Fujita & Mori, "IOMMU performance evaluation in Linux" (2008), Figure 4: the IOPS of
+//! the five configurations of S0.7 (and Linux's current `modern`) relative to `disabled`,
+//! on the pseudo SCSI driver (S0.8), plus a separate malicious-device pass that measures
+//! what each flush policy leaves open (S0.6).
+
+use serde::Serialize;
+
+use super::{ReproOptions, Reproduction, Steps};
+use crate::Error;
+use crate::device::DeviceMode;
+use crate::experiment::{BenchConfig, NamedConfig, RunResult, run_bench};
+use crate::hw::cost::CostPreset;
+use crate::workload::PseudoScsiConfig;
+
+/// The line of the reproductions' index.
+pub const TITLE: &str = "Fujita & Mori 2008, IOMMU performance evaluation in Linux (Figure 4: IOPS of the \
+five configurations relative to disabled)";
+
+/// One bar of the paper's Figure 4: what Fujita & Mori published, relative to `disabled`.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct PaperPoint {
+    /// The configuration.
+    pub config: NamedConfig,
+    /// The published IOPS relative to `disabled` (`None`: not in the paper).
+    pub relative_to_disabled: Option<f64>,
+    /// Where the number comes from in the paper's text.
+    pub source: &'static str,
+}
+
+/// Figure 4 as published (S0.8), relative to `disabled`, with the text each number comes
+/// from.
+pub const PAPER_FIGURE4: [PaperPoint; 6] = [
+    PaperPoint {
+        config: NamedConfig::Disabled,
+        relative_to_disabled: Some(1.0),
+        source: "baseline",
+    },
+    PaperPoint {
+        config: NamedConfig::Default,
+        relative_to_disabled: Some(0.80),
+        source: "\"20% lower\"; 124,337.2 IOPS",
+    },
+    PaperPoint {
+        config: NamedConfig::Strict,
+        relative_to_disabled: Some(0.80),
+        source: "\"almost no difference\" from default",
+    },
+    PaperPoint {
+        config: NamedConfig::Bitmap,
+        relative_to_disabled: Some(0.87),
+        source: "\"reduced to 13%\"",
+    },
+    PaperPoint {
+        config: NamedConfig::StrictBitmap,
+        relative_to_disabled: Some(0.82),
+        source: "\"about 2%\" above strict",
+    },
+    PaperPoint {
+        config: NamedConfig::Modern,
+        relative_to_disabled: None,
+        source: "not in the paper (Linux ≥ 4.7)",
+    },
+];
+
+/// The published absolute IOPS of `default` (S0.8).
+pub const PAPER_DEFAULT_IOPS: f64 = 124_337.2;
+
+/// The paper's published numbers, as returned with the results.
+#[derive(Clone, Debug, Serialize)]
+pub struct Paper {
+    /// Figure 4, relative to `disabled`.
+    pub figure4: Vec<PaperPoint>,
+    /// `default`'s absolute IOPS.
+    pub default_iops: f64,
+}
+
+/// How the runs were made (S0.8: 30 s per run, mean of 5 runs; quick: 10 s, 2 runs).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct Protocol {
+    /// Modeled seconds per timing run.
+    pub seconds: f64,
+    /// Timing runs per configuration (seeds 1..=repeats).
+    pub repeats: u32,
+    /// Modeled seconds of the malicious-device run of each configuration.
+    pub security_seconds: f64,
+}
+
+impl Protocol {
+    /// The paper's protocol, or the quick one.
+    pub const fn new(quick: bool) -> Self {
+        // S0.8: 30 s per run, mean of 5 runs, 1024-byte I/Os, one outstanding.
+        if quick {
+            Protocol {
+                seconds: 10.0,
+                repeats: 2,
+                security_seconds: 0.5,
+            }
+        } else {
+            Protocol {
+                seconds: 30.0,
+                repeats: 5,
+                security_seconds: 2.0,
+            }
+        }
+    }
+}
+
+/// Counted kernel primitives per I/O: what the modeled software clock is made of.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct PerIo {
+    /// Red-black tree node visits.
+    pub tree_visits: f64,
+    /// Rotations and recolourings.
+    pub tree_rebalances: f64,
+    /// Slab allocations plus frees.
+    pub slab_allocs: f64,
+    /// Bitmap words scanned.
+    pub bitmap_words: f64,
+    /// Lock hand-offs (allocator and flush policy).
+    pub lock_acquisitions: f64,
+    /// Magazine operations.
+    pub magazine_ops: f64,
+    /// IOTLB invalidations.
+    pub invalidations: f64,
+}
+
+impl PerIo {
+    /// Of one run.
+    pub fn of(r: &RunResult) -> Self {
+        let n = r.ops.max(1) as f64;
+        let i = &r.stats.iova;
+        let f = &r.stats.flush;
+        PerIo {
+            tree_visits: i.tree_visits as f64 / n,
+            tree_rebalances: i.tree_rebalances as f64 / n,
+            slab_allocs: (i.slab_allocs + i.slab_frees) as f64 / n,
+            bitmap_words: i.bitmap_words as f64 / n,
+            lock_acquisitions: (i.lock_acquisitions + f.lock_acquisitions) as f64 / n,
+            magazine_ops: i.magazine_ops as f64 / n,
+            invalidations: r.iotlb_invalidations as f64 / n,
+        }
+    }
+}
+
+/// One configuration's aggregate over repeats (a row of `results.json` and `results.csv`).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Aggregate {
+    /// The configuration's name.
+    pub config: String,
+    /// Its IOVA allocator.
+    pub allocator: String,
+    /// Its flush policy.
+    pub flush: String,
+    /// Timing runs averaged.
+    pub repeats: usize,
+    /// Mean I/Os per run (integer division, as a count).
+    pub ops: u64,
+    /// Mean IOPS of the modeled machine.
+    pub iops: f64,
+    /// Sample standard deviation of the IOPS over repeats.
+    pub iops_stddev: f64,
+    /// `iops / iops(disabled)`.
+    pub relative_to_disabled: Option<f64>,
+    /// The paper's value ([`PAPER_FIGURE4`]).
+    pub paper_relative_to_disabled: Option<f64>,
+    /// Where the paper's value comes from.
+    pub paper_source: String,
+    /// Modeled ns per I/O (the sum of the next three).
+    pub modeled_ns_per_op: f64,
+    /// The no-IOMMU cost of one I/O.
+    pub io_path_ns_per_op: f64,
+    /// IOMMU hardware work done by the CPU.
+    pub modeled_hw_ns_per_op: f64,
+    /// Kernel software primitives.
+    pub modeled_sw_ns_per_op: f64,
+    /// Measured wall time of iommulab's own code per I/O (differs run to run).
+    pub software_ns_per_op: f64,
+    /// Flush rounds (mean per run).
+    pub iotlb_flushes: u64,
+    /// IOTLB invalidation commands (mean per run).
+    pub iotlb_invalidations: u64,
+    /// Write-buffer flushes (mean per run).
+    pub write_buffer_flushes: u64,
+    /// Laps of the bitmap allocator (mean per run).
+    pub allocator_wraps: u64,
+    /// Most allocator metadata at once, over the repeats.
+    pub peak_metadata_bytes: u64,
+    /// Modeled seconds per run.
+    pub modeled_seconds: f64,
+    /// From the separate malicious-device run of the same configuration: device accesses
+    /// that succeeded through a mapping already unmapped.
+    pub stale_accesses: u64,
+    /// Unmaps of the malicious run.
+    pub malicious_unmaps: u64,
+    /// Accesses to the rest of a mapped page beyond the buffer (malicious run).
+    pub subpage_accesses: u64,
+    /// IOMMU faults (malicious run).
+    pub faults: u64,
+    /// Most unmapped ranges waiting for an invalidation at once (malicious run): the window.
+    pub max_pending: u64,
+    /// Counted kernel primitives per I/O (first timing run).
+    pub per_io: PerIo,
+}
+
+/// What the reproduction returns.
+#[derive(Clone, Debug, Serialize)]
+pub struct Fujita2008Results {
+    /// Whether this was the quick run.
+    pub quick: bool,
+    /// How the runs were made.
+    pub protocol: Protocol,
+    /// One aggregate per configuration, in Figure 4's order (`results.json`).
+    pub results: Vec<Aggregate>,
+    /// Every run: the timing runs, then the malicious-device runs (`runs.json`, `runs.csv`).
+    pub runs: Vec<RunResult>,
+    /// What the paper published.
+    pub paper: Paper,
+}
+
+impl Fujita2008Results {
+    /// The aggregate of configuration `name`.
+    pub fn get(&self, name: &str) -> Option<&Aggregate> {
+        self.results.iter().find(|a| a.config == name)
+    }
+}
+
+/// Runs Figure 4: every configuration `repeats` times on the `vtd-2008` preset (seeds
+/// 1..=repeats), then once each with a malicious device.
+pub fn run(opts: &ReproOptions<'_>) -> Result<Fujita2008Results, Error> {
+    let protocol = Protocol::new(opts.quick);
+    let base = BenchConfig {
+        duration_s: Some(protocol.seconds),
+        ..BenchConfig::default()
+    };
+    debug_assert_eq!(base.hardware.cost, CostPreset::Vtd2008);
+    let configs = NamedConfig::ALL;
+    let total = configs.len() as u64 * (u64::from(protocol.repeats) + 1);
+    let mut steps = Steps::new(opts, Reproduction::Fujita2008, total);
+    let timing = run_configs(&base, &configs, protocol.repeats, &mut steps, "")?;
+    // The security pass: the same configurations with a malicious device (a separate run,
+    // because the device's page walks would add latency the paper's benchmark did not have).
+    let security_base = BenchConfig {
+        duration_s: Some(protocol.security_seconds),
+        device: DeviceMode::Malicious { neighbours: 1 },
+        ..base.clone()
+    };
+    let security = run_configs(
+        &security_base,
+        &configs,
+        1,
+        &mut steps,
+        ", malicious device",
+    )?;
+    steps.finish()?;
+    let results = aggregate(&timing, &security);
+    let mut runs = timing;
+    runs.extend(security);
+    Ok(Fujita2008Results {
+        quick: opts.quick,
+        protocol,
+        results,
+        runs,
+        paper: Paper {
+            figure4: PAPER_FIGURE4.to_vec(),
+            default_iops: PAPER_DEFAULT_IOPS,
+        },
+    })
+}
+
+/// Every configuration `repeats` times with seeds `seed..seed+repeats`, `relative_to_disabled`
+/// filled within the batch (as `iommulab bench`).
+fn run_configs(
+    base: &BenchConfig,
+    configs: &[NamedConfig],
+    repeats: u32,
+    steps: &mut Steps<'_, '_>,
+    what: &str,
+) -> Result<Vec<RunResult>, Error> {
+    let mut results = Vec::new();
+    for &c in configs {
+        for r in 0..repeats {
+            let cfg = BenchConfig {
+                configuration: c,
+                workload: PseudoScsiConfig {
+                    seed: base.workload.seed + u64::from(r),
+                    ..base.workload
+                },
+                ..base.clone()
+            };
+            steps.start(|| format!("{}, seed {}{what}", c.name(), cfg.workload.seed))?;
+            results.push(run_bench(&cfg, &mut |_, _| {})?);
+        }
+    }
+    RunResult::fill_relative(&mut results);
+    Ok(results)
+}
+
+fn mean(v: &[f64]) -> f64 {
+    if v.is_empty() {
+        0.0
+    } else {
+        v.iter().sum::<f64>() / v.len() as f64
+    }
+}
+
+fn stddev(v: &[f64]) -> f64 {
+    if v.len() < 2 {
+        return 0.0;
+    }
+    let m = mean(v);
+    (v.iter().map(|x| (x - m) * (x - m)).sum::<f64>() / (v.len() - 1) as f64).sqrt()
+}
+
+/// One [`Aggregate`] per configuration of [`PAPER_FIGURE4`] that ran.
+fn aggregate(timing: &[RunResult], security: &[RunResult]) -> Vec<Aggregate> {
+    let mut out: Vec<Aggregate> = Vec::new();
+    for paper in PAPER_FIGURE4 {
+        let name = paper.config.name();
+        let runs: Vec<&RunResult> = timing.iter().filter(|r| r.config == name).collect();
+        let Some(first) = runs.first() else { continue };
+        let f = |g: fn(&RunResult) -> f64| mean(&runs.iter().map(|r| g(r)).collect::<Vec<_>>());
+        let sum =
+            |g: fn(&RunResult) -> u64| runs.iter().map(|r| g(r)).sum::<u64>() / runs.len() as u64;
+        let iops: Vec<f64> = runs.iter().map(|r| r.iops).collect();
+        let sec = security.iter().find(|r| r.config == name);
+        out.push(Aggregate {
+            config: name.into(),
+            allocator: first.allocator.clone(),
+            flush: first.flush.clone(),
+            repeats: runs.len(),
+            ops: sum(|r| r.ops),
+            iops: mean(&iops),
+            iops_stddev: stddev(&iops),
+            relative_to_disabled: None,
+            paper_relative_to_disabled: paper.relative_to_disabled,
+            paper_source: paper.source.into(),
+            modeled_ns_per_op: f(|r| r.modeled_ns_per_op),
+            io_path_ns_per_op: f(|r| r.io_path_ns_per_op),
+            modeled_hw_ns_per_op: f(|r| r.modeled_hw_ns_per_op),
+            modeled_sw_ns_per_op: f(|r| r.modeled_sw_ns_per_op),
+            software_ns_per_op: f(|r| r.software_ns_per_op),
+            iotlb_flushes: sum(|r| r.iotlb_flushes),
+            iotlb_invalidations: sum(|r| r.iotlb_invalidations),
+            write_buffer_flushes: sum(|r| r.write_buffer_flushes),
+            allocator_wraps: sum(|r| r.stats.iova.wraps),
+            peak_metadata_bytes: runs
+                .iter()
+                .map(|r| r.peak_metadata_bytes)
+                .max()
+                .unwrap_or(0),
+            modeled_seconds: f(|r| r.modeled_seconds),
+            stale_accesses: sec.map_or(0, |r| r.stale_accesses),
+            malicious_unmaps: sec.map_or(0, |r| r.ops),
+            subpage_accesses: sec.map_or(0, |r| r.subpage_accesses),
+            faults: sec.map_or(0, |r| r.faults),
+            max_pending: sec.map_or(0, |r| r.stats.flush.max_pending),
+            per_io: PerIo::of(first),
+        });
+    }
+    let base = out.iter().find(|a| a.config == "disabled").map(|a| a.iops);
+    if let Some(b) = base.filter(|b| *b > 0.0) {
+        for a in &mut out {
+            a.relative_to_disabled = Some(a.iops / b);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_paper_lists_every_configuration_once_in_figure_order() {
+        let names: Vec<NamedConfig> = PAPER_FIGURE4.iter().map(|p| p.config).collect();
+        assert_eq!(names, NamedConfig::ALL);
+    }
+
+    #[test]
+    fn stddev_is_the_sample_one() {
+        assert_eq!(stddev(&[1.0]), 0.0);
+        assert!((stddev(&[1.0, 3.0]) - 2f64.sqrt()).abs() < 1e-12);
+        assert_eq!(mean(&[]), 0.0);
+    }
+}

@@ -1,0 +1,381 @@
+//! Yassour, Ben-Yehuda & Wasserman, "On the DMA mapping problem in direct device
+//! assignment" (SYSTOR 2010), Figures 3–6, on the built-in netperf-send and apache-sendfile
+//! workloads, plus the intra-guest protection table of S1.11.
+//!
+//! - Figures 3–4 (S1.9, the paper's §4.2 method; [`hit_rate`]): the workload's
+//!   *page-reference sequence* (its page maps in order, no pinning), the working set =
+//!   distinct pages, and the hit rate of FIFO, LRU, OPT, optimal batching and prefetching at
+//!   every integer quota from 0 to the working set (≤ 200 pages; else 41 points). LRU and
+//!   OPT from the one-pass stack-distance curves (exact without pinning), the others from
+//!   one map-cache run per quota. A second view replays the same stream *with* pinning
+//!   (pages of in-flight DMAs cannot be evicted, so small quotas refuse maps), which the
+//!   paper's simulation leaves out.
+//! - Figures 5–6 ([`cpu`]): modeled CPU utilisation vs quota. The left end is the paper's
+//!   "minimal quota (i.e., no caching allowed)": `single-use` mapping, every page map a map
+//!   request and every driver unmap an unmap request, packed into hypercalls by the series'
+//!   batching; then the map cache from the minimal quota that refuses no map (the most
+//!   pages ever pinned at once) to the working set. Series: LRU (no batching), LRU with
+//!   unmap piggyback, prefetching (with no caching there is nothing to prefetch into: the
+//!   same as LRU), and "batching" (LRU with map and unmap batching, S1.6: the driver maps
+//!   each packet as one scatter-gather list, so a packet is one map and one unmap
+//!   hypercall). From full guest runs (hypercalls, host bookkeeping, VT-d PTE writes,
+//!   write-buffer flushes and IOTLB invalidations, costs `kvm-2010`, S1.10): utilisation =
+//!   modeled cycles / (payload bytes × 8 / link rate) / (2.66 GHz).
+//! - Protection (S1.11; [`protection`]): stale device accesses per strategy.
+
+pub mod cpu;
+pub mod hit_rate;
+pub mod protection;
+
+use std::sync::Arc;
+
+use serde::Serialize;
+
+use super::{ReproOptions, Reproduction, Steps, guest_error};
+use crate::Error;
+use crate::mrc;
+use crate::virt::{
+    CacheOnly, GuestConfig, GuestResult, Lookahead, PageRef, guest_page_refs, run_guest,
+    working_set_pages,
+};
+use crate::workload::{
+    ApacheSendfile, ApacheSendfileConfig, NetperfSend, NetperfSendConfig, TxMapping,
+};
+
+pub use cpu::CpuCurve;
+pub use hit_rate::{HitCurve, PrefetchAt, Sensitivity};
+pub use protection::Protection;
+
+/// The line of the reproductions' index.
+pub const TITLE: &str = "Yassour, Ben-Yehuda & Wasserman 2010, On the DMA mapping problem in direct device \
+assignment (Figures 3-6: hit rate and CPU vs quota; intra-guest protection)";
+
+/// The paper, as `results.json` names it.
+pub const PAPER: &str = "Yassour, Ben-Yehuda, Wasserman: On the DMA mapping problem in direct device assignment (SYSTOR 2010)";
+
+/// How CPU utilisation is computed from a guest run (S1.10's 2.66 GHz core).
+pub const CPU_FORMULA: &str =
+    "cpu_utilization = modeled mapping cycles / (payload bytes x 8 / link bps) / (2.66e9 cycles/s)";
+
+/// The quota fractions the tables quote (the paper's findings are stated at 10%).
+pub const QUOTED: [f64; 3] = [0.10, 0.25, 0.50];
+
+/// A finding the paper states for Figures 3–6 (S1.9), with its number where it gives one.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct PaperFinding {
+    /// A short key.
+    pub id: &'static str,
+    /// The paper's figures it is about.
+    pub figures: &'static str,
+    /// The finding, in the paper's words where quoted.
+    pub claim: &'static str,
+    /// The published number, if the paper gives one.
+    pub value: Option<f64>,
+    /// What `value` (or the claim) measures here.
+    pub measure: &'static str,
+}
+
+/// The paper's findings on Figures 3–6 (S1.9), in the order the report's table lists them.
+pub const PAPER_FINDINGS: [PaperFinding; 7] = [
+    PaperFinding {
+        id: "lru_fifo_low_quota",
+        figures: "3-4",
+        claim: "LRU and FIFO \"highly inefficient for low quotas\"",
+        value: None,
+        measure: "hit rate of LRU and FIFO at 10% and 50% quota",
+    },
+    PaperFinding {
+        id: "opt_batch_at_10",
+        figures: "3-4",
+        claim: "optimal batching ≈ 100% hit rate at 10% quota",
+        value: Some(1.0),
+        measure: "hit rate of optimal batching at 10% quota",
+    },
+    PaperFinding {
+        id: "prefetch_at_10",
+        figures: "3-4",
+        claim: "prefetching beats every non-batching policy, OPT included (netperf); ≈ 90% at 10% (Apache)",
+        value: Some(0.9),
+        measure: "hit rate of prefetching at 10% quota (Apache)",
+    },
+    PaperFinding {
+        id: "cpu_at_minimal",
+        figures: "5-6",
+        claim: "high CPU at minimal quota (no caching) for every optimisation",
+        value: None,
+        measure: "CPU of every series with no caching",
+    },
+    PaperFinding {
+        id: "piggyback_cpu",
+        figures: "5-6",
+        claim: "unmap piggyback ≈ 10% less CPU than LRU, less as the quota grows",
+        value: Some(0.9),
+        measure: "CPU of piggyback / CPU of LRU with no caching",
+    },
+    PaperFinding {
+        id: "prefetch_cpu",
+        figures: "5-6",
+        claim: "prefetching reduces CPU further, its impact falls fast with the quota",
+        value: None,
+        measure: "CPU of prefetching / CPU of LRU",
+    },
+    PaperFinding {
+        id: "batching_cpu",
+        figures: "5-6",
+        claim: "batching halves CPU at minimal quota",
+        value: Some(0.5),
+        measure: "CPU of batching / CPU of LRU with no caching",
+    },
+];
+
+/// One workload's results (an entry of `results.json`'s `workloads`).
+#[derive(Clone, Debug, Serialize)]
+pub struct WorkloadResult {
+    /// `netperf-send` or `apache-sendfile`.
+    pub workload: String,
+    /// Its parameters, in words.
+    pub config: String,
+    /// Page maps of the page-reference stream.
+    pub page_maps: u64,
+    /// Distinct pages mapped.
+    pub working_set_pages: u64,
+    /// S1.8's formula for the working set.
+    pub working_set_formula_pages: u64,
+    /// Most pages pinned at once (the minimal quota of Figures 5–6).
+    pub max_pinned_pages: u64,
+    /// Figures 3–4: one hit-rate curve per eviction policy.
+    pub policies: Vec<HitCurve>,
+    /// Prefetching's guesses at the quoted quotas.
+    pub prefetch: Vec<PrefetchAt>,
+    /// Figures 5–6: one CPU curve per series.
+    pub cpu: Vec<CpuCurve>,
+    /// S1.11: stale accesses per strategy.
+    pub protection: Vec<Protection>,
+}
+
+/// Everything `results.json` holds.
+#[derive(Clone, Debug, Serialize)]
+pub struct Results {
+    /// The paper.
+    pub paper: &'static str,
+    /// Whether this was the quick run.
+    pub quick: bool,
+    /// The cost preset of the guest runs.
+    pub cost: &'static str,
+    /// The link rate the CPU utilisation assumes.
+    pub link_mbps: u64,
+    /// How CPU utilisation is computed.
+    pub cpu_formula: &'static str,
+    /// netperf-send, then apache-sendfile.
+    pub workloads: Vec<WorkloadResult>,
+    /// The page-sequence hit rates of a smaller configuration (one netperf socket).
+    pub sensitivity: Vec<Sensitivity>,
+}
+
+impl Results {
+    /// The results of workload `name`.
+    pub fn workload(&self, name: &str) -> Option<&WorkloadResult> {
+        self.workloads.iter().find(|w| w.workload == name)
+    }
+}
+
+/// What the reproduction returns.
+#[derive(Clone, Debug, Serialize)]
+pub struct Yassour2010Results {
+    /// Everything `results.json` (and the CSV files) hold.
+    pub results: Results,
+    /// The paper's findings, beside which the report puts ours.
+    pub paper: Vec<PaperFinding>,
+}
+
+/// A workload of the reproduction.
+#[derive(Clone, Debug)]
+pub(crate) enum Spec {
+    Netperf(NetperfSendConfig),
+    Apache(ApacheSendfileConfig),
+}
+
+impl Spec {
+    pub(crate) fn name(&self) -> &'static str {
+        match self {
+            Spec::Netperf(_) => "netperf-send",
+            Spec::Apache(_) => "apache-sendfile",
+        }
+    }
+
+    fn describe(&self) -> String {
+        match self {
+            Spec::Netperf(c) => format!(
+                "{} sockets × {} B send buffer, {} packets of one MSS",
+                c.sockets, c.send_buffer, c.packets
+            ),
+            Spec::Apache(c) => format!("{} requests over {} files", c.requests, c.files),
+        }
+    }
+
+    /// The same workload with the driver mapping each packet as one scatter-gather list
+    /// (the driver change batching needs, S1.6).
+    pub(crate) fn with_sg(&self) -> Spec {
+        match self {
+            Spec::Netperf(c) => Spec::Netperf(NetperfSendConfig {
+                mapping: TxMapping::Sg,
+                ..*c
+            }),
+            Spec::Apache(c) => Spec::Apache(ApacheSendfileConfig {
+                mapping: TxMapping::Sg,
+                ..*c
+            }),
+        }
+    }
+
+    pub(crate) fn refs(&self) -> Result<Vec<PageRef>, Error> {
+        match self {
+            Spec::Netperf(c) => guest_page_refs(&mut NetperfSend::new(*c)?, CacheOnly::All),
+            Spec::Apache(c) => guest_page_refs(&mut ApacheSendfile::new(*c)?, CacheOnly::All),
+        }
+    }
+
+    pub(crate) fn run(
+        &self,
+        cfg: &GuestConfig,
+        la: Option<Arc<Lookahead>>,
+    ) -> Result<GuestResult, Error> {
+        match self {
+            Spec::Netperf(c) => run_guest(&mut NetperfSend::new(*c)?, cfg, la),
+            Spec::Apache(c) => run_guest(&mut ApacheSendfile::new(*c)?, cfg, la),
+        }
+        .map_err(guest_error)
+    }
+
+    /// S1.8's formula: netperf `SendBuf × NumSendSockets`; Apache: the served files (here
+    /// measured as the distinct pages mapped, i.e. the files actually served).
+    fn formula_pages(&self, measured: u64) -> u64 {
+        match self {
+            Spec::Netperf(c) => working_set_pages(c.send_buffer, u64::from(c.sockets), 0, 0),
+            Spec::Apache(_) => measured,
+        }
+    }
+}
+
+/// `round(f × ws)`: the quota at fraction `f` of the working set.
+#[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+pub fn round_quota(f: f64, ws: u64) -> u64 {
+    (f * ws as f64).round() as u64
+}
+
+/// A failed self-check of this reproduction.
+pub(crate) fn check_failed(what: String) -> Error {
+    super::ReproError::Check {
+        reproduction: Reproduction::Yassour2010,
+        what,
+    }
+    .into()
+}
+
+/// A workload's page-reference stream and what the steps need from it.
+struct Prepared {
+    spec: Spec,
+    refs: Vec<PageRef>,
+    ws: u64,
+    pinned: u64,
+}
+
+impl Prepared {
+    fn new(spec: Spec) -> Result<Self, Error> {
+        let refs = spec.refs()?;
+        let ws = mrc::distinct_pages(&refs) as u64;
+        let pinned = mrc::max_pinned(&refs);
+        Ok(Prepared {
+            spec,
+            refs,
+            ws,
+            pinned,
+        })
+    }
+
+    /// Progress steps of [`workload`].
+    fn steps(&self) -> u64 {
+        let policies = crate::virt::EvictionConfig::all_default().len() as u64;
+        policies
+            + QUOTED.len() as u64
+            + cpu::steps(self.pinned, self.ws)
+            + protection::CASES.len() as u64
+    }
+}
+
+/// The two workloads: netperf with 4 sockets (one socket's 18-page working set leaves
+/// 10% = 2 pages and only 19 integer quotas), and Apache.
+fn specs(quick: bool) -> (NetperfSendConfig, [Spec; 2]) {
+    let netperf = NetperfSendConfig {
+        packets: if quick { 2_000 } else { 200_000 },
+        sockets: 4,
+        ..NetperfSendConfig::default()
+    };
+    let apache = ApacheSendfileConfig {
+        requests: if quick { 400 } else { 20_000 },
+        files: if quick { 200 } else { 1000 },
+        ..ApacheSendfileConfig::default()
+    };
+    (netperf, [Spec::Netperf(netperf), Spec::Apache(apache)])
+}
+
+/// Runs Figures 3–6 and the protection table on both workloads, and the one-socket
+/// sensitivity check.
+pub fn run(opts: &ReproOptions<'_>) -> Result<Yassour2010Results, Error> {
+    let (netperf, specs) = specs(opts.quick);
+    let prepared = specs
+        .into_iter()
+        .map(Prepared::new)
+        .collect::<Result<Vec<_>, _>>()?;
+    let sens_spec = Spec::Netperf(NetperfSendConfig {
+        sockets: 1,
+        ..netperf
+    });
+    let total = prepared.iter().map(Prepared::steps).sum::<u64>()
+        + crate::virt::EvictionConfig::all_default().len() as u64;
+    let mut steps = Steps::new(opts, Reproduction::Yassour2010, total);
+    let mut workloads = Vec::new();
+    for p in &prepared {
+        workloads.push(workload(p, &mut steps)?);
+    }
+    let sensitivity = vec![hit_rate::sensitivity(&sens_spec, &mut steps)?];
+    steps.finish()?;
+    Ok(Yassour2010Results {
+        results: Results {
+            paper: PAPER,
+            quick: opts.quick,
+            cost: "kvm-2010",
+            link_mbps: GuestConfig::default().link_mbps,
+            cpu_formula: CPU_FORMULA,
+            workloads,
+            sensitivity,
+        },
+        paper: PAPER_FINDINGS.to_vec(),
+    })
+}
+
+fn workload(p: &Prepared, steps: &mut Steps<'_, '_>) -> Result<WorkloadResult, Error> {
+    let name = p.spec.name();
+    let seq = mrc::page_sequence(&p.refs);
+    let policies = hit_rate::policies(name, &seq, &p.refs, p.ws, steps)?;
+    let prefetch = hit_rate::prefetch(name, &seq, p.ws, steps)?;
+    let la = Arc::new(Lookahead::from_refs(&p.refs));
+    let cpu = cpu::curves(&p.spec, p.ws, p.pinned, &la, steps)?;
+    let protection = protection::table(&p.spec, p.ws, p.pinned, steps)?;
+    Ok(WorkloadResult {
+        workload: name.into(),
+        config: p.spec.describe(),
+        page_maps: p
+            .refs
+            .iter()
+            .filter(|r| matches!(r, PageRef::Map(_)))
+            .count() as u64,
+        working_set_pages: p.ws,
+        working_set_formula_pages: p.spec.formula_pages(p.ws),
+        max_pinned_pages: p.pinned,
+        policies,
+        prefetch,
+        cpu,
+        protection,
+    })
+}

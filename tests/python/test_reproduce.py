@@ -1,0 +1,142 @@
+"""`iommulab.reproduce`: the library's reproductions from Python, checked against the quick
+golden outputs that `iommulab reproduce all --quick` wrote (crates/iommulab-report/tests/golden)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import iommulab
+from iommulab.results import MEASURED_COLUMNS
+
+GOLDEN = Path(__file__).resolve().parents[2] / "crates" / "iommulab-report" / "tests" / "golden" / "quick"
+
+
+def without_measured(v: Any) -> Any:
+    """`v` without the wall-clock fields (the only ones that differ between two runs)."""
+    if isinstance(v, dict):
+        return {k: without_measured(x) for k, x in v.items() if k not in MEASURED_COLUMNS}
+    if isinstance(v, list):
+        return [without_measured(x) for x in v]
+    return v
+
+
+@pytest.fixture(scope="module")
+def quick_all(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, iommulab.Reproduction]]:
+    """Both quick reproductions, written to a folder (with the tqdm bar)."""
+    out = tmp_path_factory.mktemp("results")
+    return out, iommulab.reproduce("all", quick=True, out=out, progress=True)
+
+
+def test_fujita_default_is_the_golden_number(quick_all: tuple[Path, dict[str, iommulab.Reproduction]]) -> None:
+    r = quick_all[1]["fujita2008"]
+    assert r.name == "fujita2008" and r.quick
+    golden = json.loads((GOLDEN / "fujita2008" / "results.json").read_text())
+    ours = {a["config"]: a for a in r.results}
+    gold = {a["config"]: a for a in golden}
+    # Exactly the same float: the model is deterministic, only wall-clock fields vary.
+    assert ours["default"]["relative_to_disabled"] == gold["default"]["relative_to_disabled"]
+    assert 0.79 < ours["default"]["relative_to_disabled"] < 0.82
+    assert without_measured(r.results) == without_measured(golden)
+    fig4 = r.tables["figure4"].set_index("config")
+    assert fig4.loc["default", "relative_to_disabled"] == gold["default"]["relative_to_disabled"]
+    assert fig4.loc["bitmap", "paper_relative_to_disabled"] == 0.87
+    assert fig4["paper_relative_to_disabled"].isna().loc["modern"]
+    # The paper's numbers come with the data.
+    assert r.paper["default_iops"] == 124_337.2
+    assert [p["config"] for p in r.paper["figure4"]] == list(fig4.index)
+    # runs.json as a DataFrame: 6 configurations x 2 seeds, then 6 malicious runs.
+    runs = r.tables["runs"]
+    assert len(runs) == 18 and "stats.iommu.iotlb.hits" in runs.columns
+
+
+def test_fujita_table_has_the_csv_columns_at_full_precision(
+    quick_all: tuple[Path, dict[str, iommulab.Reproduction]],
+) -> None:
+    fig4 = quick_all[1]["fujita2008"].tables["figure4"]
+    csv = pd.read_csv(GOLDEN / "fujita2008" / "results.csv")
+    assert list(fig4.columns) == list(csv.columns)
+    deterministic = [c for c in csv.columns if c not in MEASURED_COLUMNS and pd.api.types.is_numeric_dtype(csv[c])]
+    # The CSV rounds (iops to 0.1, ratios to 1e-4); the table does not.
+    np.testing.assert_allclose(fig4[deterministic].to_numpy(float), csv[deterministic].to_numpy(float), atol=0.051)
+
+
+def test_yassour_results_are_the_golden_ones(quick_all: tuple[Path, dict[str, iommulab.Reproduction]]) -> None:
+    r = quick_all[1]["yassour2010"]
+    golden = json.loads((GOLDEN / "yassour2010" / "results.json").read_text())
+    assert r.results == golden
+    netperf = next(w for w in r.results["workloads"] if w["workload"] == "netperf-send")
+    assert netperf["working_set_pages"] == 70
+    for name in ("hit_rate", "cpu"):
+        csv = pd.read_csv(GOLDEN / "yassour2010" / f"{name}.csv")
+        df = r.tables[name]
+        assert list(df.columns) == list(csv.columns) and len(df) == len(csv)
+        num = [c for c in csv.columns if pd.api.types.is_numeric_dtype(csv[c])]
+        np.testing.assert_allclose(df[num].to_numpy(float), csv[num].to_numpy(float), atol=0.051)
+    prot = r.tables["protection"]
+    stale = prot.set_index(["workload", "strategy", "cache_only"])["stale_accesses"]
+    assert stale["netperf-send", "single-use", "all"] == 0
+    assert stale["netperf-send", "on-demand", "all"] > 0
+    assert [f["id"] for f in r.paper][:2] == ["lru_fifo_low_quota", "opt_batch_at_10"]
+
+
+def test_out_writes_the_cli_files(quick_all: tuple[Path, dict[str, iommulab.Reproduction]]) -> None:
+    out, runs = quick_all
+    assert list(runs) == list(iommulab.REPRODUCTIONS)
+    for r in runs.values():
+        assert r.report == out / r.name / "README.md"
+        assert r.files and all(f.is_file() for f in r.files)
+        on_disk = sorted(p for p in (out / r.name).iterdir())
+        assert on_disk == sorted(r.files)
+    # Deterministic files are byte-for-byte the CLI's.
+    for f in ("index.md", "index.html", "yassour2010/results.json", "yassour2010/cpu.csv", "yassour2010/README.md"):
+        assert (out / f).read_bytes() == (GOLDEN / f).read_bytes(), f
+    fujita = json.loads((out / "fujita2008" / "results.json").read_text())
+    golden = json.loads((GOLDEN / "fujita2008" / "results.json").read_text())
+    assert without_measured(fujita) == without_measured(golden)
+    assert (out / "fujita2008" / "figure4.png").read_bytes().startswith(b"\x89PNG")
+    assert not [p for p in out.rglob("*") if ".tmp-" in p.name]
+
+
+def test_progress_callback_sees_every_step() -> None:
+    seen: list[iommulab.ReproProgress] = []
+    r = iommulab.reproduce("yassour2010", quick=True, progress=seen.append)
+    assert r.report is None and r.files == []
+    total = seen[0].total
+    assert [p.done for p in seen] == list(range(total + 1))
+    assert all(p.name == "yassour2010" and p.total == total for p in seen)
+    assert seen[-1].step == "done" and seen[0].step.startswith("netperf-send")
+
+
+class Stop(Exception):
+    pass
+
+
+def test_an_exception_in_the_callback_stops_the_run() -> None:
+    calls = []
+
+    def stop_at_third(p: iommulab.ReproProgress) -> None:
+        calls.append(p)
+        if p.done == 2:
+            raise Stop("enough")
+
+    with pytest.raises(Stop, match="enough"):
+        iommulab.reproduce("fujita2008", quick=True, progress=stop_at_third)
+    assert len(calls) == 3
+
+
+def test_unknown_reproduction_names_the_known_ones() -> None:
+    with pytest.raises(iommulab.ConfigError, match="fujita2008, yassour2010, all"):
+        iommulab.reproduce("smith1999")
+
+
+def test_an_unwritable_out_is_an_os_error(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    with pytest.raises(OSError, match="cannot create"):
+        iommulab.reproduce("yassour2010", quick=True, out=blocker, progress=False)
