@@ -14,6 +14,8 @@
 //! | module | what it holds |
 //! |---|---|
 //! | [`addr`] | `Iova`, `Hpa`, `Gpa`, `Pfn<A>`, `PageSize`, `DmaDirection`, `Perm`, `Bdf` |
+//! | [`clock`] | the modeled clock: `Cycles`, the CPU's `ClockRate` and their conversions |
+//! | [`hash`] | the fast hasher of the hot integer-keyed tables |
 //! | [`hw`] | VT-d tables, IOTLB, invalidation, fault log, [`hw::cost`] presets |
 //! | [`iova`] | rbtree, bitmap and magazine IOVA allocators |
 //! | [`flush`] | strict, deferred, per-lap and flush-queue IOTLB flush policies |
@@ -30,11 +32,13 @@
 #![warn(missing_docs, missing_debug_implementations)]
 
 pub mod addr;
+pub mod clock;
 pub mod device;
 pub mod dma;
 pub mod error;
 pub mod experiment;
 pub mod flush;
+pub mod hash;
 pub mod hw;
 pub mod iova;
 pub mod mrc;

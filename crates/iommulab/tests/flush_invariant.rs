@@ -7,11 +7,12 @@
 //! left over from an earlier mapping.
 
 use iommulab::addr::{Access, Bdf, CpuId, DmaDirection, Hpa, Iova, PAGE_4K, Pfn};
+use iommulab::clock::{ClockRate, Cycles};
 use iommulab::dma::{DeviceHandle, DmaApi, DmaConfig, Translation};
 use iommulab::flush::{
     Deferred, DeferredConfig, FlushPolicy, FlushQueue, FlushQueueConfig, PerLap, Strict,
 };
-use iommulab::hw::cost::{CostModel, Cycles};
+use iommulab::hw::cost::CostModel;
 use iommulab::hw::vtd::{Iommu, IommuConfig};
 use iommulab::iova::{Bitmap, IovaAllocator, Magazine, MagazineConfig, RbTree};
 use proptest::prelude::*;
@@ -194,7 +195,7 @@ fn deferred() -> Deferred {
             entries: 16,
             timeout_ms: 10,
         },
-        3.0,
+        ClockRate::ghz(3.0),
     )
 }
 
@@ -205,7 +206,7 @@ fn flush_queue() -> FlushQueue {
             timeout_ms: 10,
         },
         2,
-        3.0,
+        ClockRate::ghz(3.0),
     )
 }
 

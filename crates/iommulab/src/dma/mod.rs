@@ -16,9 +16,9 @@ pub mod debug;
 use serde::{Deserialize, Serialize};
 
 use crate::addr::{Access, Bdf, CpuId, DmaDirection, DomainId, Hpa, Iova, PAGE_4K, Pfn};
+use crate::clock::Cycles;
 use crate::device::{AccessOutcome, StaleOracle};
 use crate::flush::{FlushCtx, FlushPolicy, Unmapped};
-use crate::hw::cost::Cycles;
 use crate::hw::vtd::{Iommu, MapError};
 use crate::iova::{IovaAllocator, IovaError};
 
@@ -232,8 +232,8 @@ impl<A: IovaAllocator, F: FlushPolicy> DmaApi<A, F> {
     /// Sets the modeled time (the runner advances it) and lets expired timers fire.
     pub fn tick(&mut self, now: Cycles) -> Result<(), DmaError> {
         self.now = now;
-        let ghz = self.iommu.config().cost.ghz;
-        self.iova.on_tick(now, ghz);
+        let clock = self.iommu.config().cost.clock;
+        self.iova.on_tick(now, clock);
         let mut ctx = FlushCtx {
             iommu: &mut self.iommu,
             iova: &mut self.iova,

@@ -450,6 +450,20 @@ mod tests {
         assert_eq!(m.pte_set, CostModel::VTD_2008.pte_set);
     }
 
+    /// The clock rate is `ghz` in TOML, a float; one that is not positive is refused.
+    #[test]
+    fn cost_override_of_the_clock_rate() {
+        let mut hw = HardwareConfig::default();
+        hw.cost_overrides
+            .insert("ghz".into(), toml::Value::Float(2.0));
+        assert_eq!(hw.cost_model().unwrap().clock.as_ghz(), 2.0);
+        hw.cost_overrides
+            .insert("ghz".into(), toml::Value::Float(0.0));
+        let msg = hw.cost_model().unwrap_err().to_string();
+        assert!(msg.contains("hardware.cost_overrides"), "{msg}");
+        assert!(msg.contains("positive, finite"), "{msg}");
+    }
+
     #[test]
     fn bench_config_round_trips_through_toml() {
         let mut c = BenchConfig {

@@ -10,7 +10,7 @@ pub mod invalidate;
 pub mod iotlb;
 pub mod vtd;
 
-pub use cost::{CostModel, CostPreset, Cycles};
+pub use cost::{CostModel, CostPreset};
 pub use invalidate::{InvRequest, InvalidationInterface};
 pub use iotlb::{Iotlb, IotlbConfig, IotlbStats};
 pub use vtd::{Fault, FaultReason, Iommu, IommuConfig, IommuStats, MapError};

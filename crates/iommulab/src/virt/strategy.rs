@@ -790,7 +790,7 @@ impl<E: EvictionPolicy> GuestDma<E> {
         };
         let link_s = r.bytes as f64 * 8.0 / (self.cfg.link_mbps.max(1) as f64 * 1e6);
         r.cpu_utilization = if link_s > 0.0 {
-            r.cycles as f64 / link_s / (self.cfg.cost.ghz * 1e9)
+            r.cycles as f64 / link_s / self.cfg.cost.clock.hz()
         } else {
             0.0
         };

@@ -51,7 +51,8 @@ pub mod table;
 use serde::{Deserialize, Serialize};
 
 use crate::addr::{Access, Bdf, DomainId, Hpa, Iova, PAGE_4K, PageSize, Perm, Pfn};
-use crate::hw::cost::{CostModel, Cycles};
+use crate::clock::Cycles;
+use crate::hw::cost::CostModel;
 use crate::hw::invalidate::{InvRequest, InvalidationInterface};
 use crate::hw::iotlb::{Iotlb, IotlbConfig, IotlbConfigError, IotlbEntry, IotlbStats};
 
