@@ -6,6 +6,7 @@ use crate::hw::vtd::MapError;
 use crate::iova::{IovaError, MagazineConfigError, SpaceError};
 use crate::trace::TraceError;
 use crate::virt::Error as VirtError;
+use crate::workload::{ParamError, WorkloadError};
 
 /// Any error of the library.
 #[derive(Debug, thiserror::Error)]
@@ -34,6 +35,23 @@ pub enum Error {
     /// An I/O page-table error.
     #[error(transparent)]
     Map(#[from] MapError),
+}
+
+impl From<ParamError> for Error {
+    /// A bad workload parameter is a configuration error.
+    fn from(e: ParamError) -> Self {
+        Error::Config(e.into())
+    }
+}
+
+impl From<WorkloadError> for Error {
+    /// A workload's errors are configuration or trace errors, as the façade reports them.
+    fn from(e: WorkloadError) -> Self {
+        match e {
+            WorkloadError::Param(e) => e.into(),
+            WorkloadError::Trace(e) => Error::Trace(e),
+        }
+    }
 }
 
 /// `Result` with the crate's [`Error`].

@@ -35,7 +35,7 @@ use crate::hw::invalidate::InvalidationInterface;
 use crate::hw::iotlb::IotlbConfig;
 use crate::hw::vtd::IommuConfig;
 use crate::iova::{AllocatorKind, MagazineConfig};
-use crate::workload::PseudoScsiConfig;
+use crate::workload::{ParamError, PseudoScsiConfig};
 
 /// A configuration problem, naming the key and what is allowed.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -53,6 +53,17 @@ pub enum ConfigError {
     /// A TOML document that does not parse or does not fit the schema.
     #[error("bad configuration: {0}")]
     Parse(String),
+}
+
+impl From<ParamError> for ConfigError {
+    /// A workload parameter is a configuration key like any other.
+    fn from(e: ParamError) -> Self {
+        ConfigError::Invalid {
+            key: e.key,
+            value: e.value,
+            expected: e.expected,
+        }
+    }
 }
 
 /// S0.7's five configurations, plus Linux's current default.

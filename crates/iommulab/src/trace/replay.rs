@@ -24,9 +24,8 @@ use serde::{Deserialize, Serialize};
 
 use super::{Event, EventKind, EventSource, TraceError, TraceHeader};
 use crate::addr::{Access, CpuId, Hpa};
-use crate::error::Error;
 use crate::hash::FxHashMap;
-use crate::workload::{DmaOp, Segment, Workload};
+use crate::workload::{DmaOp, Segment, Workload, WorkloadError};
 
 /// The trace clock advances the runner's clock in steps of at least this many ns (10 µs:
 /// fine against the 10 ms flush timers, coarse enough to cost nothing).
@@ -313,7 +312,7 @@ impl<S: EventSource> TraceWorkload<S> {
 }
 
 impl<S: EventSource> Workload for TraceWorkload<S> {
-    fn next_op(&mut self) -> Result<Option<DmaOp>, Error> {
+    fn next_op(&mut self) -> Result<Option<DmaOp>, WorkloadError> {
         while self.out.is_empty() {
             let Some(e) = self.next_raw()? else {
                 return Ok(None);

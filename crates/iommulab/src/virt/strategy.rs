@@ -46,7 +46,7 @@ use crate::virt::{
     EvictionConfig, EvictionPolicy, Lookahead, MapCache, MapCacheStats, MapOutcome, PageMap,
     PageRef,
 };
-use crate::workload::{DmaOp, Workload};
+use crate::workload::{DmaOp, Workload, WorkloadError};
 
 /// How the guest maps DMA buffers in the host IOMMU (S1.1).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -273,7 +273,7 @@ pub enum GuestError {
     Cache(#[from] super::Error),
     /// The workload failed (a bad trace).
     #[error(transparent)]
-    Workload(#[from] crate::Error),
+    Workload(#[from] WorkloadError),
     /// The host refused a hypercall the guest model believed valid (a model bug).
     #[error("host refused a hypercall: {0}")]
     Host(#[from] HypercallError),
@@ -822,7 +822,7 @@ fn push_pages(v: &mut Vec<u64>, phys: u64, len: u64) {
 pub fn guest_page_refs<W: Workload>(
     w: &mut W,
     cache_only: CacheOnly,
-) -> Result<Vec<PageRef>, crate::Error> {
+) -> Result<Vec<PageRef>, WorkloadError> {
     let mut refs = Vec::new();
     // Pages and whether the cache sees the buffer, per slot; `None` when not live.
     let mut slots: Vec<(Vec<u64>, Option<bool>)> = Vec::new();

@@ -24,8 +24,7 @@ pub mod zipf;
 use serde::{Deserialize, Serialize};
 
 use crate::addr::{Access, CpuId, DmaDirection, Hpa};
-use crate::error::Error;
-use crate::experiment::ConfigError;
+use crate::trace::TraceError;
 
 pub use apache_sendfile::{ApacheSendfile, ApacheSendfileConfig};
 pub use block::{Block, BlockBuffers, BlockConfig, Pattern};
@@ -104,7 +103,7 @@ pub struct Segment {
 /// A source of DMA operations.
 pub trait Workload {
     /// The next operation, `Ok(None)` at the end, or an error (a bad trace).
-    fn next_op(&mut self) -> Result<Option<DmaOp>, Error>;
+    fn next_op(&mut self) -> Result<Option<DmaOp>, WorkloadError>;
     /// The segments of the `MapSg` just returned.
     fn sg_segments(&self) -> &[Segment];
     /// How many slots the workload expects to use at most (a sizing hint; more may come).
@@ -207,7 +206,7 @@ impl WorkloadConfig {
 
     /// Checks the parameters by building the generator once (cheap for every default; the
     /// Apache generator lays out its files), so a bad field is reported before a run.
-    pub fn validate(&self) -> Result<(), ConfigError> {
+    pub fn validate(&self) -> Result<(), ParamError> {
         match *self {
             WorkloadConfig::PseudoScsi(c) if c.io_size == 0 => {
                 Err(invalid("workload.io_size", 0, "at least 1 byte"))
@@ -221,9 +220,35 @@ impl WorkloadConfig {
     }
 }
 
-/// A [`ConfigError::Invalid`] for `key` (spelled as in the experiment TOML, `workload.…`).
-pub(crate) fn invalid(key: &str, value: impl std::fmt::Display, expected: &str) -> ConfigError {
-    ConfigError::Invalid {
+/// A workload parameter that cannot work: the key (spelled as in the experiment TOML,
+/// `workload.…`), the value given and what is allowed. The façade turns it into
+/// `experiment::ConfigError::Invalid`, whose message it shares.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid value {value:?} for `{key}`: expected {expected}")]
+pub struct ParamError {
+    /// The offending key.
+    pub key: String,
+    /// The value given.
+    pub value: String,
+    /// What is allowed.
+    pub expected: String,
+}
+
+/// Why a workload cannot produce its next operation.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkloadError {
+    /// A parameter that cannot work (found when building, or when a generator runs out of
+    /// the memory its parameters gave it).
+    #[error(transparent)]
+    Param(#[from] ParamError),
+    /// A trace that cannot be read.
+    #[error(transparent)]
+    Trace(#[from] TraceError),
+}
+
+/// A [`ParamError`] for `key` (spelled as in the experiment TOML, `workload.…`).
+pub(crate) fn invalid(key: &str, value: impl std::fmt::Display, expected: &str) -> ParamError {
+    ParamError {
         key: key.into(),
         value: value.to_string(),
         expected: expected.into(),
