@@ -4,9 +4,9 @@
 use std::path::PathBuf;
 
 use iommulab::experiment::ConfigError;
-use iommulab::trace::replay::TraceWorkload;
 use iommulab::trace::{TraceHeader, create_trace, open, stats};
 use iommulab::virt::EvictionConfig;
+use iommulab::workload::TraceWorkload;
 use iommulab::workload::WorkloadConfig;
 use pyo3::prelude::*;
 use pyo3::types::PyString;
@@ -86,7 +86,7 @@ pub fn trace_generate(
     };
     let n = py.detach(|| -> Result<u64, iommulab::Error> {
         let mut sink = create_trace(&path, &header)?;
-        let summary = iommulab::trace::record::generate(&cfg, &mut *sink, events)?;
+        let summary = iommulab::experiment::record::generate(&cfg, &mut *sink, events)?;
         sink.finish()?;
         Ok(summary.events)
     });

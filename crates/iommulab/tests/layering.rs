@@ -66,16 +66,6 @@ const MODULES: &[(&str, &str)] = &[
 /// scaling benchmark and the property tests run them with no IOMMU), so they use base only.
 const NARROWER: &[(&str, &[&str])] = &[("iova", &["base"])];
 
-/// Leaks still on the way out: (file under `src/`, module it names). Each entry must still
-/// be a leak (a stale entry fails), so the list only shrinks.
-const KNOWN_LEAKS: &[(&str, &str)] = &[
-    ("trace/record.rs", "error"),
-    ("trace/record.rs", "experiment"),
-    ("trace/record.rs", "iova"),
-    ("trace/record.rs", "workload"),
-    ("trace/replay.rs", "workload"),
-];
-
 fn layer_of(module: &str) -> Option<&'static str> {
     MODULES.iter().find(|(m, _)| *m == module).map(|&(_, l)| l)
 }
@@ -400,10 +390,8 @@ fn lower_layers_never_use_higher_ones() {
         unknown.is_empty(),
         "classify these in tests/layering.rs (MODULES): {unknown:#?}"
     );
-    let known = |l: &Leak| KNOWN_LEAKS.contains(&(l.file.as_str(), l.target.as_str()));
-    let new: Vec<String> = leaks
+    let found: Vec<String> = leaks
         .iter()
-        .filter(|l| !known(l))
         .map(|l| {
             format!(
                 "src/{}:{}: layer {} names `{}` of layer {}",
@@ -412,18 +400,10 @@ fn lower_layers_never_use_higher_ones() {
         })
         .collect();
     assert!(
-        new.is_empty(),
+        found.is_empty(),
         "{} layering leak(s):\n{}",
-        new.len(),
-        new.join("\n")
-    );
-    let stale: Vec<_> = KNOWN_LEAKS
-        .iter()
-        .filter(|(f, t)| !leaks.iter().any(|l| l.file == *f && l.target == *t))
-        .collect();
-    assert!(
-        stale.is_empty(),
-        "fixed; remove from KNOWN_LEAKS: {stale:?}"
+        found.len(),
+        found.join("\n")
     );
 }
 

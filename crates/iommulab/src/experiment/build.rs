@@ -10,7 +10,7 @@ use crate::error::Error;
 use crate::flush::{Deferred, FlushConfig, FlushPolicy, FlushQueue, PerLap, Strict};
 use crate::hw::vtd::Iommu;
 use crate::iova::{AllocatorKind, Bitmap, IovaAllocator, Magazine, RbTree};
-use crate::workload::{PseudoScsi, Workload};
+use crate::workload::{PseudoScsi, ReplayReport, TraceWorkload, Workload};
 
 use super::config::BenchConfig;
 use super::result::RunResult;
@@ -185,8 +185,8 @@ pub fn replay_trace<S: crate::trace::EventSource>(
     cfg: &BenchConfig,
     src: S,
     progress: &mut dyn FnMut(u64, u64),
-) -> Result<(RunResult, crate::trace::replay::ReplayReport), Error> {
-    let mut w = crate::trace::replay::TraceWorkload::new(src);
+) -> Result<(RunResult, ReplayReport), Error> {
+    let mut w = TraceWorkload::new(src);
     // A trace has no seed, I/O size or queue depth of its own: those labels stay zero.
     let labels = RunLabels {
         config: cfg.label(),

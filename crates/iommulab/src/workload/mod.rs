@@ -1,6 +1,6 @@
-//! Workloads: streams of DMA operations. Generators (here) and trace readers
-//! ([`crate::trace::replay::TraceWorkload`]) implement [`Workload`], so every experiment runs on
-//! a built-in workload or on a user's trace alike.
+//! Workloads: streams of DMA operations. Generators (here) and trace replay
+//! ([`replay::TraceWorkload`], over any [`crate::trace::EventSource`]) implement [`Workload`],
+//! so every experiment runs on a built-in workload or on a user's trace alike.
 //!
 //! Operations name their buffer by a `slot` (an index the workload chooses); the runner
 //! remembers each slot's DMA address between its map and its unmap, as a driver would. Slots
@@ -18,6 +18,7 @@ pub mod block;
 pub mod netperf_send;
 pub mod page_alloc;
 pub mod pseudo_scsi;
+pub mod replay;
 pub mod uniform_random;
 pub mod zipf;
 
@@ -31,6 +32,7 @@ pub use block::{Block, BlockBuffers, BlockConfig, Pattern};
 pub use netperf_send::{NetperfSend, NetperfSendConfig, TxMapping};
 pub use page_alloc::PageAllocConfig;
 pub use pseudo_scsi::{PseudoScsi, PseudoScsiConfig};
+pub use replay::{ReplayReport, TraceWorkload};
 pub use uniform_random::{UniformRandom, UniformRandomConfig};
 
 /// One DMA operation issued by a driver or a device.

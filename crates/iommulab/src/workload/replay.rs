@@ -22,17 +22,17 @@ use std::collections::VecDeque;
 
 use serde::{Deserialize, Serialize};
 
-use super::{Event, EventKind, EventSource, TraceError, TraceHeader};
+use super::{DmaOp, Segment, Workload, WorkloadError};
 use crate::addr::{Access, CpuId, Hpa};
 use crate::hash::FxHashMap;
-use crate::workload::{DmaOp, Segment, Workload, WorkloadError};
+use crate::trace::{Event, EventKind, EventSource, TraceError, TraceHeader};
 
 /// The trace clock advances the runner's clock in steps of at least this many ns (10 µs:
 /// fine against the 10 ms flush timers, coarse enough to cost nothing).
 pub const TICK_NS: u64 = 10_000;
 
 /// The device name the ftrace importer gives `iommu:` events, which carry no device.
-pub const IOMMU_DEVICE: &str = "iommu";
+pub use crate::trace::ftrace::IOMMU_DEVICE;
 
 /// The replay tables, keyed by (device, address) with the fast hasher of [`crate::hash`] (the
 /// std SipHash costs more than the rest of a map/unmap).
