@@ -22,10 +22,14 @@
 //! | [`dma`] | the DMA API (`map_single`, `map_sg`, ...) and the dma-debug checker |
 //! | [`device`] | devices that issue DMA and the stale-access oracle |
 //! | [`trace`] | DMA traces: event model, native format, CSV, Linux ftrace import, stats |
-//! | [`workload`] | built-in generators of DMA operations |
+//! | [`workload`] | built-in generators of DMA operations, and trace replay ([`workload::TraceWorkload`]) |
 //! | [`virt`] | the guest map cache of on-demand DMA mapping and its eviction policies (S1.2–S1.5) |
 //! | [`mrc`] | one-pass hit-rate (miss-ratio) curves over every quota, LRU and OPT (S1.9) |
-//! | [`experiment`] | configs, the one place enums become types, the runner, results |
+//! | [`experiment`] | configs, the one place enums become types, the runner, results, trace recording |
+//!
+//! The modules are layered (base → hw → os → virt; base → trace → workload → virt; the façade,
+//! [`experiment`] and [`Error`], on top) so that each layer can become its own crate;
+//! docs/architecture.md has the table and `tests/layering.rs` enforces it.
 //!
 //! Cargo features: `test-utils` exports the naive oracles in [`testing`].
 #![forbid(unsafe_code)]
