@@ -8,7 +8,7 @@
 //!   let it check a CRC before decoding, so a flipped byte is an error, never a different
 //!   trace. Blocks decode independently.
 //! - **The trailer** makes truncation detectable even at a block boundary.
-//! - **Columns** ([`columns`]): inside a block every field is stored as a column — the tag
+//! - **Columns** (`columns.rs`): inside a block every field is stored as a column — the tag
 //!   bytes (kind, direction, which addresses are present), then CPU, device, time, DMA
 //!   address, physical address, length and `nents`, each bit-packed in miniblocks of 64
 //!   values; time and addresses as deltas. A typical map/unmap trace costs ~12 bytes per
@@ -20,7 +20,7 @@
 //! Devices: events carry an index into the device table. The table is written in the header,
 //! and may grow while writing ([`NativeWriter::set_devices`]): new names are declared in the
 //! preamble of the block being written, so a converter from a text format (whose devices
-//! appear as it reads) needs no second pass. [`EventSource::header`] on a [`NativeReader`]
+//! appear as it reads) needs no second pass. [`EventSource::header`](super::EventSource::header) on a [`NativeReader`]
 //! therefore gives the devices seen so far, and the full table at the end.
 //!
 //! Layout: `header` (the file header and the rules every writer enforces), `block` (a block's
