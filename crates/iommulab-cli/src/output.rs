@@ -42,7 +42,7 @@ pub fn table(results: &[RunResult]) -> String {
                 format!("{:.1}", r.software_ns_per_op),
                 format!("{:.1}", r.modeled_ns_per_op),
                 format!("{:.1}", r.modeled_hw_ns_per_op),
-                fmt_count(iommulab::hw::cost::saturating_u64(r.iops.round())),
+                fmt_count(iommulab::clock::saturating_u64(r.iops.round())),
                 r.relative_to_disabled
                     .map(|v| format!("{v:.3}"))
                     .unwrap_or_else(|| "-".into()),

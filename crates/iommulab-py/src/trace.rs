@@ -86,7 +86,7 @@ pub fn trace_generate(
     };
     let n = py.detach(|| -> Result<u64, iommulab::Error> {
         let mut sink = create_trace(&path, &header)?;
-        let summary = iommulab::trace::record::generate(&cfg, &mut *sink, events)?;
+        let summary = iommulab::experiment::record::generate(&cfg, &mut *sink, events)?;
         sink.finish()?;
         Ok(summary.events)
     });
@@ -142,7 +142,7 @@ pub fn mrc<'py>(
     let format = trace_format(format)?;
     let curve = py.detach(|| -> Result<_, iommulab::Error> {
         let refs = trace_page_refs(open(&trace, format, lenient)?)?;
-        hit_rate_curve(&refs, &req)
+        Ok(hit_rate_curve(&refs, &req)?)
     });
     to_py(py, &curve.map_err(PyErrWrap::from)?)
 }

@@ -336,7 +336,7 @@ tree descent and rebalancing of every map and unmap, and flushes once per lap in
         let io = da.io_path_ns_per_op;
         let paper_gap_ns = io / 0.80 - io / 0.87;
         let our_gap_ns = da.modeled_ns_per_op - ba.modeled_ns_per_op;
-        let ghz = iommulab::hw::cost::CostModel::VTD_2008.ghz;
+        let ghz = iommulab::hw::cost::CostModel::VTD_2008.clock.as_ghz();
         let visits = da.per_io.tree_visits.max(1e-9);
         let extra_cycles = (paper_gap_ns - our_gap_ns) * ghz / visits;
         let _ = writeln!(

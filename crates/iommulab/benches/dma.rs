@@ -14,11 +14,12 @@ use std::hint::black_box;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use iommulab::addr::{Bdf, CpuId, DmaDirection, Hpa, Pfn};
+use iommulab::clock::{ClockRate, Cycles};
 use iommulab::dma::{DmaApi, DmaConfig, Native};
 use iommulab::flush::{
     Deferred, DeferredConfig, FlushPolicy, FlushQueue, FlushQueueConfig, PerLap, Strict,
 };
-use iommulab::hw::cost::{CostModel, Cycles};
+use iommulab::hw::cost::CostModel;
 use iommulab::hw::vtd::{Vtd, VtdConfig};
 use iommulab::iova::{Bitmap, IovaAllocator, Magazine, MagazineConfig, RbTree};
 
@@ -77,7 +78,7 @@ fn map_unmap(c: &mut Criterion) {
         "modern",
         api(
             Magazine::new(RbTree::new(s, e).unwrap(), mag).unwrap(),
-            FlushQueue::new(FlushQueueConfig::default(), 1, 3.0),
+            FlushQueue::new(FlushQueueConfig::default(), 1, ClockRate::ghz(3.0)),
         ),
     );
     bench_one(
@@ -90,7 +91,7 @@ fn map_unmap(c: &mut Criterion) {
         "default",
         api(
             RbTree::new(s, e).unwrap(),
-            Deferred::new(DeferredConfig::default(), 3.0),
+            Deferred::new(DeferredConfig::default(), ClockRate::ghz(3.0)),
         ),
     );
     bench_one(
@@ -154,7 +155,7 @@ fn software_one<A: IovaAllocator, F: FlushPolicy>(
                 now,
             };
             f.on_tick(&mut ctx).unwrap();
-            a.on_tick(now, 3.0);
+            a.on_tick(now, ClockRate::ghz(3.0));
         })
     });
 }
@@ -171,14 +172,14 @@ fn software_path(c: &mut Criterion) {
         &mut g,
         "modern",
         Magazine::new(RbTree::new(s, e).unwrap(), mag).unwrap(),
-        FlushQueue::new(FlushQueueConfig::default(), 1, 3.0),
+        FlushQueue::new(FlushQueueConfig::default(), 1, ClockRate::ghz(3.0)),
     );
     software_one(&mut g, "bitmap", Bitmap::new(s, e).unwrap(), PerLap::new());
     software_one(
         &mut g,
         "default",
         RbTree::new(s, e).unwrap(),
-        Deferred::new(DeferredConfig::default(), 3.0),
+        Deferred::new(DeferredConfig::default(), ClockRate::ghz(3.0)),
     );
     software_one(&mut g, "strict", RbTree::new(s, e).unwrap(), Strict::new());
     g.finish();

@@ -9,11 +9,11 @@
 use std::hint::black_box;
 
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
+use iommulab::experiment::record::record;
 use iommulab::experiment::{BenchConfig, NamedConfig, RunLabels, run_workload};
 use iommulab::hw::cost::CostPreset;
-use iommulab::trace::record::record;
-use iommulab::trace::replay::TraceWorkload;
 use iommulab::trace::{Event, EventSink, MemorySource, TraceError, TraceHeader};
+use iommulab::workload::TraceWorkload;
 use iommulab::workload::{PseudoScsi, PseudoScsiConfig};
 
 const EVENTS: u64 = 400_000;

@@ -7,6 +7,7 @@ use crate::iova::{IovaError, MagazineConfigError, SpaceError};
 use crate::repro::ReproError;
 use crate::trace::TraceError;
 use crate::virt::Error as VirtError;
+use crate::workload::{ParamError, WorkloadError};
 
 /// Any error of the library.
 #[derive(Debug, thiserror::Error)]
@@ -41,6 +42,33 @@ pub enum Error {
     /// A reproduction stopped or failed one of its own checks.
     #[error(transparent)]
     Repro(#[from] ReproError),
+}
+
+impl From<ParamError> for Error {
+    /// A bad workload parameter is a configuration error.
+    fn from(e: ParamError) -> Self {
+        Error::Config(e.into())
+    }
+}
+
+impl From<crate::mrc::CurveError> for Error {
+    /// A curve's bad quota request is a configuration error; a bad policy the map cache's.
+    fn from(e: crate::mrc::CurveError) -> Self {
+        match e {
+            crate::mrc::CurveError::Param(p) => p.into(),
+            crate::mrc::CurveError::Policy(v) => Error::Virt(v),
+        }
+    }
+}
+
+impl From<WorkloadError> for Error {
+    /// A workload's errors are configuration or trace errors, as the façade reports them.
+    fn from(e: WorkloadError) -> Self {
+        match e {
+            WorkloadError::Param(e) => e.into(),
+            WorkloadError::Trace(e) => Error::Trace(e),
+        }
+    }
 }
 
 /// `Result` with the crate's [`Error`].

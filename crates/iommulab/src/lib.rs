@@ -14,28 +14,36 @@
 //! | module | what it holds |
 //! |---|---|
 //! | [`addr`] | `Iova`, `Hpa`, `Gpa`, `Pfn<A>`, `PageSize`, `DmaDirection`, `Perm`, `Bdf` |
+//! | [`clock`] | the modeled clock: `Cycles`, the CPU's `ClockRate` and their conversions |
+//! | [`hash`] | the fast hasher of the hot integer-keyed tables |
 //! | [`hw`] | VT-d tables, IOTLB, invalidation, fault log, [`hw::cost`] presets |
 //! | [`iova`] | rbtree, bitmap and magazine IOVA allocators |
 //! | [`flush`] | strict, deferred, per-lap and flush-queue IOTLB flush policies |
 //! | [`dma`] | the DMA API (`map_single`, `map_sg`, ...) and the dma-debug checker |
 //! | [`device`] | devices that issue DMA and the stale-access oracle |
 //! | [`trace`] | DMA traces: event model, native format, CSV, Linux ftrace import, stats |
-//! | [`workload`] | built-in generators of DMA operations |
+//! | [`workload`] | built-in generators of DMA operations, and trace replay ([`workload::TraceWorkload`]) |
 //! | [`virt`] | the guest map cache of on-demand DMA mapping and its eviction policies (S1.2–S1.5) |
 //! | [`mrc`] | hit-rate (miss-ratio) curves over every quota of a trace, page sequence or pinned map cache; one pass for LRU and OPT (S1.9) |
-//! | [`experiment`] | configs, the one place enums become types, the runner, results |
+//! | [`experiment`] | configs, the one place enums become types, the runner, results, trace recording |
 //! | [`repro`] | reproductions of published results (Fujita & Mori 2008, Yassour et al. 2010) as typed data |
+//!
+//! The modules are layered (base → hw → os → virt; base → trace → workload → virt; the façade,
+//! [`experiment`], [`repro`] and [`Error`], on top) so that each layer can become its own
+//! crate; docs/architecture.md has the table and `tests/layering.rs` enforces it.
 //!
 //! Cargo features: `test-utils` exports the naive oracles in [`testing`].
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations)]
 
 pub mod addr;
+pub mod clock;
 pub mod device;
 pub mod dma;
 pub mod error;
 pub mod experiment;
 pub mod flush;
+pub mod hash;
 pub mod hw;
 pub mod iova;
 pub mod mrc;

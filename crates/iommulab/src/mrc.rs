@@ -37,7 +37,9 @@
 
 pub mod curve;
 
-pub use curve::{CurveRequest, HitRateCurve, MAX_QUOTA, Quotas, hit_rate_curve, trace_page_refs};
+pub use curve::{
+    CurveError, CurveRequest, HitRateCurve, MAX_QUOTA, Quotas, hit_rate_curve, trace_page_refs,
+};
 
 use std::sync::Arc;
 

@@ -1,6 +1,7 @@
 //! The DMA API (S0.4) and its dma-debug checker, end to end over the VT-d model.
 
 use iommulab::addr::{Access, Bdf, CpuId, DmaDirection, Hpa, Iova, PAGE_4K, Pfn};
+use iommulab::clock::ClockRate;
 use iommulab::dma::{
     DeviceHandle, DmaApi, DmaConfig, DmaDebugError, DmaError, MapKind, Native, SgEntry, Translation,
 };
@@ -226,7 +227,7 @@ fn detach_reports_leaked_mappings_and_cleans_up() {
         oracle: false,
     };
     let iova = RbTree::new(Pfn::new(1), Pfn::new(1 << 20)).unwrap();
-    let deferred = Deferred::new(DeferredConfig::default(), 3.0);
+    let deferred = Deferred::new(DeferredConfig::default(), ClockRate::ghz(3.0));
     let mut api = DmaApi::new(
         cfg,
         Native::new(Vtd::new(VtdConfig::default()).unwrap()),

@@ -5,11 +5,12 @@
 //! oracle keep hash maps and are off here, as they are in benchmarks.
 
 use iommulab::addr::{Access, Bdf, CpuId, DmaDirection, Hpa, Iova, Pfn};
+use iommulab::clock::{ClockRate, Cycles};
 use iommulab::dma::{DmaApi, DmaConfig, Native};
 use iommulab::flush::{
     Deferred, DeferredConfig, FlushPolicy, FlushQueue, FlushQueueConfig, PerLap, Strict,
 };
-use iommulab::hw::cost::{CostModel, Cycles};
+use iommulab::hw::cost::CostModel;
 use iommulab::hw::vtd::{Vtd, VtdConfig};
 use iommulab::iova::{Bitmap, IovaAllocator, Magazine, MagazineConfig, RbTree};
 
@@ -80,7 +81,7 @@ fn default_rbtree_deferred_does_not_allocate() {
     check(
         "default",
         RbTree::new(s, e).unwrap(),
-        Deferred::new(DeferredConfig::default(), 3.0),
+        Deferred::new(DeferredConfig::default(), ClockRate::ghz(3.0)),
     );
 }
 
@@ -112,7 +113,11 @@ fn modern_magazine_flush_queue_does_not_allocate() {
     check(
         "modern",
         Magazine::new(RbTree::new(s, e).unwrap(), mag).unwrap(),
-        FlushQueue::new(FlushQueueConfig::default(), usize::from(CPUS), 3.0),
+        FlushQueue::new(
+            FlushQueueConfig::default(),
+            usize::from(CPUS),
+            ClockRate::ghz(3.0),
+        ),
     );
 }
 

@@ -13,12 +13,13 @@
 //! becomes a global flush).
 
 use iommulab::addr::{Access, Bdf, CpuId, DmaDirection, Hpa, Iova, PAGE_4K, Pfn};
+use iommulab::clock::{ClockRate, Cycles};
 use iommulab::dma::{DeviceHandle, DmaApi, DmaConfig, Native, Translation};
 use iommulab::flush::{
     Deferred, DeferredConfig, FlushPolicy, FlushQueue, FlushQueueConfig, PerLap, Strict,
 };
 use iommulab::hw::RemapUnit;
-use iommulab::hw::cost::{CostModel, Cycles};
+use iommulab::hw::cost::CostModel;
 use iommulab::hw::vtd::{Vtd, VtdConfig};
 use iommulab::iova::{Bitmap, IovaAllocator, Magazine, MagazineConfig, RbTree};
 use iommulab::testing::flat_unit::FlatUnit;
@@ -212,7 +213,7 @@ fn deferred() -> Deferred {
             entries: 16,
             timeout_ms: 10,
         },
-        3.0,
+        ClockRate::ghz(3.0),
     )
 }
 
@@ -223,7 +224,7 @@ fn flush_queue() -> FlushQueue {
             timeout_ms: 10,
         },
         2,
-        3.0,
+        ClockRate::ghz(3.0),
     )
 }
 

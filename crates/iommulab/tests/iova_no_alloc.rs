@@ -9,7 +9,7 @@
 //! ```
 
 use iommulab::addr::{CpuId, Iova, Pfn};
-use iommulab::hw::cost::Cycles;
+use iommulab::clock::{ClockRate, Cycles};
 use iommulab::iova::{
     Bitmap, IovaAllocator, Locked, Magazine, MagazineConfig, RbTree, SharedMagazine,
 };
@@ -53,7 +53,7 @@ fn assert_steady_state_does_not_allocate<A: IovaAllocator>(mut a: A) {
             |i, pages| {
                 let mut a = cell.borrow_mut();
                 if i % 1000 == 0 {
-                    a.on_tick(Cycles::new(i * 10_000), 1.0); // 10 µs per pair at 1 GHz
+                    a.on_tick(Cycles::new(i * 10_000), ClockRate::GHZ_1); // 10 µs per pair at 1 GHz
                 }
                 a.alloc(cpu, pages, Pfn::new(END)).unwrap()
             },

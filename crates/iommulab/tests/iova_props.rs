@@ -16,7 +16,7 @@
 //! allocatable again, page by page.
 
 use iommulab::addr::{CpuId, Iova, Pfn};
-use iommulab::hw::cost::Cycles;
+use iommulab::clock::{ClockRate, Cycles};
 use iommulab::iova::{Bitmap, IovaAllocator, IovaError, Magazine, MagazineConfig, RbTree};
 use iommulab::testing::naive_iova::NaiveIovaSpace;
 use proptest::prelude::*;
@@ -253,7 +253,7 @@ fn run<A: Subject>(mut a: A, ops: &[Op]) {
             }
             Op::Tick { ms } => {
                 now += ms * 1_000_000;
-                a.on_tick(Cycles::new(now), 1.0);
+                a.on_tick(Cycles::new(now), ClockRate::GHZ_1);
             }
         }
         // After every step.

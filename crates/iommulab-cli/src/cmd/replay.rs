@@ -4,7 +4,7 @@ use anyhow::{Context, Result};
 use iommulab::device::DeviceMode;
 use iommulab::experiment::{BenchConfig, NamedConfig, RunResult, replay_trace};
 use iommulab::hw::cost::CostPreset;
-use iommulab::trace::replay::{ReplayReport, TraceWorkload};
+use iommulab::workload::{ReplayReport, TraceWorkload};
 use serde::Serialize;
 
 use std::sync::Arc;

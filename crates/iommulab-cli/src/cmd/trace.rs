@@ -3,7 +3,7 @@
 use std::path::Path;
 
 use anyhow::{Context, Result, bail};
-use iommulab::trace::record::generate as generate_trace;
+use iommulab::experiment::record::generate as generate_trace;
 use iommulab::trace::{
     EventSource, TraceFormat, TraceHeader, copy_events, create_trace, detect, open, open_ftrace,
     stats,

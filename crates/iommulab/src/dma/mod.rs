@@ -17,9 +17,9 @@ pub mod debug;
 use serde::{Deserialize, Serialize};
 
 use crate::addr::{Access, Bdf, CpuId, DmaDirection, DomainId, Hpa, Iova, PAGE_4K, Pfn, PhysAddr};
+use crate::clock::Cycles;
 use crate::device::{AccessOutcome, StaleOracle};
 use crate::flush::{FlushCtx, FlushPolicy, Unmapped};
-use crate::hw::cost::Cycles;
 use crate::hw::error::MapError;
 use crate::hw::unit::RemapUnit;
 use crate::hw::vtd::Vtd;
@@ -250,8 +250,8 @@ impl<A: IovaAllocator, F: FlushPolicy, B: MapBackend> DmaApi<A, F, B> {
     /// Sets the modeled time (the runner advances it) and lets expired timers fire.
     pub fn tick(&mut self, now: Cycles) -> Result<(), DmaError> {
         self.now = now;
-        let ghz = self.backend.cost().ghz;
-        self.iova.on_tick(now, ghz);
+        let clock = self.backend.cost().clock;
+        self.iova.on_tick(now, clock);
         let mut ctx = FlushCtx {
             backend: &mut self.backend,
             iova: &mut self.iova,

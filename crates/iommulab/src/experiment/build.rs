@@ -3,14 +3,14 @@
 //! dynamic dispatch and no allocation.
 
 use crate::addr::{Iova, Pfn};
+use crate::clock::{ClockRate, Cycles};
 use crate::device::DeviceMode;
 use crate::dma::{DmaApi, DmaConfig, Native};
 use crate::error::Error;
 use crate::flush::{Deferred, FlushConfig, FlushPolicy, FlushQueue, PerLap, Strict};
-use crate::hw::cost::Cycles;
 use crate::hw::vtd::Vtd;
 use crate::iova::{AllocatorKind, Bitmap, IovaAllocator, Magazine, RbTree};
-use crate::workload::{PseudoScsi, Workload};
+use crate::workload::{PseudoScsi, ReplayReport, TraceWorkload, Workload};
 
 use super::config::BenchConfig;
 use super::result::RunResult;
@@ -41,7 +41,7 @@ pub fn run_bench(
                     ios: u64::MAX,
                     ..cfg.workload
                 },
-                Some(cost.cycles_from_ns(crate::hw::cost::saturating_u64(d * 1e9))),
+                Some(cost.clock.cycles_from_secs(d)),
             )
         }
         None => (cfg.workload, None),
@@ -78,7 +78,7 @@ pub fn run_workload<W: Workload>(
     cfg.validate()?;
     let m = cfg.mechanisms();
     let iommu_cfg = cfg.hardware.resolve()?;
-    let ghz = iommu_cfg.cost.ghz;
+    let clock = iommu_cfg.cost.clock;
     let start = Pfn::new(IOVA_START_PFN);
     let end = iova_space_end(cfg.dma_bits);
     let cpus = usize::from(cfg.workload.cpus.max(1));
@@ -91,15 +91,15 @@ pub fn run_workload<W: Workload>(
         progress,
     };
     match m.allocator {
-        AllocatorKind::Rbtree => go.with_flush(RbTree::new(start, end)?, m.flush, cpus, ghz),
-        AllocatorKind::Bitmap => go.with_flush(Bitmap::new(start, end)?, m.flush, cpus, ghz),
+        AllocatorKind::Rbtree => go.with_flush(RbTree::new(start, end)?, m.flush, cpus, clock),
+        AllocatorKind::Bitmap => go.with_flush(Bitmap::new(start, end)?, m.flush, cpus, clock),
         AllocatorKind::Magazine => {
             let magazine = crate::iova::MagazineConfig { cpus, ..m.magazine };
             go.with_flush(
                 Magazine::new(RbTree::new(start, end)?, magazine)?,
                 m.flush,
                 cpus,
-                ghz,
+                clock,
             )
         }
     }
@@ -120,13 +120,13 @@ impl<W: Workload> Go<'_, W> {
         a: A,
         flush: FlushConfig,
         cpus: usize,
-        ghz: f64,
+        clock: ClockRate,
     ) -> Result<RunResult, Error> {
         match flush {
             FlushConfig::Strict => self.go(a, Strict::new()),
-            FlushConfig::Deferred(c) => self.go(a, Deferred::new(c, ghz)),
+            FlushConfig::Deferred(c) => self.go(a, Deferred::new(c, clock)),
             FlushConfig::PerLap => self.go(a, PerLap::new()),
-            FlushConfig::FlushQueue(c) => self.go(a, FlushQueue::new(c, cpus, ghz)),
+            FlushConfig::FlushQueue(c) => self.go(a, FlushQueue::new(c, cpus, clock)),
         }
     }
 
@@ -185,8 +185,8 @@ pub fn replay_trace<S: crate::trace::EventSource>(
     cfg: &BenchConfig,
     src: S,
     progress: &mut dyn FnMut(u64, u64),
-) -> Result<(RunResult, crate::trace::replay::ReplayReport), Error> {
-    let mut w = crate::trace::replay::TraceWorkload::new(src);
+) -> Result<(RunResult, ReplayReport), Error> {
+    let mut w = TraceWorkload::new(src);
     // A trace has no seed, I/O size or queue depth of its own: those labels stay zero.
     let labels = RunLabels {
         config: cfg.label(),

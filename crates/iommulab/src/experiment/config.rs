@@ -35,7 +35,7 @@ use crate::hw::invalidate::InvalidationInterface;
 use crate::hw::iotlb::IotlbConfig;
 use crate::hw::vtd::VtdConfig;
 use crate::iova::{AllocatorKind, MagazineConfig};
-use crate::workload::PseudoScsiConfig;
+use crate::workload::{ParamError, PseudoScsiConfig};
 
 /// A configuration problem, naming the key and what is allowed.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -53,6 +53,17 @@ pub enum ConfigError {
     /// A TOML document that does not parse or does not fit the schema.
     #[error("bad configuration: {0}")]
     Parse(String),
+}
+
+impl From<ParamError> for ConfigError {
+    /// A workload parameter is a configuration key like any other.
+    fn from(e: ParamError) -> Self {
+        ConfigError::Invalid {
+            key: e.key,
+            value: e.value,
+            expected: e.expected,
+        }
+    }
 }
 
 /// S0.7's five configurations, plus Linux's current default.
@@ -448,6 +459,20 @@ mod tests {
         let m = hw.cost_model().unwrap();
         assert_eq!(m.inv_page, 2500);
         assert_eq!(m.pte_set, CostModel::VTD_2008.pte_set);
+    }
+
+    /// The clock rate is `ghz` in TOML, a float; one that is not positive is refused.
+    #[test]
+    fn cost_override_of_the_clock_rate() {
+        let mut hw = HardwareConfig::default();
+        hw.cost_overrides
+            .insert("ghz".into(), toml::Value::Float(2.0));
+        assert_eq!(hw.cost_model().unwrap().clock.as_ghz(), 2.0);
+        hw.cost_overrides
+            .insert("ghz".into(), toml::Value::Float(0.0));
+        let msg = hw.cost_model().unwrap_err().to_string();
+        assert!(msg.contains("hardware.cost_overrides"), "{msg}");
+        assert!(msg.contains("positive, finite"), "{msg}");
     }
 
     #[test]

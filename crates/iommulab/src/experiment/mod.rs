@@ -1,8 +1,11 @@
 //! Experiments: the configuration schema, the one place configuration enums become types
-//! ([`build`]), the runner that keeps the two clocks, and [`RunResult`].
+//! ([`build`]), the runner that keeps the two clocks, [`RunResult`], and [`record`]: a built-in
+//! workload written out as a trace (it needs the IOVA allocator and the workload registry, so it
+//! lives here, above both).
 
 pub mod build;
 pub mod config;
+pub mod record;
 pub mod result;
 pub mod runner;
 

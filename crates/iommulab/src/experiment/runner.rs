@@ -7,11 +7,12 @@
 use std::time::Instant;
 
 use crate::addr::{Access, Bdf, CpuId, DmaDirection, Iova, PAGE_4K};
+use crate::clock::Cycles;
 use crate::device::{AccessOutcome, DeviceMode};
 use crate::dma::{DeviceHandle, DmaApi, DmaError, Native, SgEntry, Translation};
 use crate::error::Error;
 use crate::flush::{FlushPolicy, FlushStats};
-use crate::hw::cost::{CostModel, Cycles};
+use crate::hw::cost::CostModel;
 use crate::hw::unit::RemapUnit;
 use crate::iova::{IovaAllocator, IovaStats};
 use crate::workload::{DmaOp, Workload};
@@ -225,7 +226,7 @@ where
                 }
             }
             DmaOp::Tick { now_ns } => {
-                workload_now = cost.cycles_from_ns(now_ns);
+                workload_now = cost.clock.cycles_from_ns(now_ns);
                 let now = modeled_now(api, &cost, ios, iommu_on).max(workload_now);
                 api.tick(now)?;
             }
@@ -333,7 +334,7 @@ fn summarise<A: IovaAllocator, F: FlushPolicy, U: RemapUnit>(
     } else {
         (Cycles::ZERO, Cycles::ZERO, Cycles::ZERO)
     };
-    let per = |c: Cycles| cost.ns(c) / n;
+    let per = |c: Cycles| cost.clock.ns(c) / n;
     let io_ns = per(io_path);
     let hw_ns = per(hw);
     let sw_ns = per(sw);
@@ -388,7 +389,7 @@ fn summarise<A: IovaAllocator, F: FlushPolicy, U: RemapUnit>(
         exposed_bytes: api.stats().exposed_bytes,
         faults: iommu.faults,
         wall_seconds: wall,
-        modeled_seconds: cost.ns(io_path + hw + sw + devc) / 1e9,
+        modeled_seconds: cost.clock.ns(io_path + hw + sw + devc) / 1e9,
         stats: ComponentStats {
             iommu,
             iova,

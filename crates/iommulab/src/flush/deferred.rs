@@ -9,10 +9,10 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{FlushCtx, FlushPolicy, FlushStats, Unmapped, ms_to_cycles};
+use super::{FlushCtx, FlushPolicy, FlushStats, Unmapped};
 use crate::addr::CpuId;
+use crate::clock::{ClockRate, Cycles};
 use crate::dma::backend::MapBackend;
-use crate::hw::cost::Cycles;
 use crate::hw::invalidate::InvRequest;
 use crate::iova::{IovaAllocator, IovaError};
 
@@ -50,15 +50,15 @@ pub struct Deferred {
 }
 
 impl Deferred {
-    /// A deferred policy on a machine running at `ghz` (to turn the timeout into cycles).
+    /// A deferred policy on a machine running at `clock` (to turn the timeout into cycles).
     /// An `entries` of 0 is treated as 1 (flush before every queued range).
-    pub fn new(config: DeferredConfig, ghz: f64) -> Self {
+    pub fn new(config: DeferredConfig, clock: ClockRate) -> Self {
         let entries = config.entries.max(1);
         Self {
             config: DeferredConfig { entries, ..config },
             array: Vec::with_capacity(entries),
             timer: None,
-            timeout: ms_to_cycles(config.timeout_ms, ghz),
+            timeout: clock.cycles_from_ms(config.timeout_ms),
             stats: FlushStats::default(),
         }
     }

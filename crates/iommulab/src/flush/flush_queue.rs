@@ -12,10 +12,10 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{FlushCtx, FlushPolicy, FlushStats, Unmapped, ms_to_cycles};
+use super::{FlushCtx, FlushPolicy, FlushStats, Unmapped};
 use crate::addr::{CpuId, DomainId};
+use crate::clock::{ClockRate, Cycles};
 use crate::dma::backend::MapBackend;
-use crate::hw::cost::Cycles;
 use crate::hw::invalidate::InvRequest;
 use crate::iova::{IovaAllocator, IovaError};
 
@@ -89,8 +89,8 @@ pub struct FlushQueue {
 }
 
 impl FlushQueue {
-    /// Rings for `cpus` CPUs on a machine running at `ghz`.
-    pub fn new(config: FlushQueueConfig, cpus: usize, ghz: f64) -> Self {
+    /// Rings for `cpus` CPUs on a machine running at `clock`.
+    pub fn new(config: FlushQueueConfig, cpus: usize, clock: ClockRate) -> Self {
         let size = config.entries.max(2).next_power_of_two();
         Self {
             config: FlushQueueConfig {
@@ -101,7 +101,7 @@ impl FlushQueue {
             flush_start_cnt: 0,
             flush_finish_cnt: 0,
             timer: None,
-            timeout: ms_to_cycles(config.timeout_ms, ghz),
+            timeout: clock.cycles_from_ms(config.timeout_ms),
             dirty: Vec::with_capacity(16),
             queued: 0,
             stats: FlushStats::default(),

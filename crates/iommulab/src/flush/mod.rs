@@ -23,8 +23,8 @@ pub mod strict;
 use serde::{Deserialize, Serialize};
 
 use crate::addr::{CpuId, DomainId, Iova, Pfn};
+use crate::clock::Cycles;
 use crate::dma::backend::MapBackend;
-use crate::hw::cost::Cycles;
 use crate::hw::invalidate::InvRequest;
 use crate::iova::{IovaAllocator, IovaError};
 
@@ -177,16 +177,4 @@ impl FlushConfig {
             FlushConfig::FlushQueue(_) => "flush_queue",
         }
     }
-}
-
-/// Converts a timeout in milliseconds of simulated time to cycles at `ghz`.
-pub(crate) fn ms_to_cycles(ms: u64, ghz: f64) -> Cycles {
-    let c = ms as f64 * 1e6 * ghz;
-    // `as` saturates; the guard keeps NaN and negatives at 0.
-    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
-    Cycles::new(if c.is_finite() && c > 0.0 {
-        c as u64
-    } else {
-        0
-    })
 }

@@ -1,6 +1,7 @@
 //! The cost model: how many CPU cycles each primitive costs, with documented presets.
 //!
-//! A run keeps two clocks (design.md, style L5). The **modeled** clock, in [`Cycles`], is
+//! A run keeps two clocks (design.md, style L5). The **modeled** clock, in [`Cycles`] (see
+//! [`crate::clock`]), is
 //! advanced by this model for every counted primitive: hardware work (PTE writes, write-buffer
 //! flushes, IOTLB invalidations, page-walk fetches, hypercalls) and, separately, the kernel
 //! software the papers measured (lock hand-offs, slab allocations of IOVA nodes, red-black tree
@@ -13,44 +14,9 @@
 
 use serde::{Deserialize, Serialize};
 
-/// A count of CPU cycles on the modeled machine.
-#[derive(
-    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
-)]
-#[serde(transparent)]
-pub struct Cycles(u64);
-
-impl Cycles {
-    /// Zero cycles.
-    pub const ZERO: Cycles = Cycles(0);
-    /// Wraps a raw cycle count.
-    pub const fn new(raw: u64) -> Self {
-        Self(raw)
-    }
-    /// The raw count.
-    pub const fn get(self) -> u64 {
-        self.0
-    }
-    /// Adds `c` cycles (saturating: a run never gets near 2^64 cycles).
-    pub fn add(&mut self, c: u64) {
-        self.0 = self.0.saturating_add(c);
-    }
-    /// `self - earlier`, zero if `earlier` is later.
-    pub const fn since(self, earlier: Cycles) -> Cycles {
-        Cycles(self.0.saturating_sub(earlier.0))
-    }
-    /// This many cycles as nanoseconds at `ghz`.
-    pub fn as_ns(self, ghz: f64) -> f64 {
-        self.0 as f64 / ghz
-    }
-}
-
-impl std::ops::Add for Cycles {
-    type Output = Cycles;
-    fn add(self, rhs: Cycles) -> Cycles {
-        Cycles(self.0.saturating_add(rhs.0))
-    }
-}
+use crate::clock::ClockRate;
+#[cfg(doc)]
+use crate::clock::Cycles;
 
 /// Which preset a [`CostModel`] started from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -100,8 +66,9 @@ impl CostPreset {
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CostModel {
-    /// Clock rate of the modeled CPU, to turn cycles into time.
-    pub ghz: f64,
+    /// Clock rate of the modeled CPU, to turn cycles into time (`ghz` in TOML and JSON).
+    #[serde(rename = "ghz")]
+    pub clock: ClockRate,
 
     // ---- hardware primitives -------------------------------------------------------------
     /// Writing one present I/O PTE (including the cache-line flush non-coherent VT-d needs).
@@ -177,7 +144,7 @@ impl CostModel {
     ///   cycles plus IRQ save/restore; L2 hit 14 cycles; `kmem_cache_alloc` fast path ≈ 100
     ///   cycles). They are not measured; change them in `[cost]` to test sensitivity.
     pub const VTD_2008: CostModel = CostModel {
-        ghz: 3.0,
+        clock: ClockRate::ghz(3.0),
         pte_set: 1400,
         pte_clear: 1100,
         write_buffer_flush: 1200,
@@ -209,7 +176,7 @@ impl CostModel {
     /// bookkeeping 4400 + PTE update 1400 + write-buffer flush 1200; unmap = hypercall 6000 +
     /// bookkeeping 2600 + PTE clear 1100 + IOTLB flush 2000. Software primitives as `vtd-2008`.
     pub const KVM_2010: CostModel = CostModel {
-        ghz: 2.66,
+        clock: ClockRate::ghz(2.66),
         io_path: 0,
         ..Self::VTD_2008
     };
@@ -221,7 +188,7 @@ impl CostModel {
     /// a hypercall (VM exit + entry) ≈ 1,500 cycles, `io_path` of a fast NVMe-class driver
     /// ≈ 4,000 cycles (≈ 1.3 µs at 3 GHz).
     pub const MODERN: CostModel = CostModel {
-        ghz: 3.0,
+        clock: ClockRate::ghz(3.0),
         pte_set: 10,
         pte_clear: 10,
         write_buffer_flush: 0,
@@ -247,30 +214,6 @@ impl CostModel {
         queue_append: 5,
         timer_arm: 30,
     };
-
-    /// Converts cycles on this machine to nanoseconds.
-    pub fn ns(&self, c: Cycles) -> f64 {
-        c.as_ns(self.ghz)
-    }
-
-    /// Converts nanoseconds of simulated time to cycles on this machine (rounded down).
-    pub fn cycles_from_ns(&self, ns: u64) -> Cycles {
-        // ns · GHz = cycles; f64 is exact for the ranges used (≤ hours of simulated time).
-        Cycles::new(saturating_u64(ns as f64 * self.ghz))
-    }
-}
-
-/// Rounds a non-negative float down to `u64`: NaN and negatives give 0, and values beyond
-/// `u64::MAX` saturate (what `as` does; the lint is silenced only here).
-#[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
-pub fn saturating_u64(x: f64) -> u64 {
-    if x.is_finite() && x > 0.0 {
-        x as u64
-    } else if x > 0.0 {
-        u64::MAX
-    } else {
-        0
-    }
 }
 
 impl Default for CostModel {
@@ -299,12 +242,5 @@ mod tests {
             assert_eq!(CostPreset::from_name(p.name()), Some(p));
         }
         assert_eq!(CostPreset::from_name("vtd-2009"), None);
-    }
-
-    #[test]
-    fn ns_and_cycles_convert_at_the_clock_rate() {
-        let m = CostModel::VTD_2008;
-        assert_eq!(m.cycles_from_ns(10_000_000).get(), 30_000_000);
-        assert!((m.ns(Cycles::new(3000)) - 1000.0).abs() < 1e-9);
     }
 }

@@ -28,7 +28,7 @@ pub mod stats;
 pub mod unit;
 pub mod vtd;
 
-pub use cost::{CostModel, CostPreset, Cycles};
+pub use cost::{CostModel, CostPreset};
 pub use error::MapError;
 pub use fault::{Fault, FaultReason};
 pub use invalidate::{InvRequest, InvalidationInterface};

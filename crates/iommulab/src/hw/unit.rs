@@ -26,7 +26,8 @@
 use serde::{Deserialize, Serialize};
 
 use crate::addr::{Access, Bdf, DomainId, Hpa, Iova, Perm, Pfn};
-use crate::hw::cost::{CostModel, Cycles};
+use crate::clock::Cycles;
+use crate::hw::cost::CostModel;
 use crate::hw::error::MapError;
 use crate::hw::fault::Fault;
 use crate::hw::invalidate::{InvRequest, InvalidationInterface};

@@ -34,7 +34,7 @@
 use super::rbtree::{SpaceError, check_space};
 use super::{IovaAllocator, IovaError, IovaStats};
 use crate::addr::{CpuId, Iova, Pfn};
-use crate::hw::cost::Cycles;
+use crate::clock::{ClockRate, Cycles};
 
 /// The largest space a bitmap covers: 2^32 pages (16 TiB of 4 KiB pages, a 512 MiB bitmap).
 pub const MAX_BITMAP_PAGES: u64 = 1 << 32;
@@ -292,7 +292,7 @@ impl IovaAllocator for Bitmap {
         Ok(())
     }
 
-    fn on_tick(&mut self, _now: Cycles, _ghz: f64) {}
+    fn on_tick(&mut self, _now: Cycles, _clock: ClockRate) {}
 
     fn stats(&self) -> &IovaStats {
         &self.stats

@@ -46,7 +46,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{IovaAllocator, IovaError, IovaStats};
 use crate::addr::{CpuId, Iova, Pfn};
-use crate::hw::cost::Cycles;
+use crate::clock::{ClockRate, Cycles};
 
 /// Bytes of one magazine in Linux (`struct iova_magazine`, 127 pfns + size, a power of two).
 pub const MAGAZINE_BYTES: u64 = 1024;
@@ -133,11 +133,9 @@ impl MagazineConfig {
         }
     }
 
-    /// Depot trim period in cycles at `ghz`.
-    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
-    pub(crate) fn delay_cycles(&self, ghz: f64) -> u64 {
-        // ms × 10^6 ns/ms × cycles/ns; non-negative and far below 2^64 for any sane input.
-        (self.depot_delay_ms as f64 * 1e6 * ghz.max(0.0)) as u64
+    /// Depot trim period in cycles at `clock`.
+    pub(crate) fn delay_cycles(&self, clock: ClockRate) -> u64 {
+        clock.cycles_from_ms(self.depot_delay_ms).get()
     }
 }
 
@@ -653,8 +651,8 @@ impl<A: IovaAllocator> IovaAllocator for Magazine<A> {
         Ok(())
     }
 
-    fn on_tick(&mut self, now: Cycles, ghz: f64) {
-        let delay = self.config.delay_cycles(ghz);
+    fn on_tick(&mut self, now: Cycles, clock: ClockRate) {
+        let delay = self.config.delay_cycles(clock);
         let Magazine {
             inner,
             depot,
@@ -668,7 +666,7 @@ impl<A: IovaAllocator> IovaAllocator for Magazine<A> {
         if trimmed {
             *own_locks += 1;
         }
-        self.inner.on_tick(now, ghz);
+        self.inner.on_tick(now, clock);
         if trimmed {
             self.sync();
         }
@@ -838,13 +836,13 @@ mod tests {
         // loaded + prev hold 2; the depot holds 4.
         assert_eq!(m.depot_magazines(), 4);
         let ms = |x: u64| Cycles::new(x * 1_000_000); // 1 GHz
-        m.on_tick(ms(99), 1.0);
+        m.on_tick(ms(99), ClockRate::GHZ_1);
         assert_eq!(m.depot_magazines(), 4);
-        m.on_tick(ms(100), 1.0);
+        m.on_tick(ms(100), ClockRate::GHZ_1);
         assert_eq!(m.depot_magazines(), 3);
-        m.on_tick(ms(350), 1.0); // runs at 200 and 300 catch up
+        m.on_tick(ms(350), ClockRate::GHZ_1); // runs at 200 and 300 catch up
         assert_eq!(m.depot_magazines(), 1);
-        m.on_tick(ms(1000), 1.0);
+        m.on_tick(ms(1000), ClockRate::GHZ_1);
         assert_eq!(m.depot_magazines(), 1, "stops at num_online_cpus");
         assert_eq!(m.inner().stats().frees, 3);
     }

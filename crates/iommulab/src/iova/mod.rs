@@ -18,7 +18,7 @@ pub mod shared;
 use serde::{Deserialize, Serialize};
 
 use crate::addr::{CpuId, Iova, Pfn};
-use crate::hw::cost::Cycles;
+use crate::clock::{ClockRate, Cycles};
 
 pub use bitmap::Bitmap;
 pub use magazine::{Magazine, MagazineConfig, MagazineConfigError};
@@ -131,8 +131,9 @@ pub trait IovaAllocator {
     /// Returns `[pfn, pfn + pages)`, which must be a live allocation of exactly that size.
     fn free(&mut self, cpu: CpuId, pfn: Pfn<Iova>, pages: u64) -> Result<(), IovaError>;
 
-    /// Lets time-driven housekeeping run (the magazine depot is trimmed every 100 ms).
-    fn on_tick(&mut self, now: Cycles, ghz: f64);
+    /// Lets time-driven housekeeping run (the magazine depot is trimmed every 100 ms of
+    /// simulated time, turned into cycles at `clock`).
+    fn on_tick(&mut self, now: Cycles, clock: ClockRate);
 
     /// The counters so far.
     fn stats(&self) -> &IovaStats;

@@ -4,7 +4,7 @@
 //! mistake fails loudly instead of inventing addresses.
 
 use crate::addr::{CpuId, Iova, Pfn};
-use crate::hw::cost::Cycles;
+use crate::clock::{ClockRate, Cycles};
 
 use super::{IovaAllocator, IovaError, IovaStats};
 
@@ -34,7 +34,7 @@ impl IovaAllocator for NoIova {
             pages,
         })
     }
-    fn on_tick(&mut self, _now: Cycles, _ghz: f64) {}
+    fn on_tick(&mut self, _now: Cycles, _clock: ClockRate) {}
     fn stats(&self) -> &IovaStats {
         &self.stats
     }

@@ -32,7 +32,7 @@ use std::mem::size_of;
 
 use super::{IovaAllocator, IovaError, IovaStats};
 use crate::addr::{CpuId, Iova, Pfn};
-use crate::hw::cost::Cycles;
+use crate::clock::{ClockRate, Cycles};
 
 /// The sentinel: index 0, always black, standing in for every NULL child (CLRS's `T.nil`).
 const NIL: u32 = 0;
@@ -797,7 +797,7 @@ impl IovaAllocator for RbTree {
         Ok(())
     }
 
-    fn on_tick(&mut self, _now: Cycles, _ghz: f64) {}
+    fn on_tick(&mut self, _now: Cycles, _clock: ClockRate) {}
 
     fn stats(&self) -> &IovaStats {
         &self.stats

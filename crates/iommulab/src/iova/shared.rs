@@ -26,7 +26,7 @@ use super::magazine::{
 };
 use super::{IovaAllocator, IovaError, IovaStats};
 use crate::addr::{CpuId, Iova, Pfn};
-use crate::hw::cost::Cycles;
+use crate::clock::{ClockRate, Cycles};
 
 /// A value on its own 128-byte cache-line pair.
 #[repr(align(128))]
@@ -83,8 +83,8 @@ impl<A: IovaAllocator> Locked<A> {
     }
 
     /// [`IovaAllocator::on_tick`] under the lock.
-    pub fn on_tick(&self, now: Cycles, ghz: f64) {
-        lock(&self.inner.0).on_tick(now, ghz);
+    pub fn on_tick(&self, now: Cycles, clock: ClockRate) {
+        lock(&self.inner.0).on_tick(now, clock);
     }
 
     /// A snapshot of the counters.
@@ -293,8 +293,8 @@ impl<A: IovaAllocator> SharedMagazine<A> {
     }
 
     /// Runs the depot trim work that has come due (see [`super::Magazine`]).
-    pub fn on_tick(&self, now: Cycles, ghz: f64) {
-        let delay = self.config.delay_cycles(ghz);
+    pub fn on_tick(&self, now: Cycles, clock: ClockRate) {
+        let delay = self.config.delay_cycles(clock);
         let mut depot = lock(&self.depot.0);
         let mut b = lock(&self.backing.0);
         let Backing { alloc, stats } = &mut *b;
@@ -303,7 +303,7 @@ impl<A: IovaAllocator> SharedMagazine<A> {
         }) {
             stats.lock_acquisitions += 1;
         }
-        alloc.on_tick(now, ghz);
+        alloc.on_tick(now, clock);
     }
 
     /// Returns every cached range to the backing allocator (Linux's `flush_rcache`).

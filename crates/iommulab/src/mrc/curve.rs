@@ -30,10 +30,10 @@ use super::{
     MrcMethod, MrcPoint, distinct_pages, lru_one_pass, max_pinned, mrc_by_simulation_config,
     opt_one_pass, page_sequence, pinning_free,
 };
-use crate::experiment::ConfigError;
 use crate::trace::EventSource;
-use crate::trace::replay::TraceWorkload;
 use crate::virt::{CacheOnly, EvictionConfig, PageRef, guest_page_refs};
+use crate::workload::TraceWorkload;
+use crate::workload::{ParamError, WorkloadError};
 
 /// Largest quota a caller may ask for, in pages (2^24 pages = 64 GiB of 4 KiB pages). A
 /// curve over `0..=N` has N + 1 entries, so a mistyped `--max-quota` must not allocate
@@ -129,13 +129,24 @@ impl HitRateCurve {
 /// every mapped buffer, maps and unmaps in trace order, read through the replay's
 /// [`TraceWorkload`] (so `iommu:` events duplicating `dma:` ones are skipped, scatter-gather
 /// segments are expanded, and so on, exactly as `iommulab replay` does).
-pub fn trace_page_refs<S: EventSource>(src: S) -> crate::Result<Vec<PageRef>> {
+pub fn trace_page_refs<S: EventSource>(src: S) -> Result<Vec<PageRef>, WorkloadError> {
     let mut w = TraceWorkload::new(src);
     guest_page_refs(&mut w, CacheOnly::All)
 }
 
-fn too_large(key: &str, value: usize) -> ConfigError {
-    ConfigError::Invalid {
+/// Why a curve cannot be computed as asked.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CurveError {
+    /// A quota request that cannot work (the façade reports it as a configuration error).
+    #[error(transparent)]
+    Param(#[from] ParamError),
+    /// A policy whose parameters cannot work.
+    #[error(transparent)]
+    Policy(#[from] crate::virt::Error),
+}
+
+fn too_large(key: &str, value: usize) -> ParamError {
+    ParamError {
         key: key.into(),
         value: value.to_string(),
         expected: format!(
@@ -146,7 +157,7 @@ fn too_large(key: &str, value: usize) -> ConfigError {
 }
 
 /// The sorted, deduplicated, validated quotas of `req` for a trace of `distinct` pages.
-fn resolve_quotas(quotas: Option<&Quotas>, distinct: usize) -> Result<Vec<usize>, ConfigError> {
+fn resolve_quotas(quotas: Option<&Quotas>, distinct: usize) -> Result<Vec<usize>, ParamError> {
     match quotas {
         None => Ok((0..=distinct).collect()),
         Some(Quotas::UpTo(n)) => {
@@ -157,7 +168,7 @@ fn resolve_quotas(quotas: Option<&Quotas>, distinct: usize) -> Result<Vec<usize>
         }
         Some(Quotas::List(list)) => {
             if list.is_empty() {
-                return Err(ConfigError::Invalid {
+                return Err(ParamError {
                     key: "quotas".into(),
                     value: "[]".into(),
                     expected: "at least one quota".into(),
@@ -179,8 +190,8 @@ fn resolve_quotas(quotas: Option<&Quotas>, distinct: usize) -> Result<Vec<usize>
 /// [module docs](self) for the views and the method.
 ///
 /// # Errors
-/// [`ConfigError::Invalid`] for a quota above [`MAX_QUOTA`] or an empty quota list; a
-/// policy whose parameters cannot work ([`crate::virt::Error::BadConfig`]).
+/// [`CurveError::Param`] for a quota above [`MAX_QUOTA`] or an empty quota list; a
+/// policy whose parameters cannot work ([`CurveError::Policy`]).
 ///
 /// # Examples
 /// ```
@@ -196,7 +207,7 @@ fn resolve_quotas(quotas: Option<&Quotas>, distinct: usize) -> Result<Vec<usize>
 /// // At quota 1 the map of 2 is refused (1 is pinned), then 1 hits.
 /// assert_eq!((pinned.hits[1], pinned.refused[1]), (1, 1));
 /// ```
-pub fn hit_rate_curve(refs: &[PageRef], req: &CurveRequest) -> crate::Result<HitRateCurve> {
+pub fn hit_rate_curve(refs: &[PageRef], req: &CurveRequest) -> Result<HitRateCurve, CurveError> {
     let distinct = distinct_pages(refs);
     let quotas = resolve_quotas(req.quotas.as_ref(), distinct)?;
     let most_pinned = max_pinned(refs);

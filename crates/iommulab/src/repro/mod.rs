@@ -195,7 +195,7 @@ pub enum ReproError {
 pub(crate) fn guest_error(e: GuestError) -> Error {
     match e {
         GuestError::Cache(e) => Error::Virt(e),
-        GuestError::Workload(e) => e,
+        GuestError::Workload(e) => e.into(),
         GuestError::Host(h) => ReproError::Host(h).into(),
         e => Error::Guest(Box::new(e)),
     }

@@ -6,7 +6,8 @@
 use std::collections::BTreeMap;
 
 use crate::addr::{Access, Bdf, DomainId, Hpa, Iova, PAGE_4K, Perm, Pfn};
-use crate::hw::cost::{CostModel, Cycles};
+use crate::clock::Cycles;
+use crate::hw::cost::CostModel;
 use crate::hw::error::{MapError, bytes};
 use crate::hw::fault::{Fault, FaultLog, FaultReason};
 use crate::hw::invalidate::{InvRequest, InvalidationInterface};

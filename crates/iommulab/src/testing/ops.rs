@@ -34,7 +34,7 @@ impl OpsWorkload {
 }
 
 impl Workload for OpsWorkload {
-    fn next_op(&mut self) -> Result<Option<DmaOp>, crate::Error> {
+    fn next_op(&mut self) -> Result<Option<DmaOp>, crate::workload::WorkloadError> {
         let op = self.ops.get(self.next).copied();
         self.next += usize::from(op.is_some());
         Ok(op)

@@ -11,8 +11,6 @@ pub mod ftrace;
 pub mod io;
 pub mod open;
 pub mod oracle_general;
-pub mod record;
-pub mod replay;
 pub mod stats;
 
 use std::path::PathBuf;

@@ -46,9 +46,9 @@ use std::collections::{HashMap, VecDeque};
 use std::io::Write;
 use std::path::PathBuf;
 
-use super::replay::{ReplayReport, TraceWorkload};
 use super::{Event, EventKind, EventSource, TraceError, TraceHeader};
 use crate::workload::{DmaOp, Workload};
+use crate::workload::{ReplayReport, TraceWorkload};
 
 /// Bytes per binary request.
 pub const RECORD_BYTES: usize = 24;
@@ -194,7 +194,7 @@ impl<W: Write> OracleGeneralWriter<W> {
         };
         let t = u32::try_from(t / self.time_unit_ns).unwrap_or(u32::MAX);
         while let Some(op) = self.replay.next_op().map_err(|e| match e {
-            crate::Error::Trace(t) => t,
+            crate::workload::WorkloadError::Trace(t) => t,
             other => TraceError::Invalid {
                 path: self.path.clone(),
                 what: other.to_string(),

@@ -32,7 +32,7 @@ use crate::virt::hypercall::HypercallError;
 use crate::virt::hypercall_backend::{Batching, HypercallBackend};
 use crate::virt::strategy::{CacheOnly, GuestStrategy, Strategy};
 use crate::virt::{EvictionConfig, Lookahead, MapCacheStats, PageRef};
-use crate::workload::{DmaOp, Workload};
+use crate::workload::{DmaOp, Workload, WorkloadError};
 
 /// One guest's DMA-mapping configuration.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -150,7 +150,7 @@ pub enum GuestError {
     Cache(#[from] super::Error),
     /// The workload failed (a bad trace).
     #[error(transparent)]
-    Workload(#[from] crate::Error),
+    Workload(#[from] WorkloadError),
     /// The host refused a hypercall the guest model believed valid (a model bug).
     #[error("host refused a hypercall: {0}")]
     Host(#[from] HypercallError),
@@ -451,7 +451,7 @@ impl<S: GuestStrategy> Guest<S> {
         };
         let link_s = r.bytes as f64 * 8.0 / (self.cfg.link_mbps.max(1) as f64 * 1e6);
         r.cpu_utilization = if link_s > 0.0 {
-            r.cycles as f64 / link_s / (self.cfg.cost.ghz * 1e9)
+            r.cycles as f64 / link_s / self.cfg.cost.clock.hz()
         } else {
             0.0
         };
@@ -482,7 +482,7 @@ fn map_len(phys: u64, len: u64) -> u64 {
 pub fn guest_page_refs<W: Workload>(
     w: &mut W,
     cache_only: CacheOnly,
-) -> Result<Vec<PageRef>, crate::Error> {
+) -> Result<Vec<PageRef>, WorkloadError> {
     let mut refs = Vec::new();
     // Pages and whether the cache sees the buffer, per slot; `None` when not live.
     let mut slots: Vec<(Vec<u64>, Option<bool>)> = Vec::new();

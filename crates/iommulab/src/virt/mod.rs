@@ -34,7 +34,6 @@ pub mod map_cache;
 pub mod page_index;
 pub mod strategy;
 
-use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
@@ -114,27 +113,12 @@ pub enum Error {
 /// `Result` with the map cache's [`Error`].
 pub type Result<T> = std::result::Result<T, Error>;
 
-/// FxHash-style multiplicative hasher for page-number keys: SipHash would cost more than
-/// the rest of a map. Not DoS-resistant (keys are trace pages, not network input).
-#[derive(Default, Clone, Copy, Debug)]
-pub struct PageHasher(u64);
-
-impl Hasher for PageHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.write_u64(u64::from(b));
-        }
-    }
-    fn write_u64(&mut self, v: u64) {
-        self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-    }
-}
+/// The hasher of page-number keys ([`crate::hash`]): SipHash would cost more than the rest
+/// of a map.
+pub type PageHasher = crate::hash::FxHasher;
 
 /// A `HashMap` keyed by page numbers with [`PageHasher`].
-pub type PageMap<K, V> = std::collections::HashMap<K, V, BuildHasherDefault<PageHasher>>;
+pub type PageMap<K, V> = crate::hash::FxHashMap<K, V>;
 
 /// Replays `refs` through a fresh `MapCache<E>` with quota `quota` and returns its
 /// statistics.

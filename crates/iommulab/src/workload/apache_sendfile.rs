@@ -39,10 +39,8 @@ use super::netperf_send::{
 };
 use super::page_alloc::{PageAllocConfig, PageAllocator, Slab};
 use super::zipf::Zipf;
-use super::{DmaOp, Segment, Workload, idx, invalid};
+use super::{DmaOp, ParamError, Segment, Workload, WorkloadError, idx, invalid};
 use crate::addr::{CpuId, Hpa, PAGE_4K};
-use crate::error::Error;
-use crate::experiment::ConfigError;
 
 /// Parameters of [`ApacheSendfile`].
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
@@ -153,9 +151,9 @@ impl ApacheSendfile {
     /// let cfg = ApacheSendfileConfig { requests: 5, files: 10, ..Default::default() };
     /// let mut w = ApacheSendfile::new(cfg)?;
     /// while let Some(_op) = w.next_op()? {}
-    /// # Ok::<(), iommulab::Error>(())
+    /// # Ok::<(), iommulab::workload::WorkloadError>(())
     /// ```
-    pub fn new(cfg: ApacheSendfileConfig) -> Result<Self, ConfigError> {
+    pub fn new(cfg: ApacheSendfileConfig) -> Result<Self, ParamError> {
         let (mss, goal) = check_nic(cfg.mtu, cfg.tso, cfg.tx_ring, cfg.link_mbps)?;
         if cfg.files == 0 {
             return Err(invalid("workload.files", 0, "at least 1"));
@@ -288,10 +286,10 @@ impl ApacheSendfile {
     }
 
     /// Sends the next packet of connection `j`, `len` payload bytes of its file.
-    fn send(&mut self, j: usize, file: u32, len: u64) -> Result<(), Error> {
+    fn send(&mut self, j: usize, file: u32, len: u64) -> Result<(), WorkloadError> {
         let conn = self.conns[j];
         let head = self.slab.alloc(&mut self.mem, conn.cpu).ok_or_else(|| {
-            Error::Config(invalid("workload.memory.pages", "too few", "more pages"))
+            WorkloadError::Param(invalid("workload.memory.pages", "too few", "more pages"))
         })?;
         let head_len = if conn.off == 0 {
             HEADER_LEN + self.cfg.http_header
@@ -327,7 +325,7 @@ impl ApacheSendfile {
     }
 
     /// Queues the next group of operations; `false` at the end.
-    fn refill(&mut self) -> Result<bool, Error> {
+    fn refill(&mut self) -> Result<bool, WorkloadError> {
         let n = self.conns.len();
         for _ in 0..n {
             let j = self.next_conn;

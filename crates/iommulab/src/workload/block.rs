@@ -35,10 +35,8 @@ use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 
 use super::page_alloc::{MEMORY_BASE, PageAllocConfig, PageAllocator};
-use super::{DmaOp, Segment, Workload, idx, invalid};
+use super::{DmaOp, ParamError, Segment, Workload, WorkloadError, idx, invalid};
 use crate::addr::{Access, CpuId, DmaDirection, Hpa, PAGE_4K};
-use crate::error::Error;
-use crate::experiment::ConfigError;
 
 /// Offsets of successive requests.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -153,9 +151,9 @@ impl Block {
     /// let mut w = Block::new(BlockConfig { requests: 100, ..Default::default() })?;
     /// assert_eq!(w.total_ios(), Some(100));
     /// while let Some(_op) = w.next_op()? {}
-    /// # Ok::<(), iommulab::Error>(())
+    /// # Ok::<(), iommulab::workload::WorkloadError>(())
     /// ```
-    pub fn new(cfg: BlockConfig) -> Result<Self, ConfigError> {
+    pub fn new(cfg: BlockConfig) -> Result<Self, ParamError> {
         if cfg.queue_depth == 0 {
             return Err(invalid("workload.queue_depth", 0, "at least 1"));
         }
@@ -253,17 +251,17 @@ impl Block {
         &self.cfg
     }
 
-    fn cache_page(&mut self, page: u64, cpu: CpuId) -> Result<Hpa, Error> {
+    fn cache_page(&mut self, page: u64, cpu: CpuId) -> Result<Hpa, WorkloadError> {
         let e = &mut self.cache[idx(page)];
         if e.get() == 0 {
             *e = self.mem.alloc(cpu).ok_or_else(|| {
-                Error::Config(invalid("workload.memory.pages", "too few", "more pages"))
+                WorkloadError::Param(invalid("workload.memory.pages", "too few", "more pages"))
             })?;
         }
         Ok(*e)
     }
 
-    fn issue(&mut self) -> Result<(), Error> {
+    fn issue(&mut self) -> Result<(), WorkloadError> {
         let k = self.issued;
         self.issued += 1;
         let cpu = CpuId::new(u16::try_from(k % u64::from(self.cfg.cpus)).unwrap_or(0));
@@ -362,7 +360,7 @@ impl Block {
 }
 
 impl Workload for Block {
-    fn next_op(&mut self) -> Result<Option<DmaOp>, Error> {
+    fn next_op(&mut self) -> Result<Option<DmaOp>, WorkloadError> {
         loop {
             if let Some(op) = self.out.pop_front() {
                 return Ok(Some(op));

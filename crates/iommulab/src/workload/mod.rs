@@ -1,6 +1,6 @@
-//! Workloads: streams of DMA operations. Generators (here) and trace readers
-//! ([`crate::trace::replay::TraceWorkload`]) implement [`Workload`], so every experiment runs on
-//! a built-in workload or on a user's trace alike.
+//! Workloads: streams of DMA operations. Generators (here) and trace replay
+//! ([`replay::TraceWorkload`], over any [`crate::trace::EventSource`]) implement [`Workload`],
+//! so every experiment runs on a built-in workload or on a user's trace alike.
 //!
 //! Operations name their buffer by a `slot` (an index the workload chooses); the runner
 //! remembers each slot's DMA address between its map and its unmap, as a driver would. Slots
@@ -18,20 +18,21 @@ pub mod block;
 pub mod netperf_send;
 pub mod page_alloc;
 pub mod pseudo_scsi;
+pub mod replay;
 pub mod uniform_random;
 pub mod zipf;
 
 use serde::{Deserialize, Serialize};
 
 use crate::addr::{Access, CpuId, DmaDirection, Hpa};
-use crate::error::Error;
-use crate::experiment::ConfigError;
+use crate::trace::TraceError;
 
 pub use apache_sendfile::{ApacheSendfile, ApacheSendfileConfig};
 pub use block::{Block, BlockBuffers, BlockConfig, Pattern};
 pub use netperf_send::{NetperfSend, NetperfSendConfig, TxMapping};
 pub use page_alloc::PageAllocConfig;
 pub use pseudo_scsi::{PseudoScsi, PseudoScsiConfig};
+pub use replay::{ReplayReport, TraceWorkload};
 pub use uniform_random::{UniformRandom, UniformRandomConfig};
 
 /// One DMA operation issued by a driver or a device.
@@ -104,7 +105,7 @@ pub struct Segment {
 /// A source of DMA operations.
 pub trait Workload {
     /// The next operation, `Ok(None)` at the end, or an error (a bad trace).
-    fn next_op(&mut self) -> Result<Option<DmaOp>, Error>;
+    fn next_op(&mut self) -> Result<Option<DmaOp>, WorkloadError>;
     /// The segments of the `MapSg` just returned.
     fn sg_segments(&self) -> &[Segment];
     /// How many slots the workload expects to use at most (a sizing hint; more may come).
@@ -207,7 +208,7 @@ impl WorkloadConfig {
 
     /// Checks the parameters by building the generator once (cheap for every default; the
     /// Apache generator lays out its files), so a bad field is reported before a run.
-    pub fn validate(&self) -> Result<(), ConfigError> {
+    pub fn validate(&self) -> Result<(), ParamError> {
         match *self {
             WorkloadConfig::PseudoScsi(c) if c.io_size == 0 => {
                 Err(invalid("workload.io_size", 0, "at least 1 byte"))
@@ -221,9 +222,35 @@ impl WorkloadConfig {
     }
 }
 
-/// A [`ConfigError::Invalid`] for `key` (spelled as in the experiment TOML, `workload.…`).
-pub(crate) fn invalid(key: &str, value: impl std::fmt::Display, expected: &str) -> ConfigError {
-    ConfigError::Invalid {
+/// A workload parameter that cannot work: the key (spelled as in the experiment TOML,
+/// `workload.…`), the value given and what is allowed. The façade turns it into
+/// `experiment::ConfigError::Invalid`, whose message it shares.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid value {value:?} for `{key}`: expected {expected}")]
+pub struct ParamError {
+    /// The offending key.
+    pub key: String,
+    /// The value given.
+    pub value: String,
+    /// What is allowed.
+    pub expected: String,
+}
+
+/// Why a workload cannot produce its next operation.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkloadError {
+    /// A parameter that cannot work (found when building, or when a generator runs out of
+    /// the memory its parameters gave it).
+    #[error(transparent)]
+    Param(#[from] ParamError),
+    /// A trace that cannot be read.
+    #[error(transparent)]
+    Trace(#[from] TraceError),
+}
+
+/// A [`ParamError`] for `key` (spelled as in the experiment TOML, `workload.…`).
+pub(crate) fn invalid(key: &str, value: impl std::fmt::Display, expected: &str) -> ParamError {
+    ParamError {
         key: key.into(),
         value: value.to_string(),
         expected: expected.into(),

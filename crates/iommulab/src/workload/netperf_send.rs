@@ -62,10 +62,8 @@ use std::collections::VecDeque;
 use serde::{Deserialize, Serialize};
 
 use super::page_alloc::{PageAllocConfig, PageAllocator, Slab};
-use super::{DmaOp, Segment, Workload, idx, invalid};
+use super::{DmaOp, ParamError, Segment, Workload, WorkloadError, idx, invalid};
 use crate::addr::{Access, CpuId, DmaDirection, Hpa, PAGE_4K};
-use crate::error::Error;
-use crate::experiment::ConfigError;
 
 /// Most page fragments of one packet (Linux's `MAX_SKB_FRAGS` with 4 KiB pages).
 pub const MAX_FRAGS: usize = 17;
@@ -164,7 +162,7 @@ pub(super) fn check_nic(
     tso: bool,
     tx_ring: u32,
     link_mbps: u64,
-) -> Result<(u64, u64), ConfigError> {
+) -> Result<(u64, u64), ParamError> {
     if !(576..=9216).contains(&mtu) {
         return Err(invalid("workload.mtu", mtu, "an IP MTU in 576..=9216"));
     }
@@ -514,9 +512,9 @@ impl NetperfSend {
     ///     n += 1;
     /// }
     /// assert!(n > 0);
-    /// # Ok::<(), iommulab::Error>(())
+    /// # Ok::<(), iommulab::workload::WorkloadError>(())
     /// ```
-    pub fn new(cfg: NetperfSendConfig) -> Result<Self, ConfigError> {
+    pub fn new(cfg: NetperfSendConfig) -> Result<Self, ParamError> {
         let (mss, goal) = check_nic(cfg.mtu, cfg.tso, cfg.tx_ring, cfg.link_mbps)?;
         if cfg.sockets == 0 {
             return Err(invalid("workload.sockets", cfg.sockets, "at least 1"));
@@ -601,8 +599,8 @@ impl NetperfSend {
         self.cfg.send_buffer.div_ceil(PAGE_4K.bytes()) * u64::from(self.cfg.sockets)
     }
 
-    fn out_of_memory() -> Error {
-        Error::Config(invalid(
+    fn out_of_memory() -> WorkloadError {
+        WorkloadError::Param(invalid(
             "workload.memory.pages",
             "too few",
             "more pages for the send buffers",
@@ -610,7 +608,7 @@ impl NetperfSend {
     }
 
     /// Sends the next packet of socket `s`, of `len` payload bytes.
-    fn send(&mut self, s: usize, len: u64) -> Result<(), Error> {
+    fn send(&mut self, s: usize, len: u64) -> Result<(), WorkloadError> {
         let cpu = self.sockets[s].cpu;
         let head = self
             .slab
@@ -692,7 +690,7 @@ impl NetperfSend {
     }
 
     /// Queues the next group of operations; `false` at the end.
-    fn refill(&mut self) -> Result<bool, Error> {
+    fn refill(&mut self) -> Result<bool, WorkloadError> {
         if self.sent < self.cfg.packets {
             let s = idx(self.sent % u64::from(self.cfg.sockets));
             let sock = &self.sockets[s];
@@ -713,12 +711,12 @@ impl NetperfSend {
 }
 
 /// `Workload` for a sender built on [`TxPath`]: ops come from its transmit path, which the
-/// sender's `refill` (`Result<bool, Error>`: false when it has nothing more to send) feeds;
+/// sender's `refill` (`Result<bool, WorkloadError>`: false when it has nothing more to send) feeds;
 /// one device; `total` I/Os if known. Shared by netperf-send and apache-sendfile.
 macro_rules! nic_workload {
     ($sender:ty) => {
         impl Workload for $sender {
-            fn next_op(&mut self) -> Result<Option<DmaOp>, Error> {
+            fn next_op(&mut self) -> Result<Option<DmaOp>, WorkloadError> {
                 loop {
                     if let Some(op) = self.tx.pop_op() {
                         return Ok(Some(op));
@@ -961,29 +959,55 @@ mod tests {
     /// the most after the first fifth of the run, past the start-up burst): S1.2's pinned
     /// set |P| at its largest, and the working set.
     fn pinned_and_working_set(c: NetperfSendConfig, steady: bool) -> (u64, u64) {
-        use crate::virt::{CacheOnly, PageRef, guest_page_refs};
-        let refs = guest_page_refs(&mut NetperfSend::new(c).unwrap(), CacheOnly::All).unwrap();
+        // Every buffer's 4 KiB pages, mapped (true) and unmapped (false) in op order: the
+        // page references the guest map cache sees with `cache_only = all`.
+        let pages =
+            |phys: u64, len: u64| (phys >> 12)..=(phys.saturating_add(len.max(1) - 1) >> 12);
+        let mut w = NetperfSend::new(c).unwrap();
+        let mut refs: Vec<(u64, bool)> = Vec::new();
+        let mut live: std::collections::HashMap<u32, Vec<u64>> = Default::default();
+        while let Some(op) = w.next_op().unwrap() {
+            let (slot, buf): (u32, Vec<u64>) = match op {
+                DmaOp::Map {
+                    slot, phys, len, ..
+                } => (slot, pages(phys.get(), len).collect()),
+                DmaOp::MapSg { slot, .. } => {
+                    let segs = w.sg_segments();
+                    (
+                        slot,
+                        segs.iter()
+                            .flat_map(|s| pages(s.phys.get(), s.len))
+                            .collect(),
+                    )
+                }
+                DmaOp::Unmap { slot, .. } => {
+                    let buf = live.remove(&slot).unwrap_or_default();
+                    refs.extend(buf.into_iter().map(|g| (g, false)));
+                    continue;
+                }
+                _ => continue,
+            };
+            refs.extend(buf.iter().map(|&g| (g, true)));
+            live.insert(slot, buf);
+        }
         let mut rc: std::collections::HashMap<u64, u32> = Default::default();
         let (mut now, mut most) = (0u64, 0u64);
         let from = refs.len() / 5 * usize::from(steady);
-        for (i, r) in refs.iter().enumerate() {
+        for (i, &(page, map)) in refs.iter().enumerate() {
             if i == from {
                 most = now;
             }
-            let c = rc.entry(r.gfn().get()).or_insert(0);
-            match r {
-                PageRef::Map(_) => {
-                    *c += 1;
-                    if *c == 1 {
-                        now += 1;
-                        most = most.max(now);
-                    }
+            let c = rc.entry(page).or_insert(0);
+            if map {
+                *c += 1;
+                if *c == 1 {
+                    now += 1;
+                    most = most.max(now);
                 }
-                PageRef::Unmap(_) => {
-                    *c -= 1;
-                    if *c == 0 {
-                        now -= 1;
-                    }
+            } else {
+                *c -= 1;
+                if *c == 0 {
+                    now -= 1;
                 }
             }
         }

@@ -13,9 +13,8 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 
-use super::{DmaOp, Segment, Workload};
+use super::{DmaOp, Segment, Workload, WorkloadError};
 use crate::addr::{Access, CpuId, DmaDirection, Hpa, PAGE_4K};
-use crate::error::Error;
 
 /// Parameters of [`PseudoScsi`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -126,7 +125,7 @@ impl PseudoScsi {
 }
 
 impl Workload for PseudoScsi {
-    fn next_op(&mut self) -> Result<Option<DmaOp>, Error> {
+    fn next_op(&mut self) -> Result<Option<DmaOp>, WorkloadError> {
         Ok(self.step())
     }
 

@@ -23,10 +23,8 @@ use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 
 use super::page_alloc::MEMORY_BASE;
-use super::{DmaOp, Segment, Workload, invalid};
+use super::{DmaOp, ParamError, Segment, Workload, WorkloadError, invalid};
 use crate::addr::{Access, CpuId, DmaDirection, Hpa, PAGE_4K};
-use crate::error::Error;
-use crate::experiment::ConfigError;
 
 /// Parameters of [`UniformRandom`].
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
@@ -98,9 +96,9 @@ impl UniformRandom {
     /// use iommulab::workload::{UniformRandom, UniformRandomConfig, Workload};
     /// let mut w = UniformRandom::new(UniformRandomConfig { ios: 50, ..Default::default() })?;
     /// while let Some(_op) = w.next_op()? {}
-    /// # Ok::<(), iommulab::Error>(())
+    /// # Ok::<(), iommulab::workload::WorkloadError>(())
     /// ```
-    pub fn new(cfg: UniformRandomConfig) -> Result<Self, ConfigError> {
+    pub fn new(cfg: UniformRandomConfig) -> Result<Self, ParamError> {
         if cfg.max_pages == 0 {
             return Err(invalid("workload.max_pages", 0, "at least 1"));
         }
@@ -242,7 +240,7 @@ impl UniformRandom {
 }
 
 impl Workload for UniformRandom {
-    fn next_op(&mut self) -> Result<Option<DmaOp>, Error> {
+    fn next_op(&mut self) -> Result<Option<DmaOp>, WorkloadError> {
         if let Some(op) = self.pending.take() {
             return Ok(Some(op));
         }

@@ -49,7 +49,8 @@ pub mod table;
 use serde::{Deserialize, Serialize};
 
 use crate::addr::{Access, Bdf, DomainId, Hpa, Iova, PAGE_4K, PageSize, Perm, Pfn};
-use crate::hw::cost::{CostModel, Cycles};
+use crate::clock::Cycles;
+use crate::hw::cost::CostModel;
 use crate::hw::error::bytes;
 use crate::hw::fault::FaultLog;
 use crate::hw::invalidate::{InvRequest, InvalidationInterface, MAX_ADDRESS_MASK};

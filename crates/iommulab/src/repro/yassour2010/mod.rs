@@ -230,8 +230,11 @@ impl Spec {
 
     pub(crate) fn refs(&self) -> Result<Vec<PageRef>, Error> {
         match self {
-            Spec::Netperf(c) => guest_page_refs(&mut NetperfSend::new(*c)?, CacheOnly::All),
-            Spec::Apache(c) => guest_page_refs(&mut ApacheSendfile::new(*c)?, CacheOnly::All),
+            Spec::Netperf(c) => Ok(guest_page_refs(&mut NetperfSend::new(*c)?, CacheOnly::All)?),
+            Spec::Apache(c) => Ok(guest_page_refs(
+                &mut ApacheSendfile::new(*c)?,
+                CacheOnly::All,
+            )?),
         }
     }
 

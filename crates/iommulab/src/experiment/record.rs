@@ -8,11 +8,12 @@
 //! from the workload's own clock (`Tick`) when it has one, otherwise advance by `op_ns` per
 //! operation.
 
-use super::{Event, EventKind, EventSink, TraceDir, TraceError};
+use super::{WorkloadVisitor, with_workload};
 use crate::addr::{Access, CpuId, Iova, PAGE_4K, Pfn};
 use crate::error::Error;
 use crate::iova::{IovaAllocator, RbTree};
-use crate::workload::{DmaOp, Workload};
+use crate::trace::{Event, EventKind, EventSink, TraceDir, TraceError};
+use crate::workload::{DmaOp, Workload, WorkloadConfig};
 
 /// What [`record`] wrote.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -272,13 +273,10 @@ fn cpu_u16(cpu: CpuId) -> u16 {
 /// as long as needed; its devices are named `sim0`, `sim1`, ...). The one implementation behind
 /// `iommulab trace generate` and Python's `iommulab.trace.generate`.
 pub fn generate<K: EventSink + ?Sized>(
-    cfg: &crate::workload::WorkloadConfig,
+    cfg: &WorkloadConfig,
     sink: &mut K,
     max_events: u64,
 ) -> Result<RecordSummary, Error> {
-    use crate::experiment::{WorkloadVisitor, with_workload};
-    use crate::workload::WorkloadConfig;
-
     struct Recorder<'a, K: ?Sized> {
         sink: &'a mut K,
         events: u64,

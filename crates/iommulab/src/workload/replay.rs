@@ -18,48 +18,25 @@
 //! Time: an `Tick` op is emitted whenever the trace's clock has advanced by at least
 //! [`TICK_NS`], so flush timers fire at the trace's pace.
 
-use std::collections::{HashMap, VecDeque};
-use std::hash::{BuildHasherDefault, Hasher};
+use std::collections::VecDeque;
 
 use serde::{Deserialize, Serialize};
 
-use super::{Event, EventKind, EventSource, TraceError, TraceHeader};
+use super::{DmaOp, Segment, Workload, WorkloadError};
 use crate::addr::{Access, CpuId, Hpa};
-use crate::error::Error;
-use crate::workload::{DmaOp, Segment, Workload};
+use crate::hash::FxHashMap;
+use crate::trace::{Event, EventKind, EventSource, TraceError, TraceHeader};
 
 /// The trace clock advances the runner's clock in steps of at least this many ns (10 µs:
 /// fine against the 10 ms flush timers, coarse enough to cost nothing).
 pub const TICK_NS: u64 = 10_000;
 
 /// The device name the ftrace importer gives `iommu:` events, which carry no device.
-pub const IOMMU_DEVICE: &str = "iommu";
+pub use crate::trace::ftrace::IOMMU_DEVICE;
 
-/// A fast multiplicative hasher for the (device, address) keys of the replay tables (the
-/// std SipHash costs more than the rest of a map/unmap). Not DoS-resistant; keys are trace
-/// addresses, not untrusted network input.
-#[derive(Default, Clone, Copy, Debug)]
-pub struct AddrHasher(u64);
-
-impl Hasher for AddrHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.write_u64(u64::from(b));
-        }
-    }
-    fn write_u16(&mut self, v: u16) {
-        self.write_u64(u64::from(v));
-    }
-    fn write_u64(&mut self, v: u64) {
-        // FxHash's rotate-xor-multiply step.
-        self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-    }
-}
-
-type AddrMap<V> = HashMap<(u16, u64), V, BuildHasherDefault<AddrHasher>>;
+/// The replay tables, keyed by (device, address) with the fast hasher of [`crate::hash`] (the
+/// std SipHash costs more than the rest of a map/unmap).
+type AddrMap<V> = FxHashMap<(u16, u64), V>;
 
 /// What the replay did with the trace's events.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -342,7 +319,7 @@ impl<S: EventSource> TraceWorkload<S> {
 }
 
 impl<S: EventSource> Workload for TraceWorkload<S> {
-    fn next_op(&mut self) -> Result<Option<DmaOp>, Error> {
+    fn next_op(&mut self) -> Result<Option<DmaOp>, WorkloadError> {
         while self.out.is_empty() {
             let Some(e) = self.next_raw()? else {
                 return Ok(None);
