@@ -14,7 +14,7 @@
 //! after its unmap, and its neighbours, and reads the rest of each mapped page: what a
 //! hostile device would do to exploit the windows that the flush policies leave open.
 
-use std::collections::HashMap;
+use crate::hash::FxHashMap;
 
 use serde::{Deserialize, Serialize};
 
@@ -70,7 +70,8 @@ struct LivePage {
 /// Tracks live mappings per device and page, and classifies accesses.
 #[derive(Debug, Default, Clone)]
 pub struct StaleOracle {
-    live: HashMap<(u16, u64), LivePage>,
+    // Fx, not SipHash: one lookup per translated page on the probe paths.
+    live: FxHashMap<(u16, u64), LivePage>,
     totals: AccessOutcome,
 }
 
