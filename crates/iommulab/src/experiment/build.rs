@@ -12,7 +12,7 @@ use crate::hw::vtd::Vtd;
 use crate::iova::{AllocatorKind, Bitmap, IovaAllocator, Magazine, RbTree};
 use crate::workload::{PseudoScsi, ReplayReport, TraceWorkload, Workload};
 
-use super::config::BenchConfig;
+use super::config::{BenchConfig, Resolved};
 use super::result::RunResult;
 use super::runner::{self, RunLabels};
 
@@ -32,10 +32,10 @@ pub fn run_bench(
     cfg: &BenchConfig,
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<RunResult, Error> {
-    cfg.validate()?;
+    let resolved = cfg.resolve()?;
     let (workload, stop_at) = match cfg.duration_s {
         Some(d) => {
-            let cost = cfg.hardware.cost_model()?;
+            let cost = resolved.unit.cost;
             (
                 crate::workload::PseudoScsiConfig {
                     ios: u64::MAX,
@@ -48,7 +48,16 @@ pub fn run_bench(
     };
     let mut w = PseudoScsi::new(workload);
     let oracle = cfg.workload.touch || !matches!(cfg.device, DeviceMode::Benign);
-    run_workload(cfg, &mut w, labels_of(cfg), oracle, stop_at, progress)
+    let go = Go {
+        cfg,
+        resolved: &resolved,
+        workload: &mut w,
+        labels: labels_of(cfg),
+        oracle,
+        stop_at,
+        progress,
+    };
+    go.run()
 }
 
 /// The labels of a run of `cfg`'s configuration and pseudo-driver workload.
@@ -75,38 +84,22 @@ pub fn run_workload<W: Workload>(
     stop_at: Option<Cycles>,
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<RunResult, Error> {
-    cfg.validate()?;
-    let m = cfg.mechanisms();
-    let iommu_cfg = cfg.hardware.resolve()?;
-    let clock = iommu_cfg.cost.clock;
-    let start = Pfn::new(IOVA_START_PFN);
-    let end = iova_space_end(cfg.dma_bits);
-    let cpus = usize::from(cfg.workload.cpus.max(1));
+    let resolved = cfg.resolve()?;
     let go = Go {
         cfg,
+        resolved: &resolved,
         workload,
         labels,
-        oracle: oracle || !matches!(cfg.device, DeviceMode::Benign),
+        oracle,
         stop_at,
         progress,
     };
-    match m.allocator {
-        AllocatorKind::Rbtree => go.with_flush(RbTree::new(start, end)?, m.flush, cpus, clock),
-        AllocatorKind::Bitmap => go.with_flush(Bitmap::new(start, end)?, m.flush, cpus, clock),
-        AllocatorKind::Magazine => {
-            let magazine = crate::iova::MagazineConfig { cpus, ..m.magazine };
-            go.with_flush(
-                Magazine::new(RbTree::new(start, end)?, magazine)?,
-                m.flush,
-                cpus,
-                clock,
-            )
-        }
-    }
+    go.run()
 }
 
 struct Go<'a, W> {
     cfg: &'a BenchConfig,
+    resolved: &'a Resolved,
     workload: &'a mut W,
     labels: RunLabels,
     oracle: bool,
@@ -115,6 +108,31 @@ struct Go<'a, W> {
 }
 
 impl<W: Workload> Go<'_, W> {
+    /// The one place the resolved allocator and flush policy become types.
+    fn run(mut self) -> Result<RunResult, Error> {
+        let cfg = self.cfg;
+        let m = self.resolved.mechanisms;
+        let clock = self.resolved.unit.cost.clock;
+        let start = Pfn::new(IOVA_START_PFN);
+        let end = iova_space_end(cfg.dma_bits);
+        let cpus = usize::from(cfg.workload.cpus.max(1));
+        self.oracle |= !matches!(cfg.device, DeviceMode::Benign);
+        let go = self;
+        match m.allocator {
+            AllocatorKind::Rbtree => go.with_flush(RbTree::new(start, end)?, m.flush, cpus, clock),
+            AllocatorKind::Bitmap => go.with_flush(Bitmap::new(start, end)?, m.flush, cpus, clock),
+            AllocatorKind::Magazine => {
+                let magazine = crate::iova::MagazineConfig { cpus, ..m.magazine };
+                go.with_flush(
+                    Magazine::new(RbTree::new(start, end)?, magazine)?,
+                    m.flush,
+                    cpus,
+                    clock,
+                )
+            }
+        }
+    }
+
     fn with_flush<A: IovaAllocator>(
         self,
         a: A,
@@ -132,9 +150,9 @@ impl<W: Workload> Go<'_, W> {
 
     fn go<A: IovaAllocator, F: FlushPolicy>(self, a: A, f: F) -> Result<RunResult, Error> {
         let cfg = self.cfg;
-        let iommu = Vtd::new(cfg.hardware.resolve()?)?;
+        let iommu = Vtd::new(self.resolved.unit)?;
         let dma = DmaConfig {
-            translation: cfg.mechanisms().translation,
+            translation: self.resolved.mechanisms.translation,
             dma_bits: cfg.dma_bits,
             debug: cfg.dma_debug,
             oracle: self.oracle,

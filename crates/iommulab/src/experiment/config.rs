@@ -374,8 +374,15 @@ impl BenchConfig {
 
     /// Validates everything that can be checked before running.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        self.mechanisms().validate()?;
-        self.hardware.resolve()?;
+        self.resolve().map(drop)
+    }
+
+    /// Validates the configuration and resolves what a run needs from it, once (parse,
+    /// don't validate twice): the mechanisms in force and the remapping unit's configuration.
+    pub fn resolve(&self) -> Result<Resolved, ConfigError> {
+        let mechanisms = self.mechanisms();
+        mechanisms.validate()?;
+        let unit = self.hardware.resolve()?;
         if !(13..=64).contains(&self.dma_bits) {
             return Err(ConfigError::Invalid {
                 key: "dma_bits".into(),
@@ -399,8 +406,17 @@ impl BenchConfig {
                 expected: "at least 1 byte".into(),
             });
         }
-        Ok(())
+        Ok(Resolved { mechanisms, unit })
     }
+}
+
+/// A [`BenchConfig`] checked and resolved for a run ([`BenchConfig::resolve`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Resolved {
+    /// The mechanisms in force.
+    pub mechanisms: Mechanisms,
+    /// The VT-d unit's configuration (levels, IOTLB, invalidation, costs).
+    pub unit: VtdConfig,
 }
 
 /// Parses TOML into `T`, naming the dotted path of a bad key or value (`hardware.cost`) before

@@ -11,7 +11,7 @@ pub mod runner;
 
 pub use build::{WorkloadVisitor, replay_trace, run_bench, run_workload, with_workload};
 pub use config::{
-    BenchConfig, ConfigError, HardwareConfig, Mechanisms, NamedConfig, SoftwareClock,
+    BenchConfig, ConfigError, HardwareConfig, Mechanisms, NamedConfig, Resolved, SoftwareClock,
 };
 pub use result::{ComponentStats, RunResult};
 pub use runner::RunLabels;
