@@ -13,7 +13,7 @@
 //! What a unit can invalidate is **data** ([`InvalidationCaps`]), not behaviour hidden in
 //! each policy: VT-d invalidates a page block, a domain or everything, through registers or
 //! a queue (S1.10, S3.2); a unit whose cache can only be flushed whole (the Calgary TCE
-//! cache, S2.x) says so, and [`InvalidationCaps::widen`] turns the flush policy's request
+//! cache, S2.2) says so, and [`InvalidationCaps::widen`] turns the flush policy's request
 //! into the narrowest one the hardware can perform, as a driver must.
 //!
 //! Everything below the trait is shared by any unit: the fault log ([`super::fault`]), the

@@ -1,6 +1,6 @@
 //! [`FlatUnit`]: the smallest remapping unit that is not VT-d, to test the seam
 //! ([`crate::hw::RemapUnit`]) with capabilities VT-d lacks: one flat table of entries per
-//! domain and a translation cache that can only be flushed whole (as a TCE cache, S2.x).
+//! domain and a translation cache that can only be flushed whole (as the Calgary TCE cache, S2.2).
 //! Not a model of any real unit; no costs.
 
 use std::collections::BTreeMap;

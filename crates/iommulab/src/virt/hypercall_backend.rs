@@ -414,13 +414,14 @@ impl<S: GuestStrategy> MapBackend for HypercallBackend<S> {
     }
     fn after_map(&mut self) -> Result<(), BackendError> {
         let (pages, attrs) = self.take_call()?;
+        let refused_before = self.counters.refused;
         let r = self.map_buffer(&pages, attrs.dir, attrs.dma_alloc);
         self.call_pages = pages;
         self.call_pages.clear();
         match r.map_err(Self::host_error)? {
             true => Ok(()),
             false => Err(BackendError::Refused {
-                pages: self.counters.refused,
+                pages: self.counters.refused - refused_before,
             }),
         }
     }
