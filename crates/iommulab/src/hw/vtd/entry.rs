@@ -159,7 +159,7 @@ impl ContextEntry {
 ///
 /// An entry is present iff R or W is set. A non-leaf entry has R|W set and PS clear and points
 /// to the next-level table; a leaf is any level-1 entry, or a level-2 (2 MiB) or level-3
-/// (1 GiB) entry with PS set (S1.2 super pages).
+/// (1 GiB) entry with PS set (VT-d §9.8 super pages).
 #[repr(transparent)]
 #[derive(Clone, Copy, PartialEq, Eq, Default, Debug)]
 pub struct SlPte(u64);

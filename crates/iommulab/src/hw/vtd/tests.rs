@@ -50,7 +50,7 @@ fn assert_faults(m: &mut Vtd, bdf: Bdf, iova: u64, access: Access, want: FaultRe
     );
 }
 
-/// S1.3, VT-d §9.8: a write through a read-only mapping faults with WriteDenied.
+/// S0.1, VT-d §9.8: a write through a read-only mapping faults with WriteDenied.
 #[test]
 fn write_to_read_only_page_faults_write_denied() {
     let mut m = iommu_with(cfg(), &[(D1, 0x10, 0x80, 1, Perm::Read)]);
@@ -331,7 +331,7 @@ fn levels_reach_39_48_57_bits_and_reject_beyond() {
     assert!(Vtd::new(VtdConfig { levels: 6, ..cfg() }).is_err());
 }
 
-/// S1.2, VT-d §9.8: a 2 MiB leaf (PS at level 2) translates all 512 of its pages and a
+/// VT-d §9.8: a 2 MiB leaf (PS at level 2) translates all 512 of its pages and a
 /// 1 GiB leaf (PS at level 3) all 262,144, each with one IOTLB entry.
 #[test]
 fn super_pages_translate_all_their_pages() {
