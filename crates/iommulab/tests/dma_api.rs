@@ -304,3 +304,33 @@ fn passthrough_allows_the_same_buffer_mapped_twice() {
         }))
     );
 }
+
+/// S1.11's probe after an unmap: nothing is probed while another live mapping covers the
+/// page; once none does, a read through the stale IOTLB entry of a read-only mapping goes
+/// through (stale) and a write does not, and the oracle counts the one stale access.
+#[test]
+fn probe_after_unmap_reports_what_the_stale_entry_lets_through() {
+    let cfg = DmaConfig {
+        translation: Translation::Iommu,
+        dma_bits: 32,
+        debug: false,
+        oracle: true,
+    };
+    let iova = RbTree::new(Pfn::new(1), Pfn::new(1 << 20)).unwrap();
+    let deferred = Deferred::new(DeferredConfig::default(), ClockRate::ghz(3.0));
+    let vtd = Native::new(Vtd::new(VtdConfig::default()).unwrap());
+    let mut api = DmaApi::new(cfg, vtd, iova, deferred);
+    let dev = api.attach(Bdf::new(0, 3, 0).unwrap()).unwrap();
+    let dir = DmaDirection::ToDevice;
+    let a = api.map_single(dev, CPU, Hpa::new(0x3000), 64, dir).unwrap();
+    assert_eq!(
+        api.probe_unmapped(dev, a).unwrap(),
+        None,
+        "live: not probed"
+    );
+    api.device_access(dev, a, 64, Access::Read).unwrap();
+    api.unmap_single(dev, CPU, a, 64, dir).unwrap();
+    assert_eq!(api.probe_unmapped(dev, a).unwrap(), Some((true, false)));
+    let t = api.oracle().unwrap().totals();
+    assert_eq!((t.stale, t.faulted), (1, 1));
+}

@@ -139,6 +139,19 @@ impl StaleOracle {
         self.totals.merge(&o);
     }
 
+    /// Classifies an access to a page the caller knows no live mapping covers
+    /// ([`StaleOracle::is_live`] was false): through the IOMMU it is stale (no lookup).
+    pub fn classify_unmapped(&mut self, ok: bool, out: &mut AccessOutcome) {
+        let o = AccessOutcome {
+            succeeded: u64::from(ok),
+            faulted: u64::from(!ok),
+            stale: u64::from(ok),
+            subpage: 0,
+        };
+        out.merge(&o);
+        self.totals.merge(&o);
+    }
+
     /// Everything classified so far.
     pub fn totals(&self) -> AccessOutcome {
         self.totals

@@ -757,6 +757,34 @@ impl<A: IovaAllocator, F: FlushPolicy, B: MapBackend> DmaApi<A, F, B> {
         Ok(out)
     }
 
+    /// After an unmap, the device behind `dev` tries to read and then to write the page
+    /// holding `addr` (S1.11's protection check). `None` when a live mapping still covers
+    /// the page (no access is made); otherwise whether each access went through the IOMMU.
+    /// With the oracle on, each access is classified (one that went through is stale).
+    pub fn probe_unmapped(
+        &mut self,
+        dev: DeviceHandle,
+        addr: Iova,
+    ) -> Result<Option<(bool, bool)>, DmaError> {
+        let d = match self.devices.get(usize::from(dev.0)) {
+            Some(d) => *d,
+            None => return Err(DmaError::NoSuchDevice(dev.0)),
+        };
+        if self.oracle.as_ref().is_some_and(|o| o.is_live(dev.0, addr)) {
+            return Ok(None);
+        }
+        let mut through = [true; 2];
+        for (ok, access) in through.iter_mut().zip([Access::Read, Access::Write]) {
+            if self.config.translation != Translation::Passthrough {
+                *ok = self.backend.translate(d.bdf, addr, access).is_ok();
+            }
+            if let Some(o) = self.oracle.as_mut() {
+                o.classify_unmapped(*ok, &mut AccessOutcome::default());
+            }
+        }
+        Ok(Some((through[0], through[1])))
+    }
+
     fn count(&mut self, ok: bool, f: impl FnOnce(&mut DmaStats)) {
         if ok {
             f(&mut self.stats);

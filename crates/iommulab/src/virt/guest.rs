@@ -19,7 +19,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use crate::addr::{Access, Bdf, Gpa, Hpa, Iova, PAGE_4K, Pfn};
+use crate::addr::{Bdf, Gpa, Hpa, Iova, PAGE_4K, Pfn};
 use crate::dma::{
     BackendError, DeviceHandle, DmaApi, DmaConfig, DmaError, MapAttrs, SgEntry, Translation,
 };
@@ -380,16 +380,10 @@ impl<S: GuestStrategy> Guest<S> {
             let first = addr.pfn(PAGE_4K);
             for i in 0..PAGE_4K.pages_spanned(addr.page_offset(PAGE_4K), len) {
                 let page = first.add(i).base(PAGE_4K);
-                let oracle = self.api.oracle().expect("the oracle runs with probes");
-                if oracle.is_live(self.dev.index(), page) {
-                    continue;
+                if let Some((read, write)) = self.api.probe_unmapped(self.dev, page)? {
+                    self.stale_accesses += u64::from(read || write);
+                    self.stale_writes += u64::from(write);
                 }
-                let read = self.api.device_access(self.dev, page, 1, Access::Read)?;
-                let write = self.api.device_access(self.dev, page, 1, Access::Write)?;
-                if read.succeeded + write.succeeded > 0 {
-                    self.stale_accesses += 1;
-                }
-                self.stale_writes += write.succeeded;
             }
         }
         Ok(())
