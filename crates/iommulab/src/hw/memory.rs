@@ -10,7 +10,7 @@
 //! root or context table holds 256 entries in one frame, as on hardware.
 //!
 //! Frames are never freed: the model does not reclaim page-table pages (see
-//! [`super::table`]). The model does not stop a caller from mapping data frames inside the
+//! [`crate::hw::vtd::table`]). The model does not stop a caller from mapping data frames inside the
 //! table region; on a real machine that would alias the tables, here it is harmless.
 
 use crate::addr::{Hpa, Pfn};

@@ -1,10 +1,10 @@
-//! Hardware models behind one seam, [`RemapUnit`] ([`unit`]): what the DMA API, the flush
+//! Hardware models behind one seam, [`RemapUnit`] ([`unit`](mod@unit)): what the DMA API, the flush
 //! policies and a hypervisor's host need from any I/O remapping unit, with the unit's
 //! invalidation capabilities as data ([`InvalidationCaps`]).
 //!
 //! | file | what it is | shared by |
 //! |---|---|---|
-//! | [`unit`] | the `RemapUnit` trait and `InvalidationCaps` | every unit |
+//! | [`unit`](mod@unit) | the `RemapUnit` trait and `InvalidationCaps` | every unit |
 //! | [`vtd`] | the Intel VT-d unit: root/context tables, second-level page tables, context cache | — |
 //! | [`iotlb`] | set-associative, domain-tagged, LRU IOTLB | every unit |
 //! | [`invalidate`] | invalidation requests (global/domain/page+mask), register vs queued | every unit |
@@ -12,7 +12,7 @@
 //! | [`memory`] | simulated physical memory holding translation tables | every unit |
 //! | [`error`] | `MapError` | every unit |
 //! | [`stats`] | `IommuStats` | every unit |
-//! | [`cost`] | `Cycles`, `CostModel` and its presets | everything |
+//! | [`cost`] | `CostModel` and its presets (cycles are `crate::clock::Cycles`) | everything |
 //!
 //! A [`Fault`] is an outcome, not an error (style L3): a device access that the tables deny
 //! is recorded in the fault log and counted, as VT-d's primary fault logging does. A

@@ -30,7 +30,7 @@ pub struct IommuStats {
     pub context_cache_misses: u64,
     /// Memory fetches by the hardware: root, context and page-table entries.
     pub walk_fetches: u64,
-    /// Calls to [`Vtd::translate`].
+    /// Calls to [`crate::hw::RemapUnit::translate`].
     pub translations: u64,
     /// Translations that faulted (recorded or dropped).
     pub faults: u64,

@@ -182,8 +182,8 @@ struct Slot {
     len: u64,
     sg: Vec<SgEntry<Gpa>>,
     is_sg: bool,
-    attrs: Option<MapAttrs>,
-    live: bool,
+    /// The attributes of the live mapping; `None` when unmapped or refused.
+    mapped: Option<MapAttrs>,
 }
 
 /// One guest running a workload (see the [module docs](self)).
@@ -285,17 +285,16 @@ impl<S: GuestStrategy> Guest<S> {
             } => {
                 self.bytes += len;
                 let attrs = MapAttrs { dir, dma_alloc };
-                // A zero-length map still concerns the page it points into.
-                let r =
-                    self.api
-                        .map_single_attrs(self.dev, cpu, guest_phys(phys), len.max(1), attrs);
+                let len = map_len(phys.get(), len);
+                let r = self
+                    .api
+                    .map_single_attrs(self.dev, cpu, guest_phys(phys), len, attrs);
                 let addr = Self::mapped(r)?;
                 let s = self.slot(slot);
                 s.is_sg = false;
                 s.addr = addr.unwrap_or_default();
-                s.len = len.max(1);
-                s.attrs = Some(attrs);
-                s.live = addr.is_some();
+                s.len = len;
+                s.mapped = addr.map(|_| attrs);
             }
             DmaOp::MapSg { slot, cpu, dir, .. } => {
                 let mut sg = std::mem::take(&mut self.slot(slot).sg);
@@ -313,15 +312,17 @@ impl<S: GuestStrategy> Guest<S> {
                 let s = self.slot(slot);
                 s.sg = sg;
                 s.is_sg = true;
-                s.attrs = Some(MapAttrs {
+                s.mapped = ok.then_some(MapAttrs {
                     dir,
                     dma_alloc: false,
                 });
-                s.live = ok;
             }
             DmaOp::Access { slot, access } => {
                 if self.cfg.protection_oracle
-                    && self.slots.get(slot as usize).is_some_and(|s| s.live)
+                    && self
+                        .slots
+                        .get(slot as usize)
+                        .is_some_and(|s| s.mapped.is_some())
                 {
                     let s = std::mem::take(&mut self.slots[slot as usize]);
                     for (addr, len) in Self::extents(&s) {
@@ -332,9 +333,12 @@ impl<S: GuestStrategy> Guest<S> {
                 }
             }
             DmaOp::Unmap { slot, cpu } => {
-                if self.slots.get(slot as usize).is_some_and(|s| s.live) {
+                let live = self
+                    .slots
+                    .get_mut(slot as usize)
+                    .and_then(|s| s.mapped.take());
+                if let Some(attrs) = live {
                     let s = std::mem::take(&mut self.slots[slot as usize]);
-                    let attrs = s.attrs.expect("a live slot was mapped");
                     if s.is_sg {
                         self.api.unmap_sg(self.dev, cpu, &s.sg, attrs.dir)?;
                     } else {
@@ -344,7 +348,7 @@ impl<S: GuestStrategy> Guest<S> {
                     if self.cfg.protection_oracle {
                         self.probe(&s)?;
                     }
-                    self.slots[slot as usize] = Slot { live: false, ..s };
+                    self.slots[slot as usize] = s;
                 }
             }
             DmaOp::Tick { now_ns } => {
@@ -789,5 +793,40 @@ mod tests {
             );
         }
         let _ = ApacheSendfile::new(ApacheSendfileConfig::default()).unwrap();
+    }
+
+    /// A corrupt trace length (here 2^60 bytes) maps at most `MAX_PAGES_PER_MAP` pages, the
+    /// same cap as the trace statistics and the libCacheSim export, instead of allocating
+    /// without bound.
+    #[test]
+    fn a_huge_map_length_is_capped() {
+        use crate::addr::{CpuId, DmaDirection, Hpa};
+        use crate::trace::oracle_general::MAX_PAGES_PER_MAP;
+        use crate::virt::strategy::Direct;
+        let cfg = GuestConfig {
+            strategy: Strategy::Direct,
+            guest_pages: 64,
+            protection_oracle: false,
+            ..GuestConfig::default()
+        };
+        let mut g = Guest::new(cfg.clone(), Direct::new(&cfg)).unwrap();
+        let w = crate::testing::ops::OpsWorkload::default();
+        let op = DmaOp::Map {
+            slot: 0,
+            cpu: CpuId::new(0),
+            device: 0,
+            phys: Hpa::new(0x1000),
+            len: 1 << 60,
+            dir: DmaDirection::ToDevice,
+            dma_alloc: false,
+        };
+        g.step(&w, op).unwrap();
+        let c = *g.backend().counters();
+        assert_eq!(c.maps, MAX_PAGES_PER_MAP);
+        // Pages beyond the 64-page guest are refused, so the buffer is.
+        assert_eq!(
+            (c.hits, c.refused, c.buffers_refused),
+            (63, MAX_PAGES_PER_MAP - 63, 1)
+        );
     }
 }

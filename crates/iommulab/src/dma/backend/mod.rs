@@ -6,7 +6,7 @@
 //! | backend | file | frames | what a map becomes |
 //! |---|---|---|---|
 //! | [`Native`] | `native.rs` | [`Hpa`](crate::addr::Hpa) | PTE writes in the local remapping unit (bare metal) |
-//! | `HypercallBackend` | `virt/backend/hypercall.rs` | [`Gpa`](crate::addr::Gpa) | a guest's request to its host, under a strategy and a batching mode (S1.1, S1.6) |
+//! | `HypercallBackend` | `virt/hypercall_backend.rs` | [`Gpa`](crate::addr::Gpa) | a guest's request to its host, under a strategy and a batching mode (S1.1, S1.6) |
 //!
 //! A backend is a type parameter of the DMA API, chosen at the configuration boundary, so
 //! the per-operation path is monomorphised.

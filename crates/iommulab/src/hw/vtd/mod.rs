@@ -12,7 +12,7 @@
 //! ```
 //!
 //! Software side: [`Vtd::map`] and [`Vtd::unmap`] write PTEs in simulated memory
-//! ([`memory`]) and charge `pte_set` / `pte_clear` to the CPU clock. They never touch the
+//! ([`crate::hw::memory`]) and charge `pte_set` / `pte_clear` to the CPU clock. They never touch the
 //! IOTLB: after an unmap the old translation stays usable by the device until software issues
 //! an invalidation (S0.3) — that window is what the flush policies trade against speed and the
 //! stale-access oracle detects. A non-present → present change needs no invalidation, only a
