@@ -17,6 +17,7 @@ use std::sync::Arc;
 
 use iommulab::addr::{Access, CpuId, DmaDirection, Hpa, Perm, Pfn};
 use iommulab::testing::ops::OpsWorkload;
+use iommulab::trace::oracle_general::MAX_PAGES_PER_MAP;
 use iommulab::virt::strategy::{Direct, OnDemand, Persistent, Shared, SingleUse};
 use iommulab::virt::{
     Batching, CacheOnly, EvictionPolicy, Fifo, FifoConfig, Guest, GuestConfig, GuestError,
@@ -294,4 +295,36 @@ proptest! {
 
 fn slot_id(slot: usize) -> u32 {
     u32::try_from(slot).expect("the test uses six slots")
+}
+
+/// A corrupt trace length (here 2^60 bytes) maps at most `MAX_PAGES_PER_MAP` pages, the
+/// same cap as the trace statistics and the libCacheSim export, instead of allocating
+/// without bound.
+#[test]
+fn a_huge_map_length_is_capped() {
+    let cfg = GuestConfig {
+        strategy: Strategy::Direct,
+        guest_pages: 64,
+        protection_oracle: false,
+        ..GuestConfig::default()
+    };
+    let mut g = Guest::new(cfg.clone(), Direct::new(&cfg)).unwrap();
+    let w = OpsWorkload::default();
+    let op = DmaOp::Map {
+        slot: 0,
+        cpu: CpuId::new(0),
+        device: 0,
+        phys: Hpa::new(0x1000),
+        len: 1 << 60,
+        dir: DmaDirection::ToDevice,
+        dma_alloc: false,
+    };
+    g.step(&w, op).unwrap();
+    let c = *g.backend().counters();
+    assert_eq!(c.maps, MAX_PAGES_PER_MAP);
+    // Pages beyond the 64-page guest are refused, so the buffer is.
+    assert_eq!(
+        (c.hits, c.refused, c.buffers_refused),
+        (63, MAX_PAGES_PER_MAP - 63, 1)
+    );
 }

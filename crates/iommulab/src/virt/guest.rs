@@ -794,39 +794,4 @@ mod tests {
         }
         let _ = ApacheSendfile::new(ApacheSendfileConfig::default()).unwrap();
     }
-
-    /// A corrupt trace length (here 2^60 bytes) maps at most `MAX_PAGES_PER_MAP` pages, the
-    /// same cap as the trace statistics and the libCacheSim export, instead of allocating
-    /// without bound.
-    #[test]
-    fn a_huge_map_length_is_capped() {
-        use crate::addr::{CpuId, DmaDirection, Hpa};
-        use crate::trace::oracle_general::MAX_PAGES_PER_MAP;
-        use crate::virt::strategy::Direct;
-        let cfg = GuestConfig {
-            strategy: Strategy::Direct,
-            guest_pages: 64,
-            protection_oracle: false,
-            ..GuestConfig::default()
-        };
-        let mut g = Guest::new(cfg.clone(), Direct::new(&cfg)).unwrap();
-        let w = crate::testing::ops::OpsWorkload::default();
-        let op = DmaOp::Map {
-            slot: 0,
-            cpu: CpuId::new(0),
-            device: 0,
-            phys: Hpa::new(0x1000),
-            len: 1 << 60,
-            dir: DmaDirection::ToDevice,
-            dma_alloc: false,
-        };
-        g.step(&w, op).unwrap();
-        let c = *g.backend().counters();
-        assert_eq!(c.maps, MAX_PAGES_PER_MAP);
-        // Pages beyond the 64-page guest are refused, so the buffer is.
-        assert_eq!(
-            (c.hits, c.refused, c.buffers_refused),
-            (63, MAX_PAGES_PER_MAP - 63, 1)
-        );
-    }
 }
