@@ -3,9 +3,10 @@
 
 use std::path::PathBuf;
 
+use iommulab::create_trace;
 use iommulab::experiment::ConfigError;
 use iommulab::mrc::{CurveRequest, Quotas, hit_rate_curve, trace_page_refs};
-use iommulab::trace::{TraceHeader, create_trace, open, stats};
+use iommulab::trace::{TraceHeader, open, stats};
 use iommulab::virt::EvictionConfig;
 use iommulab::workload::WorkloadConfig;
 use pyo3::prelude::*;

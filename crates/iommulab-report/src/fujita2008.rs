@@ -139,7 +139,7 @@ fn fujita2008_page(r: &Fujita2008Results) -> String {
 and unmapped, no data moved; {seconds} s of modeled time per run, mean of {repeats} runs (seeds 1..{repeats}; without device accesses the modeled clock does not depend on the seed, \
 so the spread is 0); \
 cost preset `vtd-2008` (Core 2 Duo E6850 3.0 GHz, Q35 VT-d: register-based invalidation, write-buffer flushes, \
-3-level tables). Software time is **modeled** from counted kernel primitives (see `crates/iommulab/src/hw/cost.rs`); \
+3-level tables). Software time is **modeled** from counted kernel primitives (see `crates/iommulab-hw/src/cost.rs`); \
 the measured wall time of iommulab's own code is in the last column for comparison.\n"
     );
     let _ = writeln!(p, "![Figure 4](figure4.svg)\n");

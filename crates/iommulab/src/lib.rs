@@ -28,31 +28,44 @@
 //! | [`experiment`] | configs, the one place enums become types, the runner, results, trace recording |
 //! | [`repro`] | reproductions of published results (Fujita & Mori 2008, Yassour et al. 2010) as typed data |
 //!
-//! The modules are layered (base → hw → os → virt; base → trace → workload → virt; the façade,
-//! [`experiment`], [`repro`] and [`Error`], on top) so that each layer can become its own
-//! crate; docs/architecture.md has the table and `tests/layering.rs` enforces it.
+//! The modules are layered, each layer its own crate (base → hw → os → virt; base → trace →
+//! workload → virt; this façade, [`experiment`], [`repro`] and [`Error`], on top), so the
+//! compiler refuses a lower layer that reaches up; docs/architecture.md has the map and
+//! `tests/layering.rs` checks the manifests.
 //!
-//! Cargo features: `test-utils` exports the naive oracles in [`testing`].
+//! Cargo features: `test-utils` exports the naive oracles in `testing`.
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations)]
 
-pub mod addr;
-pub mod clock;
-pub mod device;
-pub mod dma;
 pub mod error;
 pub mod experiment;
-pub mod flush;
-pub mod hash;
-pub mod hw;
-pub mod iova;
-pub mod mrc;
 pub mod repro;
-pub mod trace;
-pub mod virt;
-pub mod workload;
+
+// The layers, re-exported under the module names the whole code base and its users know.
+pub use iommulab_base::{addr, clock, hash};
+pub use iommulab_hw as hw;
+pub use iommulab_os::{device, dma, flush, iova};
+pub use iommulab_trace as trace;
+pub use iommulab_virt as virt;
+pub use iommulab_virt::{mrc, with_eviction, with_strategy};
+pub use iommulab_workload as workload;
 
 pub use error::{Error, Result};
 
 #[cfg(any(test, feature = "test-utils"))]
 pub mod testing;
+
+/// Creates a trace file for writing, the format chosen by the name: the trace crate's formats
+/// (`.iot`, `.csv`; [`trace::create_trace`]) and the libCacheSim export (`.oracleGeneral`,
+/// `.oracleGeneral.csv`; [`workload::oracle_general`], which replays the trace to find each
+/// map's pages), each optionally `.gz`. Nothing appears at `path` until the sink's `finish`.
+pub fn create_trace(
+    path: &std::path::Path,
+    header: &trace::TraceHeader,
+) -> std::result::Result<Box<dyn trace::EventSink>, trace::TraceError> {
+    if workload::oracle_general::format_of(path).is_some() {
+        workload::oracle_general::create(path, header)
+    } else {
+        trace::create_trace(path, header)
+    }
+}

@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use iommulab::addr::{Access, CpuId, DmaDirection, Hpa, Perm, Pfn};
 use iommulab::testing::ops::OpsWorkload;
-use iommulab::trace::oracle_general::MAX_PAGES_PER_MAP;
+use iommulab::trace::pages::MAX_PAGES_PER_MAP;
 use iommulab::virt::strategy::{Direct, OnDemand, Persistent, Shared, SingleUse};
 use iommulab::virt::{
     Batching, CacheOnly, EvictionPolicy, Fifo, FifoConfig, Guest, GuestConfig, GuestError,

@@ -10,10 +10,13 @@
 
 use std::path::{Path, PathBuf};
 
+use iommulab::create_trace;
 use iommulab::mrc::{self, CurveRequest, MrcMethod, Quotas, hit_rate_curve, trace_page_refs};
-use iommulab::trace::oracle_general::RECORD_BYTES;
-use iommulab::trace::{TraceFormat, copy_events, create_trace, open};
+use iommulab::trace::{
+    Event, EventKind, MemorySource, TraceFormat, TraceHeader, copy_events, open,
+};
 use iommulab::virt::{EvictionConfig, LruConfig, PageRef};
+use iommulab::workload::oracle_general::{OracleFormat, OracleGeneralWriter, RECORD_BYTES};
 
 fn trace_path() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -77,5 +80,110 @@ fn pinned_map_cache_hits_less_than_the_page_sequence_at_small_quotas() {
             seq.hit_rate[i]
         );
         assert!(pinned.refused[i] > 0 && seq.refused[i] == 0);
+    }
+}
+
+/// An event whose DMA address is its physical one (what identifies a mapping to the replay
+/// does not matter here).
+fn map(kind: EventKind, phys: Option<u64>, len: u64, nents: u32) -> Event {
+    let mut e = Event::new(kind);
+    e.phys = phys;
+    e.dma = phys;
+    e.len = len;
+    e.nents = nents;
+    e
+}
+
+/// Decodes 24-byte records into (time, obj, size, next).
+fn records(bytes: &[u8]) -> Vec<(u32, u64, u32, i64)> {
+    assert_eq!(bytes.len() % RECORD_BYTES, 0);
+    bytes
+        .chunks(RECORD_BYTES)
+        .map(|r| {
+            (
+                u32::from_le_bytes(r[0..4].try_into().unwrap()),
+                u64::from_le_bytes(r[4..12].try_into().unwrap()),
+                u32::from_le_bytes(r[12..16].try_into().unwrap()),
+                i64::from_le_bytes(r[16..24].try_into().unwrap()),
+            )
+        })
+        .collect()
+}
+
+/// The request stream is the page sequence the replay maps, event shape by event shape:
+/// merged scatter-gather lengths spread, a `map` without a physical address at its DMA
+/// address, one without a DMA address skipped, a list cut short by another event or by
+/// the end of the trace.
+#[test]
+fn requests_are_the_replays_page_sequence() {
+    let mut events = Vec::new();
+    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+    for i in 0..3000u64 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let page = (x >> 20) % 97;
+        let phys = (0x100 + page) << 12 | (x & 0xfff);
+        let len = 1 + (x >> 40) % 9000;
+        let mut e = map(EventKind::Map, Some(phys), len, 0);
+        e.time_ns = i * 700_000_000;
+        e.device = u16::from(!x.is_multiple_of(7)); // device 0 is `iommu`
+        match x % 11 {
+            0 => e.phys = None,
+            1 => e.dma = None,
+            2 => e.kind = EventKind::Unmap,
+            3 | 4 => {
+                e.kind = EventKind::MapSg;
+                e.nents = 1 + u32::try_from((x >> 8) % 4).unwrap();
+                e.len = 3 * 4096;
+                events.push(e);
+                for k in 0..e.nents {
+                    // Cut a list short now and then (x % 13 == 0).
+                    if k == 2 && x.is_multiple_of(13) {
+                        break;
+                    }
+                    let mut s = map(EventKind::SgSeg, Some(phys + u64::from(k) * 0x3000), 0, 0);
+                    s.len = if k == 0 { 4096 } else { 0 };
+                    s.time_ns = e.time_ns;
+                    s.device = e.device;
+                    events.push(s);
+                }
+                continue;
+            }
+            _ => {}
+        }
+        events.push(e);
+    }
+    // The last list is cut short by the end of the trace.
+    events.push(map(EventKind::MapSg, None, 8192, 3));
+    events.push(map(EventKind::SgSeg, Some(0x55_000), 4096, 0));
+    let header = TraceHeader {
+        devices: vec!["iommu".into(), "0000:00:04.0".into()],
+        source: "test".into(),
+    };
+    let refs = trace_page_refs(MemorySource::new(header.clone(), events.clone())).unwrap();
+    let want: Vec<u64> = refs
+        .iter()
+        .filter_map(|r| match *r {
+            PageRef::Map(g) => Some(g.get()),
+            PageRef::Unmap(_) => None,
+        })
+        .collect();
+    let mut w = OracleGeneralWriter::new(Vec::new(), OracleFormat::Binary);
+    w.set_devices(&header.devices);
+    for e in &events {
+        w.write(e).unwrap();
+    }
+    assert!(w.skipped() > 0 && w.report().skipped_iommu_events > 0);
+    let got = records(&w.finish().unwrap());
+    assert!(want.len() > 3000, "{}", want.len());
+    assert_eq!(got.iter().map(|r| r.1).collect::<Vec<_>>(), want);
+    // Each request carries its mapping's time; next_access_vtime points at the next.
+    assert!(got.windows(2).all(|w| w[0].0 <= w[1].0));
+    for (i, r) in got.iter().enumerate() {
+        if r.3 > 0 {
+            let j = usize::try_from(r.3 - 1).unwrap();
+            assert!(j > i && got[j].1 == r.1 && got[i + 1..j].iter().all(|o| o.1 != r.1));
+        }
     }
 }

@@ -3,10 +3,10 @@
 use std::path::Path;
 
 use anyhow::{Context, Result, bail};
+use iommulab::create_trace;
 use iommulab::experiment::record::generate as generate_trace;
 use iommulab::trace::{
-    EventSource, TraceFormat, TraceHeader, copy_events, create_trace, detect, open, open_ftrace,
-    stats,
+    EventSource, TraceFormat, TraceHeader, copy_events, detect, open, open_ftrace, stats,
 };
 use iommulab::workload::WorkloadConfig;
 use serde::Serialize;

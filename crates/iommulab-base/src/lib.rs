@@ -1,0 +1,15 @@
+//! The base layer of iommulab: what every other layer speaks.
+//!
+//! | module | what it holds |
+//! |---|---|
+//! | [`addr`] | `Iova`, `Hpa`, `Gpa`, `Pfn<A>`, `PageSize`, `DmaDirection`, `Perm`, `Bdf` |
+//! | [`clock`] | the modeled clock: `Cycles`, the CPU's `ClockRate` and their conversions |
+//! | [`hash`] | the fast hasher of the hot integer-keyed tables |
+//!
+//! It depends on no other iommulab crate (docs/architecture.md, "Crates").
+#![forbid(unsafe_code)]
+#![warn(missing_docs, missing_debug_implementations)]
+
+pub mod addr;
+pub mod clock;
+pub mod hash;

@@ -1,0 +1,45 @@
+//! Hardware models behind one seam, [`RemapUnit`] ([`unit`](mod@unit)): what the DMA API, the flush
+//! policies and a hypervisor's host need from any I/O remapping unit, with the unit's
+//! invalidation capabilities as data ([`InvalidationCaps`]).
+//!
+//! | file | what it is | shared by |
+//! |---|---|---|
+//! | [`unit`](mod@unit) | the `RemapUnit` trait and `InvalidationCaps` | every unit |
+//! | [`vtd`] | the Intel VT-d unit: root/context tables, second-level page tables, context cache | — |
+//! | [`iotlb`] | set-associative, domain-tagged, LRU IOTLB | every unit |
+//! | [`invalidate`] | invalidation requests (global/domain/page+mask), register vs queued | every unit |
+//! | [`fault`] | `Fault`, `FaultReason` and the bounded fault log | every unit |
+//! | [`memory`] | simulated physical memory holding translation tables | every unit |
+//! | [`error`] | `MapError` | every unit |
+//! | [`stats`] | `IommuStats` | every unit |
+//! | [`cost`] | `CostModel` and its presets (cycles are `crate::clock::Cycles`) | everything |
+//!
+//! A [`Fault`] is an outcome, not an error (style L3): a device access that the tables deny
+//! is recorded in the fault log and counted, as VT-d's primary fault logging does. A
+//! [`MapError`] is a caller bug (overlap, not mapped, misaligned).
+
+#![forbid(unsafe_code)]
+#![warn(missing_docs, missing_debug_implementations)]
+
+// The layers below, under the names the code uses (`crate::addr::Iova`): a crate names only
+// what its manifest lists, so the compiler enforces the layering (docs/architecture.md).
+use iommulab_base::{addr, clock};
+
+pub mod cost;
+pub mod error;
+pub mod fault;
+pub mod invalidate;
+pub mod iotlb;
+pub mod memory;
+pub mod stats;
+pub mod unit;
+pub mod vtd;
+
+pub use cost::{CostModel, CostPreset};
+pub use error::MapError;
+pub use fault::{Fault, FaultReason};
+pub use invalidate::{InvRequest, InvalidationInterface};
+pub use iotlb::{Iotlb, IotlbConfig, IotlbStats};
+pub use stats::IommuStats;
+pub use unit::{InvalidationCaps, RemapUnit};
+pub use vtd::{Vtd, VtdConfig};

@@ -1,0 +1,1055 @@
+//! Linux VT-d's IOVA allocator (S0.5): a red-black tree of used ranges, searched top-down
+//! with next-fit from a cached node (`drivers/iommu/iova.c`, `__alloc_and_insert_iova_range`).
+//!
+//! One node per live range (`struct iova { rb_node; pfn_hi; pfn_lo }`), keyed by `pfn_lo`.
+//! An allocation starts at `cached32_node` (limits at or below the 4 GiB boundary
+//! `dma_32bit_pfn`) or `cached_node`, walks downward with `rb_prev` and takes the first gap
+//! that fits, at the highest address in it aligned to `roundup_pow_of_two(size)`
+//! (`size_aligned = true`, as `alloc_iova_fast` always asks). If the walk reaches the bottom
+//! it retries once over the space above the cached node. A failure below 4 GiB records
+//! `max32_alloc_size` so later requests of that size fail at once, until something below
+//! 4 GiB is freed. An anchor node at pfn `!0` sits above the space, as in Linux. Pfn 0 is never
+//! handed out (dma-iommu's `start_pfn = 1`): the constructor rejects a space that holds it.
+//!
+//! Deviations from Linux:
+//! - nodes live in an arena (`Vec`) linked by `u32` indices and are recycled through a free
+//!   list instead of `kmem_cache`; `node_allocs` counts arena growth only (a slab miss), so a
+//!   steady state allocates nothing;
+//! - `free` looks a range up by its exact `[pfn, pfn + pages)` (Linux `find_iova` takes any
+//!   pfn inside a range and frees it whole) and rejects anything else without changing state;
+//! - the rebalancing is CLRS's (sentinel node, 3rd-edition transplant), not Linux's
+//!   `lib/rbtree.c`; the shapes and counts of rotations are the same kind, not identical.
+//!
+//! Counters: `tree_visits` counts every node touched by the search walk, the insert and
+//! find descents and `rb_prev`/`rb_next` steps; `tree_rebalances` counts rotations and
+//! recolourings; `lock_acquisitions` counts `iova_rbtree_lock`, once per alloc and per free.
+//!
+//! Complexity: insert, find and erase are `O(log n)`; the allocation walk is next-fit and
+//! `O(k)` in the number of live ranges it passes (the "linear search" Peleg's 4.7 rcache
+//! commit cites), `O(1)` expected for the LIFO-ish pattern of a DMA ring.
+
+use std::mem::size_of;
+
+use super::{IovaAllocator, IovaError, IovaStats};
+use crate::addr::{CpuId, Iova, Pfn};
+use crate::clock::{ClockRate, Cycles};
+
+/// The sentinel: index 0, always black, standing in for every NULL child (CLRS's `T.nil`).
+const NIL: u32 = 0;
+/// The anchor node (`iovad->anchor`), index 1, above all usable space.
+const ANCHOR: u32 = 1;
+/// `IOVA_ANCHOR`: the anchor's `pfn_lo == pfn_hi`.
+const IOVA_ANCHOR: u64 = u64::MAX;
+/// The 4 GiB boundary in 4 KiB pages (`dma_32bit_pfn = 1 << (32 - iova_shift)`).
+pub const DMA_32BIT_PFN: u64 = 1 << 20;
+/// The largest exclusive end a space may have: page numbers are at most 52 bits.
+pub const MAX_PFN: u64 = 1 << 52;
+
+/// Why a space `[start, end)` was rejected by an allocator constructor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum SpaceError {
+    /// The space holds no page.
+    #[error("empty IOVA space [{start:#x}, {end:#x})")]
+    Empty {
+        /// First page.
+        start: u64,
+        /// Exclusive end page.
+        end: u64,
+    },
+    /// The space holds pfn 0, which is never handed out (dma-iommu `start_pfn = 1`).
+    #[error("IOVA space starts at pfn 0, which is never handed out; start at pfn 1")]
+    HoldsPfnZero,
+    /// The space is larger than this allocator can represent.
+    #[error("IOVA space end {end:#x} is above the largest supported end {max:#x}")]
+    TooLarge {
+        /// Exclusive end page asked for.
+        end: u64,
+        /// Largest supported exclusive end page.
+        max: u64,
+    },
+}
+
+/// Validates `[start, end)` for an allocator that supports ends up to `max`.
+pub(crate) fn check_space(start: u64, end: u64, max: u64) -> Result<(), SpaceError> {
+    if start == 0 {
+        return Err(SpaceError::HoldsPfnZero);
+    }
+    if end <= start {
+        return Err(SpaceError::Empty { start, end });
+    }
+    if end > max {
+        return Err(SpaceError::TooLarge { end, max });
+    }
+    Ok(())
+}
+
+/// One used range `[pfn_lo, pfn_hi]` (inclusive, as Linux's `struct iova`) and its links.
+///
+/// `u32` links instead of pointers keep the node at 32 bytes (Linux: 40 with the
+/// `rb_node`'s parent-and-colour word). A free node reuses `left` as the free-list link.
+#[derive(Clone, Copy, Debug)]
+struct Node {
+    pfn_lo: u64,
+    pfn_hi: u64,
+    left: u32,
+    right: u32,
+    parent: u32,
+    red: bool,
+}
+
+impl Node {
+    const fn blank() -> Self {
+        Node {
+            pfn_lo: 0,
+            pfn_hi: 0,
+            left: NIL,
+            right: NIL,
+            parent: NIL,
+            red: false,
+        }
+    }
+}
+
+/// Bytes of metadata one live range costs.
+pub const NODE_BYTES: u64 = size_of::<Node>() as u64;
+
+/// Linux VT-d's red-black-tree IOVA allocator (see the module doc).
+///
+/// # Examples
+///
+/// ```
+/// use iommulab_base::addr::{CpuId, Pfn};
+/// use iommulab_os::iova::{IovaAllocator, RbTree};
+///
+/// // A 1 MiB space of 4 KiB pages: [1, 256).
+/// let mut t = RbTree::new(Pfn::new(1), Pfn::new(256)).unwrap();
+/// let a = t.alloc(CpuId::new(0), 4, Pfn::new(256)).unwrap();
+/// assert_eq!(a.get(), 252); // top-down, aligned to 4 pages
+/// t.free(CpuId::new(0), a, 4).unwrap();
+/// assert!(t.free(CpuId::new(0), a, 4).is_err()); // double free
+/// ```
+#[derive(Debug, Clone)]
+pub struct RbTree {
+    /// Arena: index 0 is the sentinel, 1 the anchor; the rest are ranges or free slots.
+    nodes: Vec<Node>,
+    root: u32,
+    /// Head of the recycled-node list (linked through `left`), `NIL` when empty.
+    free_head: u32,
+    cached_node: u32,
+    cached32_node: u32,
+    start_pfn: u64,
+    end_pfn: u64,
+    dma_32bit_pfn: u64,
+    /// "Size of last failed allocation" below 4 GiB: requests this large fail at once.
+    max32_alloc_size: u64,
+    live: u64,
+    stats: IovaStats,
+}
+
+impl RbTree {
+    /// An empty tree over `[start, end)` with the 4 GiB boundary at [`DMA_32BIT_PFN`].
+    pub fn new(start: Pfn<Iova>, end: Pfn<Iova>) -> Result<Self, SpaceError> {
+        Self::with_dma32_boundary(start, end, Pfn::new(DMA_32BIT_PFN))
+    }
+
+    /// An empty tree over `[start, end)` whose `cached32_node` serves limits at or below
+    /// `dma_32bit_pfn` (tests move it into small spaces to exercise both cached nodes).
+    pub fn with_dma32_boundary(
+        start: Pfn<Iova>,
+        end: Pfn<Iova>,
+        dma_32bit_pfn: Pfn<Iova>,
+    ) -> Result<Self, SpaceError> {
+        check_space(start.get(), end.get(), MAX_PFN)?;
+        let mut nodes = Vec::with_capacity(64);
+        nodes.push(Node::blank());
+        nodes.push(Node {
+            pfn_lo: IOVA_ANCHOR,
+            pfn_hi: IOVA_ANCHOR,
+            ..Node::blank()
+        });
+        Ok(RbTree {
+            nodes,
+            root: ANCHOR,
+            free_head: NIL,
+            cached_node: ANCHOR,
+            cached32_node: ANCHOR,
+            start_pfn: start.get(),
+            end_pfn: end.get(),
+            dma_32bit_pfn: dma_32bit_pfn.get(),
+            max32_alloc_size: dma_32bit_pfn.get(),
+            live: 0,
+            stats: IovaStats::default(),
+        })
+    }
+
+    /// Live ranges.
+    pub fn len(&self) -> u64 {
+        self.live
+    }
+
+    /// Whether no range is allocated.
+    pub fn is_empty(&self) -> bool {
+        self.live == 0
+    }
+
+    /// First page of the space.
+    pub fn space_start(&self) -> Pfn<Iova> {
+        Pfn::new(self.start_pfn)
+    }
+
+    /// The current `max32_alloc_size` (requests at least this large with a limit at or below
+    /// the 4 GiB boundary fail without a search).
+    pub fn max32_alloc_size(&self) -> u64 {
+        self.max32_alloc_size
+    }
+
+    /// The 4 GiB boundary this tree uses, in pages.
+    pub fn dma_32bit_pfn(&self) -> Pfn<Iova> {
+        Pfn::new(self.dma_32bit_pfn)
+    }
+
+    /// The live ranges in address order, as `(first page, pages)`. `O(n)`, not counted.
+    pub fn ranges(&self) -> Vec<(Pfn<Iova>, u64)> {
+        let mut out = Vec::with_capacity(usize::try_from(self.live).unwrap_or(0));
+        self.in_order(self.root, &mut |n: &Node| {
+            if n.pfn_lo != IOVA_ANCHOR {
+                out.push((Pfn::new(n.pfn_lo), n.pfn_hi - n.pfn_lo + 1));
+            }
+        });
+        out
+    }
+
+    /// Checks the red-black and ordering invariants and that the cached nodes are live;
+    /// `O(n)`, for tests. Returns a description of the first violation.
+    pub fn check_invariants(&self) -> Result<(), String> {
+        if self.nodes[NIL as usize].red {
+            return Err("sentinel is red".into());
+        }
+        if self.nodes[self.root as usize].red {
+            return Err("root is red".into());
+        }
+        if self.nodes[self.root as usize].parent != NIL {
+            return Err("root has a parent".into());
+        }
+        let mut count = 0u64;
+        let mut last_hi: Option<u64> = None;
+        let mut bad = None;
+        self.in_order(self.root, &mut |n: &Node| {
+            count += 1;
+            if last_hi.is_some_and(|h| n.pfn_lo <= h) && bad.is_none() {
+                bad = Some(format!(
+                    "range at {:#x} overlaps or is out of order",
+                    n.pfn_lo
+                ));
+            }
+            last_hi = Some(n.pfn_hi);
+        });
+        if let Some(b) = bad {
+            return Err(b);
+        }
+        if count != self.live + 1 {
+            return Err(format!(
+                "{count} nodes in tree, {} live + anchor",
+                self.live
+            ));
+        }
+        self.black_height(self.root)?;
+        for (name, c) in [
+            ("cached", self.cached_node),
+            ("cached32", self.cached32_node),
+        ] {
+            if !self.reachable(c) {
+                return Err(format!("{name} node {c} is not in the tree"));
+            }
+        }
+        Ok(())
+    }
+
+    fn black_height(&self, x: u32) -> Result<u32, String> {
+        if x == NIL {
+            return Ok(1);
+        }
+        let n = &self.nodes[x as usize];
+        for c in [n.left, n.right] {
+            if c != NIL && self.nodes[c as usize].parent != x {
+                return Err(format!("child {c} of {x} has a wrong parent"));
+            }
+            if n.red && self.nodes[c as usize].red {
+                return Err(format!("red node {x} has a red child"));
+            }
+        }
+        let l = self.black_height(n.left)?;
+        let r = self.black_height(n.right)?;
+        if l != r {
+            return Err(format!("black heights differ under {x}: {l} vs {r}"));
+        }
+        Ok(l + u32::from(!n.red))
+    }
+
+    fn reachable(&self, mut x: u32) -> bool {
+        if x == NIL {
+            return false;
+        }
+        while self.nodes[x as usize].parent != NIL {
+            let p = self.nodes[x as usize].parent;
+            let pn = &self.nodes[p as usize];
+            if pn.left != x && pn.right != x {
+                return false;
+            }
+            x = p;
+        }
+        x == self.root
+    }
+
+    fn in_order(&self, x: u32, f: &mut impl FnMut(&Node)) {
+        if x == NIL {
+            return;
+        }
+        let n = self.nodes[x as usize];
+        self.in_order(n.left, f);
+        f(&n);
+        self.in_order(n.right, f);
+    }
+
+    #[inline]
+    fn n(&self, x: u32) -> &Node {
+        &self.nodes[x as usize]
+    }
+
+    #[inline]
+    fn m(&mut self, x: u32) -> &mut Node {
+        &mut self.nodes[x as usize]
+    }
+
+    #[inline]
+    fn set_red(&mut self, x: u32, red: bool) {
+        let node = &mut self.nodes[x as usize];
+        if node.red != red {
+            node.red = red;
+            if x != NIL {
+                self.stats.tree_rebalances += 1;
+            }
+        }
+    }
+
+    /// `rb_prev`: the in-order predecessor, `NIL` if none.
+    fn prev(&mut self, mut x: u32) -> u32 {
+        let l = self.n(x).left;
+        if l != NIL {
+            x = l;
+            self.stats.tree_visits += 1;
+            while self.n(x).right != NIL {
+                x = self.n(x).right;
+                self.stats.tree_visits += 1;
+            }
+            return x;
+        }
+        let mut y = self.n(x).parent;
+        while y != NIL && x == self.n(y).left {
+            self.stats.tree_visits += 1;
+            x = y;
+            y = self.n(y).parent;
+        }
+        if y != NIL {
+            self.stats.tree_visits += 1;
+        }
+        y
+    }
+
+    /// `rb_next`: the in-order successor, `NIL` if none.
+    fn next(&mut self, mut x: u32) -> u32 {
+        let r = self.n(x).right;
+        if r != NIL {
+            x = r;
+            self.stats.tree_visits += 1;
+            while self.n(x).left != NIL {
+                x = self.n(x).left;
+                self.stats.tree_visits += 1;
+            }
+            return x;
+        }
+        let mut y = self.n(x).parent;
+        while y != NIL && x == self.n(y).right {
+            self.stats.tree_visits += 1;
+            x = y;
+            y = self.n(y).parent;
+        }
+        if y != NIL {
+            self.stats.tree_visits += 1;
+        }
+        y
+    }
+
+    fn rotate_left(&mut self, x: u32) {
+        let y = self.n(x).right;
+        let yl = self.n(y).left;
+        self.m(x).right = yl;
+        if yl != NIL {
+            self.m(yl).parent = x;
+        }
+        let xp = self.n(x).parent;
+        self.m(y).parent = xp;
+        if xp == NIL {
+            self.root = y;
+        } else if self.n(xp).left == x {
+            self.m(xp).left = y;
+        } else {
+            self.m(xp).right = y;
+        }
+        self.m(y).left = x;
+        self.m(x).parent = y;
+        self.stats.tree_rebalances += 1;
+    }
+
+    fn rotate_right(&mut self, x: u32) {
+        let y = self.n(x).left;
+        let yr = self.n(y).right;
+        self.m(x).left = yr;
+        if yr != NIL {
+            self.m(yr).parent = x;
+        }
+        let xp = self.n(x).parent;
+        self.m(y).parent = xp;
+        if xp == NIL {
+            self.root = y;
+        } else if self.n(xp).right == x {
+            self.m(xp).right = y;
+        } else {
+            self.m(xp).left = y;
+        }
+        self.m(y).right = x;
+        self.m(x).parent = y;
+        self.stats.tree_rebalances += 1;
+    }
+
+    /// A node slot: recycled from the free list, else a new arena slot (a "slab miss").
+    fn new_node(&mut self, pfn_lo: u64, pfn_hi: u64) -> Option<u32> {
+        let node = Node {
+            pfn_lo,
+            pfn_hi,
+            red: true,
+            ..Node::blank()
+        };
+        if self.free_head != NIL {
+            let z = self.free_head;
+            self.free_head = self.n(z).left;
+            *self.m(z) = node;
+            return Some(z);
+        }
+        let z = u32::try_from(self.nodes.len()).ok()?;
+        self.nodes.push(node);
+        self.stats.node_allocs += 1;
+        Some(z)
+    }
+
+    /// `iova_insert_rbtree` from `start` (the node just above the new range), then
+    /// `rb_insert_color`.
+    fn insert(&mut self, z: u32, start: u32) {
+        let key = self.n(z).pfn_lo;
+        let mut parent = NIL;
+        let mut x = if start != NIL { start } else { self.root };
+        let mut go_left = false;
+        while x != NIL {
+            self.stats.tree_visits += 1;
+            parent = x;
+            go_left = key < self.n(x).pfn_lo;
+            x = if go_left {
+                self.n(x).left
+            } else {
+                self.n(x).right
+            };
+        }
+        self.m(z).parent = parent;
+        if parent == NIL {
+            self.root = z;
+        } else if go_left {
+            self.m(parent).left = z;
+        } else {
+            self.m(parent).right = z;
+        }
+        self.insert_fixup(z);
+    }
+
+    fn insert_fixup(&mut self, mut z: u32) {
+        while self.n(self.n(z).parent).red {
+            let p = self.n(z).parent;
+            let g = self.n(p).parent;
+            if p == self.n(g).left {
+                let y = self.n(g).right;
+                if self.n(y).red {
+                    self.set_red(p, false);
+                    self.set_red(y, false);
+                    self.set_red(g, true);
+                    z = g;
+                } else {
+                    if z == self.n(p).right {
+                        z = p;
+                        self.rotate_left(z);
+                    }
+                    let p = self.n(z).parent;
+                    let g = self.n(p).parent;
+                    self.set_red(p, false);
+                    self.set_red(g, true);
+                    self.rotate_right(g);
+                }
+            } else {
+                let y = self.n(g).left;
+                if self.n(y).red {
+                    self.set_red(p, false);
+                    self.set_red(y, false);
+                    self.set_red(g, true);
+                    z = g;
+                } else {
+                    if z == self.n(p).left {
+                        z = p;
+                        self.rotate_right(z);
+                    }
+                    let p = self.n(z).parent;
+                    let g = self.n(p).parent;
+                    self.set_red(p, false);
+                    self.set_red(g, true);
+                    self.rotate_left(g);
+                }
+            }
+        }
+        let r = self.root;
+        self.set_red(r, false);
+    }
+
+    fn transplant(&mut self, u: u32, v: u32) {
+        let up = self.n(u).parent;
+        if up == NIL {
+            self.root = v;
+        } else if u == self.n(up).left {
+            self.m(up).left = v;
+        } else {
+            self.m(up).right = v;
+        }
+        // Writes the sentinel's parent when `v == NIL`, as CLRS does; the fixup reads it.
+        self.m(v).parent = up;
+    }
+
+    /// `rb_erase` (CLRS RB-DELETE with the 3rd-edition transplant, so node identities stay).
+    fn erase(&mut self, z: u32) {
+        let mut y = z;
+        let mut y_was_red = self.n(y).red;
+        let x;
+        if self.n(z).left == NIL {
+            x = self.n(z).right;
+            self.transplant(z, x);
+        } else if self.n(z).right == NIL {
+            x = self.n(z).left;
+            self.transplant(z, x);
+        } else {
+            y = self.n(z).right;
+            self.stats.tree_visits += 1;
+            while self.n(y).left != NIL {
+                y = self.n(y).left;
+                self.stats.tree_visits += 1;
+            }
+            y_was_red = self.n(y).red;
+            x = self.n(y).right;
+            if self.n(y).parent == z {
+                self.m(x).parent = y;
+            } else {
+                self.transplant(y, x);
+                let zr = self.n(z).right;
+                self.m(y).right = zr;
+                self.m(zr).parent = y;
+            }
+            self.transplant(z, y);
+            let zl = self.n(z).left;
+            self.m(y).left = zl;
+            self.m(zl).parent = y;
+            let zred = self.n(z).red;
+            self.m(y).red = zred;
+        }
+        if !y_was_red {
+            self.erase_fixup(x);
+        }
+        self.m(NIL).parent = NIL;
+    }
+
+    fn erase_fixup(&mut self, mut x: u32) {
+        while x != self.root && !self.n(x).red {
+            let p = self.n(x).parent;
+            if x == self.n(p).left {
+                let mut w = self.n(p).right;
+                if self.n(w).red {
+                    self.set_red(w, false);
+                    self.set_red(p, true);
+                    self.rotate_left(p);
+                    w = self.n(self.n(x).parent).right;
+                }
+                if !self.n(self.n(w).left).red && !self.n(self.n(w).right).red {
+                    self.set_red(w, true);
+                    x = self.n(x).parent;
+                } else {
+                    if !self.n(self.n(w).right).red {
+                        let wl = self.n(w).left;
+                        self.set_red(wl, false);
+                        self.set_red(w, true);
+                        self.rotate_right(w);
+                        w = self.n(self.n(x).parent).right;
+                    }
+                    let p = self.n(x).parent;
+                    let pred = self.n(p).red;
+                    self.set_red(w, pred);
+                    self.set_red(p, false);
+                    let wr = self.n(w).right;
+                    self.set_red(wr, false);
+                    self.rotate_left(p);
+                    x = self.root;
+                }
+            } else {
+                let mut w = self.n(p).left;
+                if self.n(w).red {
+                    self.set_red(w, false);
+                    self.set_red(p, true);
+                    self.rotate_right(p);
+                    w = self.n(self.n(x).parent).left;
+                }
+                if !self.n(self.n(w).right).red && !self.n(self.n(w).left).red {
+                    self.set_red(w, true);
+                    x = self.n(x).parent;
+                } else {
+                    if !self.n(self.n(w).left).red {
+                        let wr = self.n(w).right;
+                        self.set_red(wr, false);
+                        self.set_red(w, true);
+                        self.rotate_left(w);
+                        w = self.n(self.n(x).parent).left;
+                    }
+                    let p = self.n(x).parent;
+                    let pred = self.n(p).red;
+                    self.set_red(w, pred);
+                    self.set_red(p, false);
+                    let wl = self.n(w).left;
+                    self.set_red(wl, false);
+                    self.rotate_right(p);
+                    x = self.root;
+                }
+            }
+        }
+        self.set_red(x, false);
+    }
+
+    /// `iova_find_limit`: the lowest node with `pfn_lo >= limit_pfn` (the anchor when the
+    /// limit is above 4 GiB, Linux's "crude approximation").
+    fn find_limit(&mut self, limit_pfn: u64) -> u32 {
+        if limit_pfn > self.dma_32bit_pfn {
+            return ANCHOR;
+        }
+        let mut best = ANCHOR;
+        let mut x = self.root;
+        while x != NIL {
+            self.stats.tree_visits += 1;
+            if self.n(x).pfn_lo >= limit_pfn {
+                best = x;
+                x = self.n(x).left;
+            } else {
+                x = self.n(x).right;
+            }
+        }
+        best
+    }
+
+    /// The node holding exactly `[pfn_lo, pfn_hi]`, by an `O(log n)` descent.
+    fn find_exact(&mut self, pfn_lo: u64, pfn_hi: u64) -> Option<u32> {
+        let mut x = self.root;
+        while x != NIL {
+            self.stats.tree_visits += 1;
+            let n = self.n(x);
+            if pfn_lo < n.pfn_lo {
+                x = n.left;
+            } else if pfn_lo > n.pfn_lo {
+                x = n.right;
+            } else {
+                return (n.pfn_hi == pfn_hi && x != ANCHOR).then_some(x);
+            }
+        }
+        None
+    }
+
+    /// `__alloc_and_insert_iova_range(size, limit_pfn /*exclusive*/, size_aligned = true)`.
+    fn alloc_range(&mut self, size: u64, limit_pfn: u64) -> Option<u64> {
+        // `align_mask <<= fls_long(size - 1)`.
+        let shift = u64::BITS - (size - 1).leading_zeros();
+        let align_mask = if shift >= u64::BITS {
+            0
+        } else {
+            !0u64 << shift
+        };
+        if limit_pfn <= self.dma_32bit_pfn && size >= self.max32_alloc_size {
+            return None;
+        }
+        let mut curr = if limit_pfn <= self.dma_32bit_pfn {
+            self.cached32_node
+        } else {
+            self.cached_node
+        };
+        self.stats.tree_visits += 1;
+        let retry_pfn = self.n(curr).pfn_hi;
+        let mut high_pfn = limit_pfn;
+        let mut low_pfn = self.start_pfn;
+        loop {
+            let mut new_pfn;
+            let mut prev;
+            loop {
+                high_pfn = high_pfn.min(self.n(curr).pfn_lo);
+                new_pfn = high_pfn.wrapping_sub(size) & align_mask;
+                prev = curr;
+                curr = self.prev(curr);
+                if curr == NIL || new_pfn > self.n(curr).pfn_hi || new_pfn < low_pfn {
+                    break;
+                }
+            }
+            if high_pfn < size || new_pfn < low_pfn {
+                if low_pfn == self.start_pfn && retry_pfn < limit_pfn {
+                    // Retry once over the space above the cached node.
+                    high_pfn = limit_pfn;
+                    low_pfn = retry_pfn + 1;
+                    curr = self.find_limit(limit_pfn);
+                    continue;
+                }
+                self.max32_alloc_size = size;
+                return None;
+            }
+            let z = self.new_node(new_pfn, new_pfn + size - 1)?;
+            self.insert(z, prev);
+            // `__cached_rbnode_insert_update`.
+            if new_pfn + size - 1 < self.dma_32bit_pfn {
+                self.cached32_node = z;
+            } else {
+                self.cached_node = z;
+            }
+            return Some(new_pfn);
+        }
+    }
+
+    /// `__cached_rbnode_delete_update`, before the erase.
+    fn cached_delete_update(&mut self, z: u32) {
+        let (lo, hi) = (self.n(z).pfn_lo, self.n(z).pfn_hi);
+        let c32 = self.cached32_node;
+        if z == c32 || (hi < self.dma_32bit_pfn && lo >= self.n(c32).pfn_lo) {
+            self.cached32_node = self.next(z);
+        }
+        if lo < self.dma_32bit_pfn {
+            self.max32_alloc_size = self.dma_32bit_pfn;
+        }
+        if lo >= self.n(self.cached_node).pfn_lo {
+            self.cached_node = self.next(z);
+        }
+    }
+}
+
+impl IovaAllocator for RbTree {
+    fn alloc(&mut self, _cpu: CpuId, pages: u64, limit: Pfn<Iova>) -> Result<Pfn<Iova>, IovaError> {
+        let space = self.end_pfn - self.start_pfn;
+        if pages == 0 || pages > space {
+            return Err(IovaError::BadRequest { pages, space });
+        }
+        self.stats.lock_acquisitions += 1;
+        let limit_pfn = limit.get().min(self.end_pfn);
+        match self.alloc_range(pages, limit_pfn) {
+            Some(pfn) => {
+                self.stats.allocs += 1;
+                self.stats.slab_allocs += 1; // one `alloc_iova_mem` per insert
+                self.live += 1;
+                self.stats.peak_metadata_bytes =
+                    self.stats.peak_metadata_bytes.max(self.live * NODE_BYTES);
+                Ok(Pfn::new(pfn))
+            }
+            None => {
+                self.stats.failures += 1;
+                Err(IovaError::Exhausted {
+                    pages,
+                    limit: limit.get(),
+                })
+            }
+        }
+    }
+
+    fn free(&mut self, _cpu: CpuId, pfn: Pfn<Iova>, pages: u64) -> Result<(), IovaError> {
+        self.stats.lock_acquisitions += 1;
+        let not_allocated = IovaError::NotAllocated {
+            pfn: pfn.get(),
+            pages,
+        };
+        let lo = pfn.get();
+        let Some(hi) = pages.checked_sub(1).and_then(|p| lo.checked_add(p)) else {
+            return Err(not_allocated);
+        };
+        let Some(z) = self.find_exact(lo, hi) else {
+            return Err(not_allocated);
+        };
+        self.cached_delete_update(z);
+        self.erase(z);
+        let head = self.free_head;
+        *self.m(z) = Node {
+            left: head,
+            ..Node::blank()
+        };
+        self.free_head = z;
+        self.live -= 1;
+        self.stats.frees += 1;
+        self.stats.slab_frees += 1; // one `free_iova_mem` per erase
+        Ok(())
+    }
+
+    fn on_tick(&mut self, _now: Cycles, _clock: ClockRate) {}
+
+    fn stats(&self) -> &IovaStats {
+        &self.stats
+    }
+
+    fn metadata_bytes(&self) -> u64 {
+        self.live * NODE_BYTES
+    }
+
+    fn space_end(&self) -> Pfn<Iova> {
+        Pfn::new(self.end_pfn)
+    }
+
+    fn name(&self) -> &'static str {
+        "rbtree"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CPU: CpuId = CpuId::new(0);
+
+    /// A tree over `[start, end)` with the 4 GiB boundary at `dma32`.
+    fn tree(start: u64, end: u64, dma32: u64) -> RbTree {
+        RbTree::with_dma32_boundary(Pfn::new(start), Pfn::new(end), Pfn::new(dma32)).unwrap()
+    }
+
+    fn alloc(t: &mut RbTree, pages: u64, limit: u64) -> Result<u64, IovaError> {
+        let r = t.alloc(CPU, pages, Pfn::new(limit)).map(Pfn::get);
+        t.check_invariants().unwrap();
+        r
+    }
+
+    fn free(t: &mut RbTree, pfn: u64, pages: u64) -> Result<(), IovaError> {
+        let r = t.free(CPU, Pfn::new(pfn), pages);
+        t.check_invariants().unwrap();
+        r
+    }
+
+    fn assert_ranges(t: &RbTree, want: &[(u64, u64)]) {
+        let got: Vec<(u64, u64)> = t.ranges().into_iter().map(|(p, n)| (p.get(), n)).collect();
+        assert_eq!(got, want);
+    }
+
+    /// The node fits Linux's 40-byte `struct iova` budget (the brief's bound is 48).
+    #[test]
+    fn node_is_at_most_48_bytes() {
+        assert!(size_of::<Node>() <= 48, "{}", size_of::<Node>());
+        assert_eq!(NODE_BYTES, 32);
+    }
+
+    /// S0.5: allocation is top-down and next-fit: each range goes just below the last.
+    ///
+    /// ```text
+    /// pfn  1                 12  13  14  15  16 (end)
+    ///      |....free.........| c | b | a  a |
+    /// ```
+    #[test]
+    fn allocates_top_down_from_the_cached_node() {
+        let mut t = tree(1, 16, 1 << 20);
+        assert_eq!(alloc(&mut t, 2, 16), Ok(14)); // a: [14,16), aligned to 2
+        assert_eq!(alloc(&mut t, 1, 16), Ok(13)); // b
+        assert_eq!(alloc(&mut t, 1, 16), Ok(12)); // c
+        assert_ranges(&t, &[(12, 1), (13, 1), (14, 2)]);
+    }
+
+    /// Size-aligned: a 3-page range starts on a 4-page boundary (`roundup_pow_of_two`).
+    ///
+    /// ```text
+    /// pfn  1 ... 11 12 13 14 15 | 16 (end)
+    ///               [a  a  a] x |
+    /// ```
+    #[test]
+    fn aligns_to_the_rounded_up_power_of_two() {
+        let mut t = tree(1, 16, 1 << 20);
+        assert_eq!(alloc(&mut t, 1, 16), Ok(15)); // x
+        assert_eq!(alloc(&mut t, 3, 16), Ok(12)); // (15 - 3) & !3
+        assert_ranges(&t, &[(12, 3), (15, 1)]);
+    }
+
+    /// `__cached_rbnode_delete_update`: freeing at or above the cached node moves it to the
+    /// freed node's successor, so the hole is the next thing reused.
+    ///
+    /// ```text
+    /// pfn  12  13  14  15 | 16        free b, then alloc 1:   12  13  14  15
+    ///       c   b  [a  a] |                                    c   d  [a  a]
+    /// ```
+    #[test]
+    fn free_moves_the_cached_node_so_the_hole_is_reused() {
+        let mut t = tree(1, 16, 1 << 20);
+        assert_eq!(alloc(&mut t, 2, 16), Ok(14));
+        assert_eq!(alloc(&mut t, 1, 16), Ok(13));
+        assert_eq!(alloc(&mut t, 1, 16), Ok(12));
+        free(&mut t, 13, 1).unwrap();
+        assert_eq!(alloc(&mut t, 1, 16), Ok(13));
+        assert_eq!(alloc(&mut t, 1, 16), Ok(11));
+    }
+
+    /// The walk goes downward from the cached node; only when it reaches the bottom does it
+    /// retry once over the space above the cached node.
+    ///
+    /// ```text
+    /// pfn  1  2  3  4  5  6  7  8 | 9 (end)
+    ///      c [a  a]             d |
+    /// a: limit 4; c: next-fit below a although 4..9 is free; d: c's walk fails, retry from top
+    /// ```
+    #[test]
+    fn retries_above_the_cached_node_when_the_bottom_is_full() {
+        let mut t = tree(1, 9, 1 << 20);
+        assert_eq!(alloc(&mut t, 2, 4), Ok(2)); // a
+        assert_eq!(alloc(&mut t, 1, 9), Ok(1)); // c
+        assert_eq!(alloc(&mut t, 1, 9), Ok(8)); // d
+    }
+
+    /// `max32_alloc_size`: after a failure below 4 GiB, requests at least as large fail without
+    /// a search, smaller ones still search, and any free below 4 GiB resets it.
+    ///
+    /// ```text
+    /// pfn  1  2  3  4 | 5 (end)     4 pages aligned to 4 would need pfn 0
+    ///        [b  b]   |
+    /// ```
+    #[test]
+    fn max32_alloc_size_fails_fast_until_a_free() {
+        let mut t = tree(1, 5, 1 << 20);
+        assert!(matches!(
+            alloc(&mut t, 4, 5),
+            Err(IovaError::Exhausted { .. })
+        ));
+        assert_eq!(t.max32_alloc_size(), 4);
+        let visits = t.stats().tree_visits;
+        assert!(alloc(&mut t, 4, 5).is_err());
+        assert_eq!(t.stats().tree_visits, visits, "fast fail touches no node");
+        assert_eq!(alloc(&mut t, 2, 5), Ok(2)); // b
+        free(&mut t, 2, 2).unwrap();
+        assert_eq!(t.max32_alloc_size(), 1 << 20);
+        assert_eq!(t.stats().failures, 2);
+    }
+
+    /// Frees must name a live range exactly; anything else is an error and changes nothing.
+    ///
+    /// ```text
+    /// pfn  12  13  14  15 | 16
+    ///          [a   a   a]      (3 pages aligned to 4 → starts at 12; here a = [12,15))
+    /// ```
+    #[test]
+    fn rejects_partial_double_and_unknown_frees() {
+        let mut t = tree(1, 16, 1 << 20);
+        let a = alloc(&mut t, 3, 16).unwrap();
+        assert_eq!(a, 12);
+        let before = t.ranges();
+        for (pfn, pages) in [(a, 2), (a, 4), (a + 1, 2), (1, 1), (0, 0), (u64::MAX, 2)] {
+            assert_eq!(
+                free(&mut t, pfn, pages),
+                Err(IovaError::NotAllocated { pfn, pages })
+            );
+        }
+        assert_eq!(t.ranges(), before);
+        free(&mut t, a, 3).unwrap();
+        assert!(free(&mut t, a, 3).is_err());
+        assert!(t.is_empty());
+    }
+
+    /// Exhaustion is an error value, and every page can be handed out (pfn 0 never is).
+    ///
+    /// ```text
+    /// pfn  0 | 1  2  3  4  5  6  7  8 | 9
+    ///      x | all used                |
+    /// ```
+    #[test]
+    fn exhaustion_is_an_error_not_a_panic() {
+        let mut t = tree(1, 9, 1 << 20);
+        let mut got: Vec<u64> = (0..8).map(|_| alloc(&mut t, 1, 9).unwrap()).collect();
+        got.sort_unstable();
+        assert_eq!(got, (1..9).collect::<Vec<_>>());
+        assert_eq!(
+            alloc(&mut t, 1, 9),
+            Err(IovaError::Exhausted { pages: 1, limit: 9 })
+        );
+        assert_eq!(
+            alloc(&mut t, 9, 9),
+            Err(IovaError::BadRequest { pages: 9, space: 8 })
+        );
+        assert!(matches!(
+            alloc(&mut t, 0, 9),
+            Err(IovaError::BadRequest { .. })
+        ));
+    }
+
+    /// Nodes are recycled: a steady alloc/free loop never grows the arena.
+    #[test]
+    fn recycles_nodes_in_steady_state() {
+        let mut t = tree(1, 1 << 20, 1 << 20);
+        let mut ring = std::collections::VecDeque::new();
+        for i in 0..10_000u64 {
+            let pages = 1 + i % 4;
+            ring.push_back((t.alloc(CPU, pages, Pfn::new(1 << 20)).unwrap(), pages));
+            if ring.len() > 32 {
+                let (p, n) = ring.pop_front().unwrap();
+                t.free(CPU, p, n).unwrap();
+            }
+        }
+        t.check_invariants().unwrap();
+        assert_eq!(t.stats().node_allocs, 33);
+        assert_eq!(t.stats().lock_acquisitions, 10_000 + 10_000 - 32);
+        assert_eq!(t.stats().peak_metadata_bytes, 33 * NODE_BYTES);
+        assert_eq!(t.metadata_bytes(), 32 * NODE_BYTES);
+    }
+
+    /// Rejects spaces holding pfn 0, empty spaces and spaces above 52-bit page numbers.
+    #[test]
+    fn constructor_validates_the_space() {
+        let new = |s, e| RbTree::new(Pfn::new(s), Pfn::new(e)).map(|_| ());
+        assert_eq!(new(0, 10), Err(SpaceError::HoldsPfnZero));
+        assert_eq!(new(5, 5), Err(SpaceError::Empty { start: 5, end: 5 }));
+        assert!(matches!(
+            new(1, MAX_PFN + 1),
+            Err(SpaceError::TooLarge { .. })
+        ));
+        assert_eq!(new(1, MAX_PFN), Ok(()));
+    }
+
+    /// Random allocs and frees keep the red-black invariants (a cheap local fuzz; the
+    /// property tests check against the naive oracle).
+    #[test]
+    fn random_churn_keeps_invariants() {
+        let mut t = tree(1, 4096, 2048);
+        let mut live: Vec<(u64, u64)> = Vec::new();
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        for _ in 0..4000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            if !x.is_multiple_of(3) || live.is_empty() {
+                let pages = 1 + (x >> 8) % 9;
+                let limit = if (x >> 20).is_multiple_of(2) {
+                    2048
+                } else {
+                    4096
+                };
+                if let Ok(p) = alloc(&mut t, pages, limit) {
+                    assert!(p >= 1 && p + pages <= limit);
+                    live.push((p, pages));
+                }
+            } else {
+                let i = usize::try_from((x >> 16) % live.len() as u64).unwrap();
+                let (p, n) = live.swap_remove(i);
+                free(&mut t, p, n).unwrap();
+            }
+        }
+        assert_eq!(t.len(), live.len() as u64);
+        assert!(t.stats().tree_rebalances > 0);
+    }
+}

@@ -1,0 +1,22 @@
+//! The OS side of iommulab: what a kernel runs to drive a remapping unit.
+//!
+//! | module | what it holds |
+//! |---|---|
+//! | [`iova`] | rbtree, bitmap and magazine IOVA allocators (pure software: they use only the base layer) |
+//! | [`flush`] | strict, deferred, per-lap and flush-queue IOTLB flush policies |
+//! | [`dma`] | the DMA API (`map_single`, `map_sg`, ...), its map backends (native; the hypercall one is in the virtualization crate) and the dma-debug checker |
+//! | [`device`] | devices that issue DMA and the one stale-access oracle |
+//!
+//! It depends on the base and hardware crates only.
+#![forbid(unsafe_code)]
+#![warn(missing_docs, missing_debug_implementations)]
+
+// The layers below, under the names the code uses (`crate::addr::Iova`): a crate names only
+// what its manifest lists, so the compiler enforces the layering (docs/architecture.md).
+use iommulab_base::{addr, clock, hash};
+use iommulab_hw as hw;
+
+pub mod device;
+pub mod dma;
+pub mod flush;
+pub mod iova;

@@ -1,0 +1,531 @@
+//! Trace files by name: [`open_trace`] picks the reader from the content (magic bytes) and the
+//! extension, decompressing `.gz` and `.zst` transparently; [`create_trace`] picks the writer
+//! from the extension and writes through an [`OutputFile`]: a temporary file that is renamed
+//! into place on [`EventSink::finish`], so a failed conversion leaves no half-written output.
+//!
+//! The libCacheSim export (`.oracleGeneral`) replays the trace to find the pages each map
+//! touches, so it lives a layer up, in the workload crate's `oracle_general` module; the
+//! façade's `iommulab::create_trace` dispatches to it by name, as to the formats here.
+//!
+//! | extension | read | write |
+//! |---|---|---|
+//! | `.iot` | native ([`super::format`]) | native |
+//! | `.csv` | CSV ([`super::csv`]) | CSV |
+//! | `.oracleGeneral` | — | libCacheSim binary (workload crate, `oracle_general`) |
+//! | `.oracleGeneral.csv` | — | libCacheSim CSV |
+//! | any of these + `.gz` | gzip (multi-member) | gzip |
+//! | any of these + `.zst` | zstd (multi-frame, pure Rust `ruzstd`) | no (use `zstd`) |
+//!
+//! Compression is detected by magic bytes (`1f 8b`, `28 b5 2f fd`), not only by name.
+
+use std::fs::File;
+use std::io::{self, BufRead, BufReader, Cursor, Read, Write};
+use std::path::{Path, PathBuf};
+
+use flate2::bufread::MultiGzDecoder;
+use ruzstd::decoding::{FrameDecoder, StreamingDecoder};
+
+use super::csv::{BANNER, COLUMNS, CsvReader, CsvWriter};
+use super::format::{MAGIC, NativeReader, NativeWriter};
+use super::{Event, EventSource, TraceError, TraceHeader};
+
+const GZIP_MAGIC: [u8; 2] = [0x1f, 0x8b];
+const ZSTD_MAGIC: [u8; 4] = [0x28, 0xb5, 0x2f, 0xfd];
+
+/// Where trace events go: a writer of one of the formats.
+pub trait EventSink {
+    /// Grows the device table to `devices`, which starts with the table given so far (the
+    /// header's, then earlier calls). Text sources discover devices as they read;
+    /// [`copy_events`] calls this whenever the source's table grows.
+    fn set_devices(&mut self, devices: &[String]) -> Result<(), TraceError>;
+    /// Appends one event.
+    fn write(&mut self, e: &Event) -> Result<(), TraceError>;
+    /// Completes the output (trailer, flush; for files, the rename into place).
+    fn finish(self: Box<Self>) -> Result<(), TraceError>;
+}
+
+impl<W: Write> EventSink for NativeWriter<W> {
+    fn set_devices(&mut self, devices: &[String]) -> Result<(), TraceError> {
+        NativeWriter::set_devices(self, devices)
+    }
+    fn write(&mut self, e: &Event) -> Result<(), TraceError> {
+        NativeWriter::write(self, e)
+    }
+    fn finish(self: Box<Self>) -> Result<(), TraceError> {
+        NativeWriter::finish(*self).map(drop)
+    }
+}
+
+impl<W: Write> EventSink for CsvWriter<W> {
+    fn set_devices(&mut self, devices: &[String]) -> Result<(), TraceError> {
+        CsvWriter::set_devices(self, devices)
+    }
+    fn write(&mut self, e: &Event) -> Result<(), TraceError> {
+        CsvWriter::write(self, e)
+    }
+    fn finish(self: Box<Self>) -> Result<(), TraceError> {
+        CsvWriter::finish(*self).map(drop)
+    }
+}
+
+/// Copies every event of `src` into `dst`, growing `dst`'s device table as `src`'s grows.
+/// Returns the number of events. Does not call [`EventSink::finish`].
+pub fn copy_events(src: &mut dyn EventSource, dst: &mut dyn EventSink) -> Result<u64, TraceError> {
+    let mut known = src.header().devices.len();
+    dst.set_devices(&src.header().devices)?;
+    let mut n = 0;
+    let mut batch = Vec::new();
+    while src.read_batch(&mut batch)? != 0 {
+        // The header holds every device of the batch once the batch is read.
+        if src.header().devices.len() != known {
+            known = src.header().devices.len();
+            dst.set_devices(&src.header().devices)?;
+        }
+        for e in &batch {
+            dst.write(e)?;
+        }
+        n += batch.len() as u64;
+    }
+    if src.header().devices.len() != known {
+        dst.set_devices(&src.header().devices)?;
+    }
+    Ok(n)
+}
+
+/// Converts the trace at `from` into `to` (formats by name, see the module doc). Returns the
+/// number of events. On error, `to` is left untouched.
+pub fn convert(from: &Path, to: &Path) -> Result<u64, TraceError> {
+    let mut src = open_trace(from)?;
+    let mut dst = create_trace(to, src.header())?;
+    let n = copy_events(&mut *src, &mut *dst)?;
+    dst.finish()?;
+    Ok(n)
+}
+
+/// Lower-case file name of `path`, and whether it ends in `.gz`/`.zst` (stripped).
+pub fn name_parts(path: &Path) -> (String, Option<&'static str>) {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().to_lowercase())
+        .unwrap_or_default();
+    for ext in [".gz", ".zst"] {
+        if let Some(stem) = name.strip_suffix(ext) {
+            return (stem.to_owned(), Some(ext));
+        }
+    }
+    (name, None)
+}
+
+/// A zstd decoder that goes on across concatenated frames.
+struct ZstdFrames<R: BufRead> {
+    cur: Option<StreamingDecoder<R, FrameDecoder>>,
+}
+
+impl<R: BufRead> Read for ZstdFrames<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        loop {
+            let Some(dec) = self.cur.as_mut() else {
+                return Ok(0);
+            };
+            let n = dec.read(buf)?;
+            if n > 0 || buf.is_empty() {
+                return Ok(n);
+            }
+            let Some(dec) = self.cur.take() else {
+                return Ok(0);
+            };
+            let (mut src, frame) = dec.into_parts();
+            if src.fill_buf()?.is_empty() {
+                return Ok(0);
+            }
+            let next = StreamingDecoder::new_with_decoder(src, frame).map_err(io::Error::other)?;
+            self.cur = Some(next);
+        }
+    }
+}
+
+/// Opens `path` as text (or bytes), decompressing `.gz`/`.zst` transparently (detected by
+/// magic bytes). For importers of text formats such as Linux ftrace output.
+pub fn open_text(path: &Path) -> Result<Box<dyn BufRead>, TraceError> {
+    let io_err = |source| TraceError::Io {
+        path: path.to_owned(),
+        source,
+    };
+    let file = File::open(path).map_err(io_err)?;
+    let mut r = BufReader::with_capacity(64 * 1024, file);
+    let head = r.fill_buf().map_err(io_err)?;
+    if head.starts_with(&GZIP_MAGIC) {
+        let gz = MultiGzDecoder::new(r);
+        Ok(Box::new(BufReader::with_capacity(64 * 1024, gz)))
+    } else if head.starts_with(&ZSTD_MAGIC) {
+        let dec = StreamingDecoder::new(r).map_err(|e| TraceError::Corrupt {
+            path: path.to_owned(),
+            offset: 0,
+            what: format!("bad zstd frame header: {e}"),
+        })?;
+        let z = ZstdFrames { cur: Some(dec) };
+        Ok(Box::new(BufReader::with_capacity(64 * 1024, z)))
+    } else {
+        Ok(Box::new(r))
+    }
+}
+
+/// Opens a trace for reading: native (`.iot`) or CSV, optionally `.gz`/`.zst` compressed.
+/// The format comes from the content (the native magic; a CSV banner or column line), then
+/// the name. Anything else is [`TraceError::Unsupported`]; Linux ftrace text goes through the
+/// ftrace importer (which reads compressed files with [`open_text`]).
+pub fn open_trace(path: &Path) -> Result<Box<dyn EventSource>, TraceError> {
+    let mut r = open_text(path)?;
+    // Read the first bytes in full (a decompressor may hand them over in pieces).
+    let mut head = Vec::with_capacity(16);
+    (&mut r)
+        .take(16)
+        .read_to_end(&mut head)
+        .map_err(|source| TraceError::Io {
+            path: path.to_owned(),
+            source,
+        })?;
+    let (name, _) = name_parts(path);
+    let is_native = head.starts_with(&MAGIC);
+    // Our banner or the column line; not any `#` (ftrace output starts with `# tracer:`).
+    let looks_csv =
+        head.starts_with(&BANNER.as_bytes()[..10]) || head.starts_with(&COLUMNS.as_bytes()[..8]);
+    let r = Cursor::new(head).chain(r);
+    if is_native || name.ends_with(".iot") {
+        Ok(Box::new(NativeReader::new(r, path.to_owned())?))
+    } else if looks_csv || name.ends_with(".csv") {
+        Ok(Box::new(CsvReader::new(r, path.to_owned())?))
+    } else {
+        Err(TraceError::Unsupported {
+            path: path.to_owned(),
+            what: "not an iommulab trace: reads native .iot and CSV (.csv) traces, optionally \
+                   compressed as .gz or .zst; import Linux ftrace text with the ftrace importer"
+                .to_owned(),
+        })
+    }
+}
+
+/// A file written under a temporary name beside the target, renamed into place by
+/// [`AtomicFile::commit`] and removed if dropped before.
+#[derive(Debug)]
+struct AtomicFile {
+    file: Option<File>,
+    tmp: PathBuf,
+    target: PathBuf,
+}
+
+impl AtomicFile {
+    fn create(target: &Path) -> io::Result<Self> {
+        let name = target
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let tmp = target.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
+        let file = File::create(&tmp)?;
+        Ok(AtomicFile {
+            file: Some(file),
+            tmp,
+            target: target.to_owned(),
+        })
+    }
+
+    fn commit(mut self) -> io::Result<()> {
+        if let Some(f) = self.file.take() {
+            f.sync_all()?;
+        }
+        std::fs::rename(&self.tmp, &self.target)
+    }
+
+    fn file(&mut self) -> io::Result<&mut File> {
+        self.file
+            .as_mut()
+            .ok_or_else(|| io::Error::other("write after commit"))
+    }
+}
+
+impl Drop for AtomicFile {
+    fn drop(&mut self) {
+        if self.file.take().is_some() {
+            let _ = std::fs::remove_file(&self.tmp);
+        }
+    }
+}
+
+impl Write for AtomicFile {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.file()?.write(buf)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.file()?.flush()
+    }
+}
+
+/// The byte stream under a file sink: plain or gzip (by the name's `.gz`), written under a
+/// temporary name and renamed into place by [`OutputFile::commit`]; dropped before that, it
+/// removes the temporary file, so no half-written output is ever left behind.
+#[derive(Debug)]
+pub struct OutputFile(Output);
+
+#[derive(Debug)]
+enum Output {
+    Plain(AtomicFile),
+    Gz(flate2::write::GzEncoder<AtomicFile>),
+}
+
+impl OutputFile {
+    /// Creates the temporary file beside `path`, gzip-compressed if the name ends in `.gz`.
+    /// `.zst` is refused (ruzstd only decodes).
+    pub fn create(path: &Path) -> Result<Self, TraceError> {
+        let (_, compression) = name_parts(path);
+        if compression == Some(".zst") {
+            return Err(TraceError::Unsupported {
+                path: path.to_owned(),
+                what: "cannot write .zst (ruzstd only decodes here): write .gz, or compress \
+                       the output with `zstd`"
+                    .to_owned(),
+            });
+        }
+        let file = AtomicFile::create(path).map_err(|source| TraceError::Io {
+            path: path.to_owned(),
+            source,
+        })?;
+        Ok(OutputFile(if compression == Some(".gz") {
+            Output::Gz(flate2::write::GzEncoder::new(
+                file,
+                flate2::Compression::default(),
+            ))
+        } else {
+            Output::Plain(file)
+        }))
+    }
+
+    /// Finishes the compression, syncs, and renames the file into place.
+    pub fn commit(self) -> Result<(), TraceError> {
+        let target = match &self.0 {
+            Output::Plain(f) => f.target.clone(),
+            Output::Gz(g) => g.get_ref().target.clone(),
+        };
+        let done = match self.0 {
+            Output::Plain(f) => f.commit(),
+            Output::Gz(g) => g.finish().and_then(AtomicFile::commit),
+        };
+        done.map_err(|source| TraceError::Io {
+            path: target,
+            source,
+        })
+    }
+}
+
+impl Write for OutputFile {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match &mut self.0 {
+            Output::Plain(f) => f.write(buf),
+            Output::Gz(g) => g.write(buf),
+        }
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        match &mut self.0 {
+            Output::Plain(f) => f.flush(),
+            Output::Gz(g) => g.flush(),
+        }
+    }
+}
+
+/// A sink writing to a file through [`OutputFile`].
+#[derive(Debug)]
+enum FileSink {
+    Native(NativeWriter<OutputFile>),
+    Csv(CsvWriter<OutputFile>),
+}
+
+impl FileSink {
+    fn as_sink(&mut self) -> &mut dyn EventSink {
+        match self {
+            FileSink::Native(w) => w,
+            FileSink::Csv(w) => w,
+        }
+    }
+}
+
+impl EventSink for FileSink {
+    fn set_devices(&mut self, devices: &[String]) -> Result<(), TraceError> {
+        self.as_sink().set_devices(devices)
+    }
+    fn write(&mut self, e: &Event) -> Result<(), TraceError> {
+        self.as_sink().write(e)
+    }
+    fn finish(self: Box<Self>) -> Result<(), TraceError> {
+        match *self {
+            FileSink::Native(w) => w.finish()?,
+            FileSink::Csv(w) => w.finish()?,
+        }
+        .commit()
+    }
+}
+
+/// Creates a trace file for writing, the format chosen by the name (see the module doc). The
+/// data goes to a temporary file beside `path`, renamed to `path` by
+/// [`EventSink::finish`]; dropping the sink without finishing removes it.
+///
+/// An `.oracleGeneral` name is refused here with a pointer to the façade's
+/// `iommulab::create_trace`, which writes it through the replay.
+pub fn create_trace(path: &Path, header: &TraceHeader) -> Result<Box<dyn EventSink>, TraceError> {
+    let (name, _) = name_parts(path);
+    let unsupported = |what: &str| TraceError::Unsupported {
+        path: path.to_owned(),
+        what: what.to_owned(),
+    };
+    let native = if name.ends_with(".oraclegeneral") || name.ends_with(".oraclegeneral.csv") {
+        return Err(unsupported(
+            "the libCacheSim export replays the trace: write it with iommulab::create_trace \
+             (the workload layer's oracle_general module)",
+        ));
+    } else if name.ends_with(".iot") {
+        true
+    } else if name.ends_with(".csv") {
+        false
+    } else {
+        return Err(unsupported(
+            "unknown output format: name it .iot, .csv, .oracleGeneral or \
+             .oracleGeneral.csv (optionally + .gz)",
+        ));
+    };
+    // Validate before creating any file.
+    if let Some(what) = super::format::header_problem(&header.devices) {
+        return Err(TraceError::Invalid {
+            path: path.to_owned(),
+            what,
+        });
+    }
+    let out = OutputFile::create(path)?;
+    let p = path.to_owned();
+    let sink = if native {
+        FileSink::Native(NativeWriter::with_path(out, header, p)?)
+    } else {
+        FileSink::Csv(CsvWriter::with_path(out, header, p)?)
+    };
+    Ok(Box::new(sink))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::format::synthetic;
+
+    fn write_with(path: &Path, header: &TraceHeader, events: &[Event]) {
+        let mut sink = create_trace(path, header).unwrap();
+        sink.set_devices(&header.devices).unwrap();
+        for e in events {
+            sink.write(e).unwrap();
+        }
+        sink.finish().unwrap();
+    }
+
+    fn read_all(path: &Path) -> (TraceHeader, Vec<Event>) {
+        let mut src = open_trace(path).unwrap();
+        let mut v = Vec::new();
+        while let Some(e) = src.next_event().unwrap() {
+            v.push(e);
+        }
+        (src.header().clone(), v)
+    }
+
+    #[test]
+    fn every_readable_format_round_trips_through_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let (h, ev) = synthetic(3_000, 5);
+        for name in ["t.iot", "t.csv", "t.iot.gz", "t.CSV.GZ"] {
+            let p = dir.path().join(name);
+            write_with(&p, &h, &ev);
+            assert_eq!(read_all(&p), (h.clone(), ev.clone()), "{name}");
+        }
+        // Only the finished files remain: no temporaries.
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 4);
+    }
+
+    #[test]
+    fn compression_is_detected_by_content_not_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let (h, ev) = synthetic(500, 6);
+        let gz = dir.path().join("t.iot.gz");
+        write_with(&gz, &h, &ev);
+        let renamed = dir.path().join("mystery.bin");
+        std::fs::rename(&gz, &renamed).unwrap();
+        assert_eq!(read_all(&renamed), (h, ev));
+    }
+
+    #[test]
+    fn reads_zstd_including_concatenated_frames() {
+        use ruzstd::encoding::{CompressionLevel, compress_to_vec};
+        let dir = tempfile::tempdir().unwrap();
+        let (h, ev) = synthetic(2_000, 8);
+        let csv = dir.path().join("t.csv");
+        write_with(&csv, &h, &ev);
+        let text = std::fs::read(&csv).unwrap();
+        let (a, b) = text.split_at(text.len() / 2);
+        let mut z = compress_to_vec(a, CompressionLevel::Fastest);
+        z.extend(compress_to_vec(b, CompressionLevel::Fastest));
+        let zst = dir.path().join("t.csv.zst");
+        std::fs::write(&zst, z).unwrap();
+        assert_eq!(read_all(&zst), (h, ev));
+    }
+
+    #[test]
+    fn text_that_is_not_a_trace_is_unsupported() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("trace.txt");
+        std::fs::write(
+            &p,
+            "# tracer: nop\n  fio-1234 [001] ....  12.3: dma_map_page: ...\n",
+        )
+        .unwrap();
+        let err = open_trace(&p).err().unwrap();
+        assert!(matches!(err, TraceError::Unsupported { .. }), "{err}");
+        assert!(err.to_string().contains(".iot"), "{err}");
+        let mut text = String::new();
+        open_text(&p).unwrap().read_to_string(&mut text).unwrap();
+        assert!(text.contains("dma_map_page"));
+    }
+
+    #[test]
+    fn failed_conversion_leaves_no_output() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("out.iot");
+        let h = TraceHeader {
+            devices: vec!["a".into()],
+            source: String::new(),
+        };
+        let mut sink = create_trace(&out, &h).unwrap();
+        let mut e = Event::new(crate::EventKind::Map);
+        sink.write(&e).unwrap();
+        e.device = 7;
+        assert!(sink.write(&e).is_err());
+        drop(sink);
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+        assert!(create_trace(&dir.path().join("x.zst"), &h).is_err());
+        assert!(create_trace(&dir.path().join("x.txt"), &h).is_err());
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn convert_grows_device_table_from_csv() {
+        let dir = tempfile::tempdir().unwrap();
+        let csv = dir.path().join("in.csv");
+        std::fs::write(
+            &csv,
+            "time_ns,cpu,device,kind,dir,dma,phys,len,nents\n\
+             1,0,b,map,NONE,0x10,0x20,1,0\n2,0,a,map,NONE,0x10,,1,0\n",
+        )
+        .unwrap();
+        let iot = dir.path().join("out.iot");
+        assert_eq!(convert(&csv, &iot).unwrap(), 2);
+        let (h, ev) = read_all(&iot);
+        assert_eq!(h.devices, ["b", "a"]);
+        assert_eq!(ev[1].device, 1);
+        // The libCacheSim export is a layer up (it replays): refused here, nothing written.
+        let og = dir.path().join("out.oracleGeneral");
+        let e = convert(&iot, &og).unwrap_err().to_string();
+        assert!(e.contains("iommulab::create_trace"), "{e}");
+        assert!(!og.exists());
+    }
+}

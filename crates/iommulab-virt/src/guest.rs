@@ -1,0 +1,796 @@
+//! One guest with a directly assigned device (S1.1, S1.5–S1.11), run through the one DMA API:
+//! the workload's driver calls go to a [`DmaApi`] in identity addressing over a
+//! [`HypercallBackend`] (strategy × batching × the host), and the device's accesses are
+//! translated by the host's IOMMU and classified by the DMA API's stale-access oracle
+//! (`device::StaleOracle`).
+//!
+//! ```text
+//!  Workload ──► Guest::step ──► DmaApi<NoIova, Strict, HypercallBackend<S>> ──► Host (VT-d)
+//!                 │               (Translation::Identity: DMA address = guest-physical)
+//!                 └─ after an unmap the device probes the pages no DMA uses any more
+//!                    (read, then write): each that goes through is a stale access (S1.11)
+//! ```
+//!
+//! The workload's buffer addresses are the physical addresses of the machine it runs on:
+//! here the guest's, so they are taken as guest-physical ([`guest_phys`]); a buffer concerns
+//! the 4 KiB guest pages it spans (every segment's, for `MapSg`).
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use crate::addr::{Bdf, Gpa, Hpa, Iova, PAGE_4K, Pfn};
+use crate::balloon::QuotaPolicy;
+use crate::dma::{
+    BackendError, DeviceHandle, DmaApi, DmaConfig, DmaError, MapAttrs, SgEntry, Translation,
+};
+use crate::flush::Strict;
+use crate::host::{GUEST_DEVICE, Host, HostConfig};
+use crate::hw::{CostModel, InvalidationInterface};
+use crate::hypercall::HypercallError;
+use crate::hypercall_backend::{Batching, HypercallBackend};
+use crate::iova::NoIova;
+use crate::strategy::{CacheOnly, GuestStrategy, Strategy};
+use crate::workload::{DmaOp, Workload, WorkloadError};
+use crate::{EvictionConfig, Lookahead, MapCacheStats, PageRef};
+
+/// One guest's DMA-mapping configuration.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct GuestConfig {
+    /// The strategy.
+    pub strategy: Strategy,
+    /// Map-cache quota in pages (`on-demand` only).
+    pub quota: u64,
+    /// Eviction policy of the map cache.
+    pub eviction: EvictionConfig,
+    /// Hypercall batching.
+    pub batching: Batching,
+    /// Relaxation of `on-demand` / `persistent` (S1.11).
+    pub cache_only: CacheOnly,
+    /// Cycle costs (`kvm-2010`: S1.10).
+    pub cost: CostModel,
+    /// Guest memory in 4 KiB pages (default 524288 = 2 GiB: the built-in workloads'
+    /// buffers live at 1–1.25 GiB, see `workload::page_alloc`).
+    pub guest_pages: u64,
+    /// Link rate for `cpu_utilization`, in Mb/s (1000: Yassour's 1 GbE).
+    pub link_mbps: u64,
+    /// Run the stale-access oracle and check device accesses through the IOMMU.
+    pub protection_oracle: bool,
+    /// Quota over time (`on-demand`), applied at the workload's `Tick`s (S1.7).
+    pub quota_policy: Option<QuotaPolicy>,
+}
+
+impl Default for GuestConfig {
+    fn default() -> Self {
+        Self {
+            strategy: Strategy::OnDemand,
+            quota: 4096,
+            eviction: EvictionConfig::default(),
+            batching: Batching::None,
+            cache_only: CacheOnly::All,
+            cost: CostModel::KVM_2010,
+            guest_pages: 1 << 19,
+            link_mbps: 1000,
+            protection_oracle: true,
+            quota_policy: None,
+        }
+    }
+}
+
+/// What one guest run measured (style L13). Counts after setup (`direct`'s up-front
+/// mapping is in `setup_*`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct GuestResult {
+    /// Strategy name.
+    pub strategy: String,
+    /// Eviction policy name (`on-demand`, `persistent`).
+    pub eviction: String,
+    /// Batching mode name.
+    pub batching: String,
+    /// Quota in pages.
+    pub quota: u64,
+    /// Driver buffer maps.
+    pub buffers: u64,
+    /// Buffer maps that failed (a page refused).
+    pub buffers_refused: u64,
+    /// Page maps (`hits + misses + refused`).
+    pub maps: u64,
+    /// Page maps served without a hypercall.
+    pub hits: u64,
+    /// Page maps that needed a map request.
+    pub misses: u64,
+    /// Page maps refused.
+    pub refused: u64,
+    /// `hits / maps`.
+    pub hit_rate: f64,
+    /// Hypercalls after setup.
+    pub hypercalls: u64,
+    /// Mean pages (map + unmap requests) per hypercall.
+    pub pages_per_hypercall: f64,
+    /// Most pages in one hypercall.
+    pub max_pages_per_hypercall: u64,
+    /// Map requests (pages).
+    pub map_requests: u64,
+    /// Unmap requests (pages).
+    pub unmap_requests: u64,
+    /// IOTLB invalidations (page-selective).
+    pub iotlb_invalidations: u64,
+    /// Write-buffer flushes.
+    pub write_buffer_flushes: u64,
+    /// Modeled CPU cycles of mapping work (hypercalls, host bookkeeping, IOMMU).
+    pub cycles: u64,
+    /// `cycles / maps`.
+    pub cycles_per_map: f64,
+    /// Bytes of the buffers mapped (the link time's payload).
+    pub bytes: u64,
+    /// Mapping CPU at the link rate: `cycles / (bytes × 8 / link_bps) / (GHz × 1e9)`.
+    pub cpu_utilization: f64,
+    /// Pages the driver had unmapped that the device could still access.
+    pub stale_accesses: u64,
+    /// Of those, pages it could still write.
+    pub stale_writes: u64,
+    /// Device accesses to in-flight buffers that faulted (0 unless the model is wrong).
+    pub faulted_accesses: u64,
+    /// Host pinned pages at the end.
+    pub pinned_at_end: u64,
+    /// Hypercalls and cycles of setup (`direct`).
+    pub setup_hypercalls: u64,
+    /// Cycles of setup.
+    pub setup_cycles: u64,
+    /// The map cache's counters (`on-demand`, `persistent`).
+    pub cache: Option<MapCacheStats>,
+}
+
+/// Why a guest run failed.
+#[derive(Debug, thiserror::Error)]
+pub enum GuestError {
+    /// The map cache could not be built (e.g. an offline policy without a lookahead).
+    #[error(transparent)]
+    Cache(#[from] super::Error),
+    /// The workload failed (a bad trace).
+    #[error(transparent)]
+    Workload(#[from] WorkloadError),
+    /// The host refused a hypercall the guest model believed valid (a model bug).
+    #[error("host refused a hypercall: {0}")]
+    Host(#[from] HypercallError),
+    /// The guest's DMA layer refused a driver call (a model bug or a bad trace).
+    #[error(transparent)]
+    Dma(#[from] DmaError),
+    /// A page released more often than it was mapped (a model bug).
+    #[error("guest page {gfn:#x} released but not in flight")]
+    NotInFlight {
+        /// The page.
+        gfn: u64,
+    },
+}
+
+/// The guest-physical address of a workload buffer: a workload generates the physical
+/// addresses of the machine it runs on, and the guest's machine is its guest-physical
+/// memory (the one place a workload address becomes a guest address).
+pub const fn guest_phys(phys: Hpa) -> Gpa {
+    Gpa::new(phys.get())
+}
+
+/// The guest's DMA layer: [`DmaApi`] over a [`HypercallBackend`].
+pub type GuestDmaApi<S> = DmaApi<NoIova, Strict, HypercallBackend<S>>;
+
+#[derive(Clone, Debug, Default)]
+struct Slot {
+    /// `map_single`'s DMA address and length, or the sg list.
+    addr: Iova,
+    len: u64,
+    sg: Vec<SgEntry<Gpa>>,
+    is_sg: bool,
+    /// The attributes of the live mapping; `None` when unmapped or refused.
+    mapped: Option<MapAttrs>,
+}
+
+/// One guest running a workload (see the [module docs](self)).
+#[derive(Debug)]
+pub struct Guest<S: GuestStrategy> {
+    cfg: GuestConfig,
+    api: GuestDmaApi<S>,
+    dev: DeviceHandle,
+    slots: Vec<Slot>,
+    quota: u64,
+    bytes: u64,
+    stale_accesses: u64,
+    stale_writes: u64,
+    faulted_accesses: u64,
+}
+
+/// The requester id the guest's driver binds (the host assigned it as [`GUEST_DEVICE`]).
+const DEVICE: Bdf = GUEST_DEVICE;
+
+impl<S: GuestStrategy> Guest<S> {
+    /// A guest under `cfg` mapping with `strategy` (built by
+    /// [`with_strategy!`](crate::with_strategy) from the same `cfg`).
+    pub fn new(cfg: GuestConfig, strategy: S) -> Result<Self, GuestError> {
+        let host = Host::new(HostConfig {
+            guest_pages: cfg.guest_pages,
+            quota: cfg.guest_pages,
+            cost: cfg.cost,
+            invalidation: InvalidationInterface::Register,
+            ..HostConfig::default()
+        });
+        let backend = HypercallBackend::new(host, cfg.guest_pages, strategy, cfg.batching)?;
+        let dma = DmaConfig {
+            translation: Translation::Identity,
+            dma_bits: 64,
+            debug: false,
+            oracle: cfg.protection_oracle,
+        };
+        let mut api = DmaApi::new(dma, backend, NoIova::new(), Strict::new());
+        let dev = api.attach(DEVICE)?;
+        Ok(Self {
+            quota: cfg.quota,
+            cfg,
+            api,
+            dev,
+            slots: Vec::new(),
+            bytes: 0,
+            stale_accesses: 0,
+            stale_writes: 0,
+            faulted_accesses: 0,
+        })
+    }
+
+    /// The guest's DMA layer.
+    pub fn dma(&self) -> &GuestDmaApi<S> {
+        &self.api
+    }
+
+    /// The backend: strategy, channel and host.
+    pub fn backend(&self) -> &HypercallBackend<S> {
+        self.api.backend()
+    }
+
+    /// Runs a whole workload (pending piggybacked unmaps are sent at the end).
+    pub fn run<W: Workload>(&mut self, w: &mut W) -> Result<(), GuestError> {
+        while let Some(op) = w.next_op()? {
+            self.step(w, op)?;
+        }
+        self.api.backend_mut().flush()
+    }
+
+    fn slot(&mut self, slot: u32) -> &mut Slot {
+        let i = slot as usize;
+        if i >= self.slots.len() {
+            self.slots.resize_with(i + 1, Slot::default);
+        }
+        &mut self.slots[i]
+    }
+
+    /// A refused map leaves the buffer unmapped; anything else is an error.
+    fn mapped<T>(r: Result<T, DmaError>) -> Result<Option<T>, GuestError> {
+        match r {
+            Ok(v) => Ok(Some(v)),
+            Err(DmaError::Backend(BackendError::Refused { .. })) => Ok(None),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Applies one workload operation.
+    pub fn step<W: Workload>(&mut self, w: &W, op: DmaOp) -> Result<(), GuestError> {
+        match op {
+            DmaOp::Map {
+                slot,
+                cpu,
+                phys,
+                len,
+                dir,
+                dma_alloc,
+                ..
+            } => {
+                self.bytes += len;
+                let attrs = MapAttrs { dir, dma_alloc };
+                let len = map_len(phys.get(), len);
+                let r = self
+                    .api
+                    .map_single_attrs(self.dev, cpu, guest_phys(phys), len, attrs);
+                let addr = Self::mapped(r)?;
+                let s = self.slot(slot);
+                s.is_sg = false;
+                s.addr = addr.unwrap_or_default();
+                s.len = len;
+                s.mapped = addr.map(|_| attrs);
+            }
+            DmaOp::MapSg { slot, cpu, dir, .. } => {
+                let mut sg = std::mem::take(&mut self.slot(slot).sg);
+                sg.clear();
+                for seg in w.sg_segments() {
+                    self.bytes += seg.len;
+                    sg.push(SgEntry {
+                        phys: guest_phys(seg.phys),
+                        len: map_len(seg.phys.get(), seg.len),
+                        dma: Iova::default(),
+                    });
+                }
+                let ok = !sg.is_empty()
+                    && Self::mapped(self.api.map_sg(self.dev, cpu, &mut sg, dir))?.is_some();
+                let s = self.slot(slot);
+                s.sg = sg;
+                s.is_sg = true;
+                s.mapped = ok.then_some(MapAttrs {
+                    dir,
+                    dma_alloc: false,
+                });
+            }
+            DmaOp::Access { slot, access } => {
+                if self.cfg.protection_oracle
+                    && self
+                        .slots
+                        .get(slot as usize)
+                        .is_some_and(|s| s.mapped.is_some())
+                {
+                    let s = std::mem::take(&mut self.slots[slot as usize]);
+                    for (addr, len) in Self::extents(&s) {
+                        let out = self.api.device_access(self.dev, addr, len, access)?;
+                        self.faulted_accesses += out.faulted;
+                    }
+                    self.slots[slot as usize] = s;
+                }
+            }
+            DmaOp::Unmap { slot, cpu } => {
+                let live = self
+                    .slots
+                    .get_mut(slot as usize)
+                    .and_then(|s| s.mapped.take());
+                if let Some(attrs) = live {
+                    let s = std::mem::take(&mut self.slots[slot as usize]);
+                    if s.is_sg {
+                        self.api.unmap_sg(self.dev, cpu, &s.sg, attrs.dir)?;
+                    } else {
+                        self.api
+                            .unmap_single_attrs(self.dev, cpu, s.addr, s.len, attrs)?;
+                    }
+                    if self.cfg.protection_oracle {
+                        self.probe(&s)?;
+                    }
+                    self.slots[slot as usize] = s;
+                }
+            }
+            DmaOp::Tick { now_ns } => {
+                if let Some(q) = self.cfg.quota_policy.as_ref().map(|p| p.quota_at(now_ns))
+                    && q != self.quota
+                {
+                    self.set_quota(q)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The host changes the map-cache quota at run time (S1.7; only `on-demand` has one).
+    pub fn set_quota(&mut self, quota: u64) -> Result<(), GuestError> {
+        self.quota = quota;
+        self.api.backend_mut().set_quota(quota)
+    }
+
+    /// The byte extents of a slot's buffer.
+    fn extents(s: &Slot) -> impl Iterator<Item = (Iova, u64)> + '_ {
+        let single = (!s.is_sg).then_some((s.addr, s.len));
+        single
+            .into_iter()
+            .chain(s.sg.iter().filter(|_| s.is_sg).map(|e| (e.dma, e.len)))
+    }
+
+    /// S1.11's protection check: after the driver's unmap, the device tries to read and then
+    /// to write each page of the buffer that no DMA uses any more; each page it still
+    /// reaches through the host IOMMU is a stale access (a stale write if it could write).
+    fn probe(&mut self, s: &Slot) -> Result<(), GuestError> {
+        for (addr, len) in Self::extents(s) {
+            let first = addr.pfn(PAGE_4K);
+            for i in 0..PAGE_4K.pages_spanned(addr.page_offset(PAGE_4K), len) {
+                let page = first.add(i).base(PAGE_4K);
+                if let Some((read, write)) = self.api.probe_unmapped(self.dev, page)? {
+                    self.stale_accesses += u64::from(read || write);
+                    self.stale_writes += u64::from(write);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The result so far.
+    pub fn result(&self) -> GuestResult {
+        let b = self.backend();
+        let c = b.counters();
+        let s = b.host().stats();
+        let setup = b.setup_stats();
+        let d = |a: u64, b: u64| a - b;
+        let mut r = GuestResult {
+            strategy: S::NAME.into(),
+            eviction: b.strategy().eviction().into(),
+            batching: b.batching().name().into(),
+            quota: self.quota,
+            buffers: c.buffers,
+            buffers_refused: c.buffers_refused,
+            maps: c.maps,
+            hits: c.hits,
+            misses: c.misses,
+            refused: c.refused,
+            bytes: self.bytes,
+            stale_accesses: self.stale_accesses,
+            stale_writes: self.stale_writes,
+            faulted_accesses: self.faulted_accesses,
+            hypercalls: d(s.hypercalls, setup.hypercalls),
+            map_requests: d(s.map_requests, setup.map_requests),
+            unmap_requests: d(s.unmap_requests, setup.unmap_requests),
+            iotlb_invalidations: d(s.iotlb_invalidations, setup.iotlb_invalidations),
+            write_buffer_flushes: d(s.write_buffer_flushes, setup.write_buffer_flushes),
+            cycles: d(s.cycles, setup.cycles),
+            setup_hypercalls: setup.hypercalls,
+            setup_cycles: setup.cycles,
+            pinned_at_end: b.host().pinned(),
+            cache: b.strategy().cache_stats(),
+            ..GuestResult::default()
+        };
+        r.max_pages_per_hypercall = if r.hypercalls > 0 {
+            s.max_pages_per_hypercall
+        } else {
+            0
+        };
+        r.pages_per_hypercall = if r.hypercalls > 0 {
+            (r.map_requests + r.unmap_requests) as f64 / r.hypercalls as f64
+        } else {
+            0.0
+        };
+        r.hit_rate = if r.maps > 0 {
+            r.hits as f64 / r.maps as f64
+        } else {
+            0.0
+        };
+        r.cycles_per_map = if r.maps > 0 {
+            r.cycles as f64 / r.maps as f64
+        } else {
+            0.0
+        };
+        let link_s = r.bytes as f64 * 8.0 / (self.cfg.link_mbps.max(1) as f64 * 1e6);
+        r.cpu_utilization = if link_s > 0.0 {
+            r.cycles as f64 / link_s / self.cfg.cost.clock.hz()
+        } else {
+            0.0
+        };
+        r
+    }
+}
+
+/// Appends the 4 KiB page numbers of `[phys, phys + len)` (one page for `len == 0`), at
+/// most [`MAX_PAGES_PER_MAP`](crate::trace::pages::MAX_PAGES_PER_MAP) (4 GiB):
+/// the same pages as trace statistics and the `.oracleGeneral` export, and a corrupt trace
+/// length cannot make a replay allocate without bound.
+fn push_pages(v: &mut Vec<u64>, phys: u64, len: u64) {
+    v.extend(crate::trace::pages::pages(phys, len));
+}
+
+/// The length a guest maps for a buffer of `len` bytes at `phys`: at least one byte (a
+/// zero-length map still concerns its page) and no more than the pages [`push_pages`]
+/// counts.
+fn map_len(phys: u64, len: u64) -> u64 {
+    let pages = crate::trace::pages::pages(phys, len);
+    let n = pages.end() - pages.start() + 1;
+    len.max(1).min(n * PAGE_4K.bytes() - phys % PAGE_4K.bytes())
+}
+
+/// The page-reference stream the map cache of `cfg` sees on workload `w` (its cacheable
+/// page maps and unmaps), for [`Lookahead::from_refs`] and the one-pass curves of
+/// [`crate::mrc`]. For `cache_only = all` this is every page map and unmap.
+pub fn guest_page_refs<W: Workload>(
+    w: &mut W,
+    cache_only: CacheOnly,
+) -> Result<Vec<PageRef>, WorkloadError> {
+    let mut refs = Vec::new();
+    // Pages and whether the cache sees the buffer, per slot; `None` when not live.
+    let mut slots: Vec<(Vec<u64>, Option<bool>)> = Vec::new();
+    while let Some(op) = w.next_op()? {
+        let (slot, keep) = match op {
+            DmaOp::Map {
+                slot,
+                dir,
+                dma_alloc,
+                ..
+            } => (slot, cache_only.admits(dir, dma_alloc)),
+            DmaOp::MapSg { slot, dir, .. } => (slot, cache_only.admits(dir, false)),
+            DmaOp::Unmap { slot, .. } => {
+                if let Some((pages, live)) = slots.get_mut(slot as usize)
+                    && let Some(keep) = live.take()
+                    && keep
+                {
+                    refs.extend(pages.iter().map(|&g| PageRef::Unmap(Pfn::new(g))));
+                }
+                continue;
+            }
+            _ => continue,
+        };
+        let i = slot as usize;
+        if i >= slots.len() {
+            slots.resize_with(i + 1, || (Vec::new(), None));
+        }
+        let (pages, live) = &mut slots[i];
+        pages.clear();
+        match op {
+            DmaOp::Map { phys, len, .. } => push_pages(pages, phys.get(), len),
+            _ => {
+                for s in w.sg_segments() {
+                    push_pages(pages, s.phys.get(), s.len);
+                }
+            }
+        }
+        *live = Some(keep);
+        if keep {
+            refs.extend(pages.iter().map(|&g| PageRef::Map(Pfn::new(g))));
+        }
+    }
+    Ok(refs)
+}
+
+/// Runs `w` under `cfg` with the concrete strategy and eviction policy of `cfg` (one
+/// dispatch, then a monomorphised loop). Offline policies (OPT, optimal batching) need the
+/// future: pass `lookahead` built by [`guest_page_refs`] over an identical workload (e.g. a
+/// regenerated one or a second read of the trace).
+pub fn run_guest<W: Workload>(
+    w: &mut W,
+    cfg: &GuestConfig,
+    lookahead: Option<Arc<Lookahead>>,
+) -> Result<GuestResult, GuestError> {
+    crate::with_strategy!(cfg, lookahead, s => {
+        let mut g = Guest::new(cfg.clone(), s)?;
+        g.run(w)?;
+        Ok(g.result())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::strategy::OnDemand;
+    use crate::workload::{ApacheSendfile, ApacheSendfileConfig, NetperfSend, NetperfSendConfig};
+    use crate::{EvictionConfig, Lru, LruConfig, OptConfig};
+
+    fn netperf() -> NetperfSend {
+        NetperfSend::new(NetperfSendConfig {
+            packets: 3000,
+            ..NetperfSendConfig::default()
+        })
+        .unwrap()
+    }
+
+    fn on_demand_lru(cfg: &GuestConfig) -> Guest<OnDemand<Lru>> {
+        let s = OnDemand::<Lru>::new(cfg, &LruConfig::default(), None).unwrap();
+        Guest::new(cfg.clone(), s).unwrap()
+    }
+
+    fn run(cfg: &GuestConfig) -> GuestResult {
+        let la = cfg.eviction.is_offline().then(|| {
+            Arc::new(Lookahead::from_refs(
+                &guest_page_refs(&mut netperf(), cfg.cache_only).unwrap(),
+            ))
+        });
+        run_guest(&mut netperf(), cfg, la).unwrap()
+    }
+
+    /// Figures 5–6's "no caching allowed" end (S1.9) is `single-use`: no page map hits,
+    /// every map and unmap is a request. Without batching each is a hypercall (two per page
+    /// map); piggyback carries each unmap on the next map hypercall (one per page map, plus
+    /// the last flush); batch map + batch unmap of a packet mapped as one sg list is one map
+    /// and one unmap hypercall per packet, with at most one write-buffer flush per map
+    /// hypercall and the same IOTLB invalidations (S1.6, S1.10).
+    #[test]
+    fn single_use_counts_the_hypercalls_of_each_batching() {
+        let packets = 2000u64;
+        let run_on = |mapping, batching| {
+            let mut w = NetperfSend::new(NetperfSendConfig {
+                packets,
+                mapping,
+                ..NetperfSendConfig::default()
+            })
+            .unwrap();
+            let cfg = GuestConfig {
+                strategy: Strategy::SingleUse,
+                quota: 0,
+                batching,
+                ..GuestConfig::default()
+            };
+            run_guest(&mut w, &cfg, None).unwrap()
+        };
+        use crate::workload::TxMapping;
+        let lru = run_on(TxMapping::PerFragment, Batching::None);
+        assert_eq!(lru.hits, 0);
+        assert_eq!(lru.misses, lru.maps);
+        assert_eq!(lru.hypercalls, 2 * lru.maps);
+        assert_eq!(lru.unmap_requests, lru.maps);
+        // The host clears a PTE (and invalidates it) when no request holds the page any
+        // more: a head slab page and a data page serve several packets on the ring.
+        assert!(lru.iotlb_invalidations > 0 && lru.iotlb_invalidations < lru.unmap_requests);
+        let pig = run_on(TxMapping::PerFragment, Batching::Piggyback);
+        assert_eq!(pig.hits, 0);
+        assert_eq!(pig.hypercalls, pig.maps + 1);
+        assert!(pig.cycles < lru.cycles);
+        let bat = run_on(TxMapping::Sg, Batching::MapUnmap);
+        assert_eq!(bat.hits, 0);
+        assert_eq!(bat.maps, lru.maps, "the same pages, as sg lists");
+        assert_eq!(bat.hypercalls, 2 * packets);
+        // At most one write-buffer flush per map hypercall (none when every page of it was
+        // already mapped for another packet on the ring).
+        assert!(bat.write_buffer_flushes <= packets);
+        assert!(bat.write_buffer_flushes < lru.write_buffer_flushes);
+        assert_eq!(bat.unmap_requests, bat.maps);
+        assert_eq!(bat.iotlb_invalidations, lru.iotlb_invalidations);
+        assert!(bat.cycles < lru.cycles);
+    }
+
+    #[test]
+    fn strategies_on_netperf() {
+        for s in Strategy::ALL {
+            for b in [
+                Batching::None,
+                Batching::Map,
+                Batching::Unmap,
+                Batching::Piggyback,
+            ] {
+                for ev in [
+                    EvictionConfig::Lru(LruConfig::default()),
+                    EvictionConfig::Opt(OptConfig::default()),
+                ] {
+                    let cfg = GuestConfig {
+                        strategy: s,
+                        batching: b,
+                        quota: 16,
+                        eviction: ev,
+                        guest_pages: 1 << 19,
+                        ..GuestConfig::default()
+                    };
+                    let r = run(&cfg);
+                    eprintln!(
+                        "{:>10} {:>9} {:>4} hits {:>6} miss {:>6} ref {:>4} hc {:>6} ppc {:.2} cyc/map {:>8.0} cpu {:.3} stale {:>5}/{:>5} fault {}",
+                        r.strategy,
+                        r.batching,
+                        r.eviction,
+                        r.hits,
+                        r.misses,
+                        r.refused,
+                        r.hypercalls,
+                        r.pages_per_hypercall,
+                        r.cycles_per_map,
+                        r.cpu_utilization,
+                        r.stale_accesses,
+                        r.stale_writes,
+                        r.faulted_accesses
+                    );
+                    assert_eq!(r.hits + r.misses + r.refused, r.maps);
+                    assert_eq!(r.faulted_accesses, 0);
+                    match s {
+                        Strategy::Direct => assert_eq!(r.hypercalls, 0),
+                        Strategy::SingleUse | Strategy::Shared if b != Batching::Piggyback => {
+                            assert_eq!(r.stale_accesses, 0);
+                        }
+                        _ => {}
+                    }
+                    if let Some(c) = r.cache
+                        && s == Strategy::OnDemand
+                    {
+                        {
+                            assert_eq!(
+                                (c.hits, c.misses, c.refused),
+                                (r.hits, r.misses, r.refused)
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// S1.7: a cooperative guest's quota follows Mmax − B(t); inflating the balloon at run
+    /// time shrinks the map cache (evictions) and the host's limit.
+    #[test]
+    fn balloon_inflation_shrinks_the_cache() {
+        let fixed = GuestConfig {
+            quota: 64,
+            guest_pages: 1 << 19,
+            ..GuestConfig::default()
+        };
+        let mut g = on_demand_lru(&fixed);
+        g.run(&mut netperf()).unwrap();
+        let before = g.result();
+        let cfg = GuestConfig {
+            quota_policy: Some(QuotaPolicy::Cooperative {
+                max_pages: 100,
+                requested: 64,
+                balloon: vec![(1_000_000, 90)],
+            }),
+            ..fixed
+        };
+        let mut g = on_demand_lru(&cfg);
+        g.run(&mut netperf()).unwrap();
+        let r = g.result();
+        assert_eq!(r.quota, 10);
+        assert_eq!(g.backend().host().quota(), 10);
+        assert!(g.backend().strategy().cache().len() <= 10);
+        assert!(r.hits < before.hits && r.refused > before.refused);
+        g.backend().host().check().unwrap();
+    }
+
+    /// S1.11: with `cache_only = dma-allocated` the map cache holds only pages of buffers
+    /// the workload marked as allocated for DMA (netperf's skb heads, from the head slab);
+    /// the payload pages the stack hands over go the `shared` path, so the device keeps
+    /// stale access to fewer pages than with `all`.
+    #[test]
+    fn dma_allocated_relaxation_caches_only_dma_buffers() {
+        use std::collections::HashSet;
+        let (mut heads, mut other) = (HashSet::new(), HashSet::new());
+        let mut w = netperf();
+        let mut v = Vec::new();
+        while let Some(op) = w.next_op().unwrap() {
+            if let DmaOp::Map {
+                phys,
+                len,
+                dma_alloc,
+                ..
+            } = op
+            {
+                v.clear();
+                push_pages(&mut v, phys.get(), len);
+                if dma_alloc { &mut heads } else { &mut other }.extend(v.iter().copied());
+            }
+        }
+        assert!(!heads.is_empty() && !other.is_empty());
+        assert!(
+            heads.is_disjoint(&other),
+            "slab pages are not payload pages"
+        );
+        let refs = guest_page_refs(&mut netperf(), CacheOnly::DmaAllocated).unwrap();
+        assert!(!refs.is_empty());
+        assert!(refs.iter().all(|r| heads.contains(&r.gfn().get())));
+        let relaxed = GuestConfig {
+            quota: 64,
+            cache_only: CacheOnly::DmaAllocated,
+            ..GuestConfig::default()
+        };
+        let mut g = on_demand_lru(&relaxed);
+        g.run(&mut netperf()).unwrap();
+        let cached: Vec<u64> = g
+            .backend()
+            .strategy()
+            .cache()
+            .pages()
+            .map(|(p, _)| p.get())
+            .collect();
+        assert!(!cached.is_empty());
+        assert!(cached.iter().all(|p| heads.contains(p)), "{cached:?}");
+        let r = g.result();
+        let all = run(&GuestConfig {
+            quota: 64,
+            ..GuestConfig::default()
+        });
+        assert!(r.stale_accesses > 0 && r.stale_accesses < all.stale_accesses);
+        assert!(r.hypercalls > all.hypercalls);
+        g.backend().host().check().unwrap();
+    }
+
+    #[test]
+    fn on_demand_hits_match_the_map_cache_replay() {
+        let refs = guest_page_refs(&mut netperf(), CacheOnly::All).unwrap();
+        for q in [20u64, 64, 300] {
+            let cfg = GuestConfig {
+                quota: q,
+                guest_pages: 1 << 19,
+                ..GuestConfig::default()
+            };
+            let r = run(&cfg);
+            let st = crate::replay_config(&refs, usize::try_from(q).unwrap(), &cfg.eviction, None)
+                .unwrap();
+            eprintln!(
+                "q {q}: {} {} {} vs {} {} {}",
+                r.hits, r.misses, r.refused, st.hits, st.misses, st.refused
+            );
+            assert_eq!(
+                (r.hits, r.misses, r.refused),
+                (st.hits, st.misses, st.refused)
+            );
+        }
+        let _ = ApacheSendfile::new(ApacheSendfileConfig::default()).unwrap();
+    }
+}

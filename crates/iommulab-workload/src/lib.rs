@@ -1,0 +1,435 @@
+//! Workloads: streams of DMA operations. Generators (here) and trace replay
+//! ([`replay::TraceWorkload`], over any [`crate::trace::EventSource`]) implement [`Workload`],
+//! so every experiment runs on a built-in workload or on a user's trace alike.
+//!
+//! Operations name their buffer by a `slot` (an index the workload chooses); the runner
+//! remembers each slot's DMA address between its map and its unmap, as a driver would. Slots
+//! are small integers reused as buffers complete, so the runner's table stays small.
+//!
+//! Built-in generators, chosen by [`WorkloadConfig`]: [`PseudoScsi`] (S0.8),
+//! [`NetperfSend`] and [`ApacheSendfile`] (S1.8–S1.9, sharing the NIC transmit path of
+//! [`netperf_send`]), [`Block`] and [`UniformRandom`]. Realistic physical buffers come from
+//! [`page_alloc`] (Linux-like per-CPU LIFO page lists and a kmalloc slab); popularity from
+//! [`zipf`]. Every generator is deterministic for its `seed` and allocates nothing per op
+//! once warm (`tests/workload_props.rs`).
+
+#![forbid(unsafe_code)]
+#![warn(missing_docs, missing_debug_implementations)]
+
+// The layers below, under the names the code uses (`crate::addr::Iova`): a crate names only
+// what its manifest lists, so the compiler enforces the layering (docs/architecture.md).
+use iommulab_base::{addr, hash};
+use iommulab_trace as trace;
+
+pub mod apache_sendfile;
+pub mod block;
+pub mod netperf_send;
+pub mod oracle_general;
+pub mod page_alloc;
+pub mod pseudo_scsi;
+pub mod replay;
+pub mod uniform_random;
+pub mod zipf;
+
+use serde::{Deserialize, Serialize};
+
+use crate::addr::{Access, CpuId, DmaDirection, Hpa};
+use crate::trace::TraceError;
+
+pub use apache_sendfile::{ApacheSendfile, ApacheSendfileConfig};
+pub use block::{Block, BlockBuffers, BlockConfig, Pattern};
+pub use netperf_send::{NetperfSend, NetperfSendConfig, TxMapping};
+pub use page_alloc::PageAllocConfig;
+pub use pseudo_scsi::{PseudoScsi, PseudoScsiConfig};
+pub use replay::{ReplayReport, TraceWorkload};
+pub use uniform_random::{UniformRandom, UniformRandomConfig};
+
+/// One DMA operation issued by a driver or a device.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "op")]
+pub enum DmaOp {
+    /// `dma_map_single(phys, len, dir)` by `device` on `cpu`, remembered as `slot`.
+    Map {
+        /// Buffer slot.
+        slot: u32,
+        /// Issuing CPU.
+        cpu: CpuId,
+        /// Device index (0-based, below [`Workload::devices`]).
+        device: u16,
+        /// Physical address of the buffer.
+        phys: Hpa,
+        /// Length in bytes.
+        len: u64,
+        /// Direction.
+        dir: DmaDirection,
+        /// The buffer was *allocated for DMA* (S1.11): it comes from memory the driver
+        /// or stack set aside for DMA (`dma_alloc_coherent`, a trace's `alloc` event, or
+        /// a DMA-dedicated slab), not from an arbitrary page it was handed (page cache,
+        /// socket pages). Only the guest model's `cache_only = dma-allocated` relaxation
+        /// reads it. An `sg` list counts as not DMA-allocated.
+        dma_alloc: bool,
+    },
+    /// `dma_map_sg` of the segments [`Workload::sg_segments`] returns now, as `slot`.
+    MapSg {
+        /// Buffer slot.
+        slot: u32,
+        /// Issuing CPU.
+        cpu: CpuId,
+        /// Device index.
+        device: u16,
+        /// Direction.
+        dir: DmaDirection,
+    },
+    /// The device accesses the whole buffer of `slot` once.
+    Access {
+        /// Buffer slot.
+        slot: u32,
+        /// Read or write.
+        access: Access,
+    },
+    /// `dma_unmap_single` or `dma_unmap_sg` of `slot` on `cpu`; its I/O is complete (IOPS
+    /// count these).
+    Unmap {
+        /// Buffer slot.
+        slot: u32,
+        /// Issuing CPU.
+        cpu: CpuId,
+    },
+    /// The workload's own clock (a trace's timestamps): timers fire by it.
+    Tick {
+        /// Nanoseconds since the start.
+        now_ns: u64,
+    },
+}
+
+/// One scatter-gather segment.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Segment {
+    /// Physical address.
+    pub phys: Hpa,
+    /// Length in bytes.
+    pub len: u64,
+}
+
+/// A source of DMA operations.
+pub trait Workload {
+    /// The next operation, `Ok(None)` at the end, or an error (a bad trace).
+    fn next_op(&mut self) -> Result<Option<DmaOp>, WorkloadError>;
+    /// The segments of the `MapSg` just returned.
+    fn sg_segments(&self) -> &[Segment];
+    /// How many slots the workload expects to use at most (a sizing hint; more may come).
+    fn slots(&self) -> usize;
+    /// How many devices the workload drives (device indices are below this).
+    fn devices(&self) -> usize;
+    /// Total I/Os the workload will complete, if known (for progress bars).
+    fn total_ios(&self) -> Option<u64>;
+}
+
+/// Which built-in generator to run, with its parameters: the `[workload]` table of an
+/// experiment, tagged by `kind`. Every field of every variant has a default, so
+/// `kind = "netperf-send"` alone is a complete configuration.
+///
+/// | `kind` | generator | size knob | models |
+/// |---|---|---|---|
+/// | `pseudo-scsi` | [`PseudoScsi`] | `ios` | Fujita & Mori's pseudo driver (S0.8) |
+/// | `netperf-send` | [`NetperfSend`] | `packets` | netperf TCP_STREAM send (S1.8–S1.9) |
+/// | `apache-sendfile` | [`ApacheSendfile`] | `requests` | Apache static pages via sendfile (S1.8–S1.9) |
+/// | `block` | [`Block`] | `requests` | fio-like disk / NVMe I/O |
+/// | `uniform-random` | [`UniformRandom`] | `ios` | random maps, the stress test |
+///
+/// The hot loop is monomorphised: the caller matches on the variant and builds the concrete
+/// generator, so no `dyn Workload` is involved.
+///
+/// # Examples
+/// ```
+/// use iommulab_workload::{NetperfSendConfig, WorkloadConfig};
+/// let w: WorkloadConfig = toml::from_str("kind = \"netperf-send\"\nsockets = 4").unwrap();
+/// assert_eq!(w.name(), "netperf-send");
+/// assert_eq!(w, WorkloadConfig::NetperfSend(NetperfSendConfig { sockets: 4, ..Default::default() }));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum WorkloadConfig {
+    /// Fujita & Mori's pseudo SCSI driver (S0.8).
+    PseudoScsi(PseudoScsiConfig),
+    /// A netperf TCP_STREAM sender (S1.8–S1.9).
+    NetperfSend(NetperfSendConfig),
+    /// Apache serving static files with sendfile (S1.8–S1.9).
+    ApacheSendfile(ApacheSendfileConfig),
+    /// A block device at a queue depth.
+    Block(BlockConfig),
+    /// Random maps of random sizes: the stress workload.
+    UniformRandom(UniformRandomConfig),
+}
+
+impl Default for WorkloadConfig {
+    /// The pseudo SCSI driver of S0.8, the paper's benchmark.
+    fn default() -> Self {
+        WorkloadConfig::PseudoScsi(PseudoScsiConfig::default())
+    }
+}
+
+impl WorkloadConfig {
+    /// Every kind, each with its defaults.
+    pub fn all_defaults() -> [WorkloadConfig; 5] {
+        [
+            WorkloadConfig::PseudoScsi(PseudoScsiConfig::default()),
+            WorkloadConfig::NetperfSend(NetperfSendConfig::default()),
+            WorkloadConfig::ApacheSendfile(ApacheSendfileConfig::default()),
+            WorkloadConfig::Block(BlockConfig::default()),
+            WorkloadConfig::UniformRandom(UniformRandomConfig::default()),
+        ]
+    }
+
+    /// The `kind` tag: `pseudo-scsi`, `netperf-send`, `apache-sendfile`, `block` or
+    /// `uniform-random`.
+    pub const fn name(&self) -> &'static str {
+        match self {
+            WorkloadConfig::PseudoScsi(_) => "pseudo-scsi",
+            WorkloadConfig::NetperfSend(_) => "netperf-send",
+            WorkloadConfig::ApacheSendfile(_) => "apache-sendfile",
+            WorkloadConfig::Block(_) => "block",
+            WorkloadConfig::UniformRandom(_) => "uniform-random",
+        }
+    }
+
+    /// The generator's seed.
+    pub const fn seed(&self) -> u64 {
+        match self {
+            WorkloadConfig::PseudoScsi(c) => c.seed,
+            WorkloadConfig::NetperfSend(c) => c.seed,
+            WorkloadConfig::ApacheSendfile(c) => c.seed,
+            WorkloadConfig::Block(c) => c.seed,
+            WorkloadConfig::UniformRandom(c) => c.seed,
+        }
+    }
+
+    /// Sets the generator's seed (sweeps over seeds).
+    pub fn set_seed(&mut self, seed: u64) {
+        match self {
+            WorkloadConfig::PseudoScsi(c) => c.seed = seed,
+            WorkloadConfig::NetperfSend(c) => c.seed = seed,
+            WorkloadConfig::ApacheSendfile(c) => c.seed = seed,
+            WorkloadConfig::Block(c) => c.seed = seed,
+            WorkloadConfig::UniformRandom(c) => c.seed = seed,
+        }
+    }
+
+    /// Checks the parameters by building the generator once (cheap for every default; the
+    /// Apache generator lays out its files), so a bad field is reported before a run.
+    pub fn validate(&self) -> Result<(), ParamError> {
+        match *self {
+            WorkloadConfig::PseudoScsi(c) if c.io_size == 0 => {
+                Err(invalid("workload.io_size", 0, "at least 1 byte"))
+            }
+            WorkloadConfig::PseudoScsi(_) => Ok(()),
+            WorkloadConfig::NetperfSend(c) => NetperfSend::new(c).map(drop),
+            WorkloadConfig::ApacheSendfile(c) => ApacheSendfile::new(c).map(drop),
+            WorkloadConfig::Block(c) => Block::new(c).map(drop),
+            WorkloadConfig::UniformRandom(c) => UniformRandom::new(c).map(drop),
+        }
+    }
+}
+
+/// A workload parameter that cannot work: the key (spelled as in the experiment TOML,
+/// `workload.…`), the value given and what is allowed. The façade turns it into
+/// `experiment::ConfigError::Invalid`, whose message it shares.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid value {value:?} for `{key}`: expected {expected}")]
+pub struct ParamError {
+    /// The offending key.
+    pub key: String,
+    /// The value given.
+    pub value: String,
+    /// What is allowed.
+    pub expected: String,
+}
+
+/// Why a workload cannot produce its next operation.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkloadError {
+    /// A parameter that cannot work (found when building, or when a generator runs out of
+    /// the memory its parameters gave it).
+    #[error(transparent)]
+    Param(#[from] ParamError),
+    /// A trace that cannot be read.
+    #[error(transparent)]
+    Trace(#[from] TraceError),
+}
+
+/// A [`ParamError`] for `key` (spelled as in the experiment TOML, `workload.…`).
+pub(crate) fn invalid(key: &str, value: impl std::fmt::Display, expected: &str) -> ParamError {
+    ParamError {
+        key: key.into(),
+        value: value.to_string(),
+        expected: expected.into(),
+    }
+}
+
+/// `v` as an index (generators' indices are far below `usize::MAX` on any target).
+pub(crate) fn idx(v: u64) -> usize {
+    usize::try_from(v).unwrap_or(usize::MAX)
+}
+
+/// A checker of op streams shared by the generators' unit tests.
+#[cfg(test)]
+pub(crate) mod check {
+    use std::collections::{HashMap, HashSet};
+
+    use super::{DmaOp, Workload};
+    use crate::addr::{Access, DmaDirection, PAGE_4K};
+
+    /// What a checked run saw.
+    #[derive(Debug, Default)]
+    pub struct Checked {
+        /// `Map` + `MapSg`.
+        pub maps: u64,
+        /// Maps by direction: ToDevice, FromDevice, Bidirectional.
+        pub maps_by_dir: [u64; 3],
+        /// `MapSg` ops.
+        pub sg_maps: u64,
+        /// Most segments of one `MapSg`.
+        pub max_sg_segments: usize,
+        /// Bytes of all `MapSg` segments.
+        pub sg_bytes: u64,
+        /// `Unmap` ops (the runner's I/Os).
+        pub unmaps: u64,
+        /// Device reads and writes.
+        pub reads: u64,
+        /// Device writes.
+        pub writes: u64,
+        /// Longest single map.
+        pub max_len: u64,
+        /// The last tick.
+        pub last_tick: u64,
+        /// Most slots mapped at once.
+        pub peak_live: usize,
+        /// Distinct physical page numbers of mapped bytes.
+        pub pages: HashSet<u64>,
+        /// Every single map's (phys, len).
+        pub buffers: Vec<(u64, u64)>,
+    }
+
+    /// Runs `w` to the end, asserting the stream's invariants: maps only of free slots,
+    /// unmaps and accesses only of mapped ones, accesses the mapping's direction allows,
+    /// non-empty segments, devices in range, a monotonic clock, `total_ios` unmaps, no slot
+    /// left mapped, and `None` for ever after the end.
+    pub fn run_checked<W: Workload>(w: &mut W) -> Checked {
+        let mut c = Checked::default();
+        let mut live: HashMap<u32, DmaDirection> = HashMap::new();
+        let note = |c: &mut Checked, phys: u64, len: u64| {
+            assert!(len > 0, "zero-length buffer at {phys:#x}");
+            let first = phys >> PAGE_4K.shift();
+            let last = (phys + len - 1) >> PAGE_4K.shift();
+            c.pages.extend(first..=last);
+        };
+        while let Some(op) = w.next_op().unwrap() {
+            match op {
+                DmaOp::Map {
+                    slot,
+                    device,
+                    phys,
+                    len,
+                    dir,
+                    ..
+                } => {
+                    assert!(usize::from(device) < w.devices());
+                    assert!((slot as usize) < w.slots(), "slot {slot} beyond the hint");
+                    assert!(live.insert(slot, dir).is_none(), "slot {slot} mapped twice");
+                    note(&mut c, phys.get(), len);
+                    c.buffers.push((phys.get(), len));
+                    c.max_len = c.max_len.max(len);
+                    c.maps += 1;
+                    c.maps_by_dir[dir as usize] += 1;
+                }
+                DmaOp::MapSg {
+                    slot, device, dir, ..
+                } => {
+                    assert!(usize::from(device) < w.devices());
+                    assert!((slot as usize) < w.slots(), "slot {slot} beyond the hint");
+                    assert!(live.insert(slot, dir).is_none(), "slot {slot} mapped twice");
+                    let segs = w.sg_segments();
+                    assert!(!segs.is_empty(), "MapSg without segments");
+                    for s in segs {
+                        note(&mut c, s.phys.get(), s.len);
+                        c.sg_bytes += s.len;
+                    }
+                    c.max_sg_segments = c.max_sg_segments.max(segs.len());
+                    c.sg_maps += 1;
+                    c.maps += 1;
+                    c.maps_by_dir[dir as usize] += 1;
+                }
+                DmaOp::Access { slot, access } => {
+                    let dir = live.get(&slot).copied();
+                    let dir = dir.unwrap_or_else(|| panic!("access of unmapped slot {slot}"));
+                    assert!(dir.perm().allows(access), "{access:?} through {dir:?}");
+                    match access {
+                        Access::Read => c.reads += 1,
+                        Access::Write => c.writes += 1,
+                    }
+                }
+                DmaOp::Unmap { slot, .. } => {
+                    assert!(
+                        live.remove(&slot).is_some(),
+                        "unmap of unmapped slot {slot}"
+                    );
+                    c.unmaps += 1;
+                }
+                DmaOp::Tick { now_ns } => {
+                    assert!(now_ns >= c.last_tick, "clock went back");
+                    c.last_tick = now_ns;
+                }
+            }
+            c.peak_live = c.peak_live.max(live.len());
+        }
+        assert!(live.is_empty(), "slots left mapped: {live:?}");
+        if let Some(total) = w.total_ios() {
+            assert_eq!(c.unmaps, total, "total_ios");
+        }
+        assert!(w.next_op().unwrap().is_none(), "ops after the end");
+        c
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every kind round-trips through TOML, tagged by its `name()`.
+    #[test]
+    fn configs_round_trip_through_toml_with_their_kind() {
+        for w in WorkloadConfig::all_defaults() {
+            let text = toml::to_string(&w).unwrap();
+            assert!(text.contains(&format!("kind = \"{}\"", w.name())), "{text}");
+            let back: WorkloadConfig = toml::from_str(&text).unwrap();
+            assert_eq!(back, w);
+            let bare: WorkloadConfig = toml::from_str(&format!("kind = \"{}\"", w.name())).unwrap();
+            assert_eq!(bare, w, "a bare kind means the defaults");
+            w.validate().unwrap();
+        }
+    }
+
+    #[test]
+    fn unknown_fields_and_kinds_are_rejected() {
+        let err = toml::from_str::<WorkloadConfig>("kind = \"block\"\nqueue_dept = 4").unwrap_err();
+        assert!(err.to_string().contains("queue_dept"), "{err}");
+        assert!(toml::from_str::<WorkloadConfig>("kind = \"netperf\"").is_err());
+        let nested: WorkloadConfig =
+            toml::from_str("kind = \"apache-sendfile\"\nmapping = \"sg\"\n[memory]\npages = 9")
+                .unwrap();
+        let WorkloadConfig::ApacheSendfile(c) = nested else {
+            panic!("{nested:?}");
+        };
+        assert_eq!((c.mapping, c.memory.pages), (TxMapping::Sg, 9));
+        let bad = WorkloadConfig::ApacheSendfile(c).validate().unwrap_err();
+        assert!(bad.to_string().contains("workload.memory.pages"), "{bad}");
+    }
+
+    #[test]
+    fn seeds_are_read_and_set() {
+        for mut w in WorkloadConfig::all_defaults() {
+            w.set_seed(77);
+            assert_eq!(w.seed(), 77);
+        }
+    }
+}
