@@ -82,11 +82,14 @@ def _frame(params: list[dict[str, Any]], chunks: list[dict[str, Column]]) -> pd.
     """Parameter columns, then result columns, concatenated over chunks in grid order."""
     names = params[0] if params else {}
     data: dict[str, Any] = {k: [p[k] for p in params] for k in names}
-    parts: dict[str, list[Union[list[Any], np.ndarray]]] = {}
-    for chunk in chunks:
-        for k, col in chunk.items():
-            if k not in names:
-                parts.setdefault(k, []).append(column(col))
+    # A column a chunk lacks (a guest's counters in a chunk of bare-metal runs, say) is None
+    # for that chunk's rows, so every column spans every row.
+    cols = [{k: column(c) for k, c in chunk.items() if k not in names} for chunk in chunks]
+    sizes = [len(next(iter(c.values()))) if c else 0 for c in cols]
+    keys = list(dict.fromkeys(k for c in cols for k in c))
+    parts: dict[str, list[Union[list[Any], np.ndarray]]] = {
+        k: [c.get(k, [None] * n) for c, n in zip(cols, sizes)] for k in keys
+    }
     for k, ps in parts.items():
         if all(isinstance(p, np.ndarray) for p in ps):
             data[k] = np.concatenate(ps)

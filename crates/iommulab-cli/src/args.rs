@@ -30,6 +30,9 @@ pub struct Cli {
 pub enum Command {
     /// Run the pseudo-driver benchmark (S0.8) and print a table.
     Bench(BenchArgs),
+    /// Run one experiment file (TOML or JSON): hardware × system (bare metal or a guest) ×
+    /// workload (a generator or a trace) × device, as docs/configuration.md describes.
+    Run(RunArgs),
     /// Rerun a paper's experiments and write its report.
     Reproduce(ReproduceArgs),
     /// Replay a DMA trace (native, CSV or Linux ftrace text) through a configuration.
@@ -43,6 +46,19 @@ pub enum Command {
         #[command(subcommand)]
         command: TraceCommand,
     },
+}
+
+/// `iommulab run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The experiment: TOML, or JSON when the name ends in `.json`.
+    pub experiment: PathBuf,
+    /// Print the result as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Also write the result as JSON to this file.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
 }
 
 /// `iommulab trace ...`.

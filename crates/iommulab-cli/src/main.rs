@@ -26,6 +26,7 @@ fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Bench(a) => cmd::bench::run(&a, cli.quiet),
         Command::Reproduce(a) => cmd::reproduce::run(&a, cli.quiet),
+        Command::Run(a) => cmd::run::run(&a, cli.quiet),
         Command::Replay(a) => cmd::replay::run(&a, cli.quiet),
         Command::Mrc(a) => cmd::mrc::run(&a),
         Command::Trace { command } => cmd::trace::run(&command),

@@ -1,8 +1,8 @@
 //! Values crossing the boundary. Configs arrive as TOML strings or dicts and always go through
-//! the core's TOML schema (`BenchConfig::from_toml`), so Python, the CLI and config files share
+//! the core's TOML schema (`ExperimentConfig::from_toml`), so Python, the CLI and config files share
 //! one schema and one set of error messages (style L12). Results leave as dicts via JSON.
 
-use iommulab::experiment::{BenchConfig, ConfigError};
+use iommulab::experiment::{ConfigError, ExperimentConfig};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyList, PyString};
 use serde::Serialize;
@@ -58,22 +58,22 @@ pub fn toml_text(obj: Option<&Bound<'_, PyAny>>) -> PyResult<String> {
 /// A dict is first deserialised straight from its JSON form (the same serde schema, and
 /// the fast path of sweeps); if that fails it goes through TOML, so the error is exactly
 /// the one the CLI gives for the same config in a file.
-pub fn bench_config(obj: Option<&Bound<'_, PyAny>>) -> PyResult<BenchConfig> {
+pub fn bench_config(obj: Option<&Bound<'_, PyAny>>) -> PyResult<ExperimentConfig> {
     if let Some(o) = obj.filter(|o| o.is_instance_of::<PyDict>()) {
         return config_from_json(dict_to_json(o)?);
     }
     let text = toml_text(obj)?;
-    Ok(BenchConfig::from_toml(&text).map_err(PyErrWrap::from)?)
+    Ok(ExperimentConfig::from_toml(&text).map_err(PyErrWrap::from)?)
 }
 
 /// A bench configuration from the JSON form of a dict (see [`bench_config`]).
-pub fn config_from_json(mut value: serde_json::Value) -> PyResult<BenchConfig> {
+pub fn config_from_json(mut value: serde_json::Value) -> PyResult<ExperimentConfig> {
     strip_nulls(&mut value);
-    match serde_json::from_value::<BenchConfig>(value.clone()) {
+    match serde_json::from_value::<ExperimentConfig>(value.clone()) {
         Ok(cfg) => Ok(cfg),
         Err(_) => {
             let text = json_to_toml(value)?;
-            Ok(BenchConfig::from_toml(&text).map_err(PyErrWrap::from)?)
+            Ok(ExperimentConfig::from_toml(&text).map_err(PyErrWrap::from)?)
         }
     }
 }

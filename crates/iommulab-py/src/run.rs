@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use iommulab::experiment::{BenchConfig, NamedConfig, RunResult, run_bench};
+use iommulab::experiment::{ExperimentConfig, NamedConfig, RunResult, run_bench};
 use iommulab::hw::cost::CostPreset;
 use iommulab::trace::{TraceFormat, open};
 use pyo3::prelude::*;
@@ -153,11 +153,18 @@ pub fn bench(
 ) -> PyResult<Vec<PyRunResult>> {
     let mut base = bench_config(base)?;
     if let Some(ops) = ops {
-        base.workload.ios = ops;
+        let Some(w) = base.pseudo_scsi_mut() else {
+            return Err(pyo3::exceptions::PyValueError::new_err(
+                "ops sets the pseudo driver's I/O count, but the base's workload is another one",
+            ));
+        };
+        w.ios = ops;
         base.duration_s = None;
     }
-    if let Some(s) = seed {
-        base.workload.seed = s;
+    if let Some(s) = seed
+        && let iommulab::experiment::WorkloadSpec::Generator(w) = &mut base.workload
+    {
+        w.set_seed(s);
     }
     let names: Vec<NamedConfig> = match configs {
         None => NamedConfig::ALL.to_vec(),
@@ -174,13 +181,9 @@ pub fn bench(
         let mut out = Vec::new();
         for &c in &names {
             for r in 0..repeats {
-                let cfg = BenchConfig {
+                let cfg = ExperimentConfig {
                     configuration: c,
-                    workload: iommulab::workload::PseudoScsiConfig {
-                        seed: base.workload.seed + u64::from(r),
-                        ..base.workload
-                    },
-                    ..base.clone()
+                    ..base.with_seed_offset(u64::from(r))
                 };
                 out.push(run_bench(&cfg, &mut |_, _| {})?);
             }
@@ -226,13 +229,13 @@ pub fn replay(
 ) -> PyResult<PyRunResult> {
     let cfg = match config {
         Some(c) if !c.is_none() => bench_config(Some(c))?,
-        _ => BenchConfig {
+        _ => ExperimentConfig {
             configuration: NamedConfig::Modern,
             hardware: iommulab::experiment::HardwareConfig {
                 cost: CostPreset::Modern,
                 ..Default::default()
             },
-            ..BenchConfig::default()
+            ..ExperimentConfig::default()
         },
     };
     cfg.validate().map_err(PyErrWrap::from)?;
@@ -278,7 +281,7 @@ pub fn run_batch<'py>(
             cfg.validate().map_err(PyErrWrap::from)?;
             Ok(cfg)
         })
-        .collect::<PyResult<Vec<BenchConfig>>>()?;
+        .collect::<PyResult<Vec<ExperimentConfig>>>()?;
     let columns = PyDict::new(py);
     if validate_only || cfgs.is_empty() {
         return Ok(columns);
@@ -294,17 +297,49 @@ pub fn run_batch<'py>(
                 .collect::<Result<Vec<serde_json::Value>, iommulab::Error>>()
         })
         .map_err(PyErrWrap::from)?;
-    let keys: Vec<String> = flatten(&results[0]).into_iter().map(|(k, _)| k).collect();
-    let mut cols: Vec<Vec<&serde_json::Value>> =
-        vec![Vec::with_capacity(results.len()); keys.len()];
-    let mut leaves = Vec::with_capacity(keys.len());
-    for r in &results {
-        leaves.clear();
-        flatten_values(r, &mut leaves);
-        for (col, v) in cols.iter_mut().zip(&leaves) {
-            col.push(v);
+    // The optional parts (a guest's counters and its map cache, a trace's replay report)
+    // change a result's columns; a batch of one shape takes the fast path (keys built once),
+    // a mixed one (bare metal and guest, say) the union of the columns, null where absent.
+    let shape = |v: &serde_json::Value| {
+        (
+            v.get("guest").is_some(),
+            v.get("replay").is_some(),
+            v.pointer("/guest/cache")
+                .is_some_and(serde_json::Value::is_object),
+        )
+    };
+    let null = serde_json::Value::Null;
+    let (keys, cols) = if results.iter().all(|r| shape(r) == shape(&results[0])) {
+        let keys: Vec<String> = flatten(&results[0]).into_iter().map(|(k, _)| k).collect();
+        let mut cols: Vec<Vec<&serde_json::Value>> =
+            vec![Vec::with_capacity(results.len()); keys.len()];
+        let mut leaves = Vec::with_capacity(keys.len());
+        for r in &results {
+            leaves.clear();
+            flatten_values(r, &mut leaves);
+            for (col, v) in cols.iter_mut().zip(&leaves) {
+                col.push(v);
+            }
         }
-    }
+        (keys, cols)
+    } else {
+        let flat: Vec<Vec<(String, &serde_json::Value)>> = results.iter().map(flatten).collect();
+        let mut keys: Vec<String> = Vec::new();
+        let mut index = std::collections::HashMap::new();
+        for (k, _) in flat.iter().flatten() {
+            if !index.contains_key(k) {
+                index.insert(k.clone(), keys.len());
+                keys.push(k.clone());
+            }
+        }
+        let mut cols: Vec<Vec<&serde_json::Value>> = vec![vec![&null; results.len()]; keys.len()];
+        for (i, r) in flat.iter().enumerate() {
+            for (k, v) in r {
+                cols[index[k]][i] = v;
+            }
+        }
+        (keys, cols)
+    };
     for (k, col) in keys.into_iter().zip(cols) {
         columns.set_item(k, column_to_py(py, &col)?)?;
     }

@@ -10,7 +10,7 @@ use std::hint::black_box;
 
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
 use iommulab::experiment::record::record;
-use iommulab::experiment::{BenchConfig, NamedConfig, RunLabels, run_workload};
+use iommulab::experiment::{ExperimentConfig, NamedConfig, RunLabels, run_workload};
 use iommulab::hw::cost::CostPreset;
 use iommulab::trace::{Event, EventSink, MemorySource, TraceError, TraceHeader};
 use iommulab::workload::TraceWorkload;
@@ -67,9 +67,9 @@ fn replay(c: &mut Criterion) {
     g.throughput(Throughput::Elements(events.len() as u64));
     g.sample_size(20);
     for named in [NamedConfig::Modern, NamedConfig::Default] {
-        let mut cfg = BenchConfig {
+        let mut cfg = ExperimentConfig {
             configuration: named,
-            ..BenchConfig::default()
+            ..ExperimentConfig::default()
         };
         cfg.hardware.cost = CostPreset::Modern;
         g.bench_function(named.name(), |b| {

@@ -61,6 +61,18 @@ impl From<crate::mrc::CurveError> for Error {
     }
 }
 
+impl From<crate::virt::GuestError> for Error {
+    /// A guest run's error: a bad map-cache configuration or workload keeps its own variant.
+    fn from(e: crate::virt::GuestError) -> Self {
+        use crate::virt::GuestError;
+        match e {
+            GuestError::Cache(e) => Error::Virt(e),
+            GuestError::Workload(e) => e.into(),
+            e => Error::Guest(Box::new(e)),
+        }
+    }
+}
+
 impl From<WorkloadError> for Error {
     /// A workload's errors are configuration or trace errors, as the façade reports them.
     fn from(e: WorkloadError) -> Self {

@@ -483,7 +483,7 @@ fn iommu_page_table_translates_every_device_mapping() {
 #[test]
 fn replay_replays_each_device_call_once() {
     let src = open(&trace_path(), TraceFormat::Ftrace, false).expect("open the committed trace");
-    let cfg = iommulab::experiment::BenchConfig {
+    let cfg = iommulab::experiment::ExperimentConfig {
         configuration: iommulab::experiment::NamedConfig::Strict,
         ..Default::default()
     };

@@ -1,8 +1,8 @@
 //! `iommulab bench`: the pseudo-driver benchmark (S0.8).
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
 use iommulab::device::DeviceMode;
-use iommulab::experiment::{BenchConfig, NamedConfig, RunResult, run_bench};
+use iommulab::experiment::{ExperimentConfig, NamedConfig, RunResult, run_bench};
 
 use crate::args::BenchArgs;
 use crate::output::{csv, table, write_atomic};
@@ -15,35 +15,57 @@ pub const DEFAULT_NEIGHBOURS: u64 = 1;
 /// Builds the base configuration from the TOML file (if any) and the flags. Only flags the
 /// user actually passed override the file; the rest keep the file's values (or, without a
 /// file, the defaults documented in `--help`).
-pub fn base_config(args: &BenchArgs) -> Result<BenchConfig> {
+pub fn base_config(args: &BenchArgs) -> Result<ExperimentConfig> {
     let mut cfg = match &args.config_file {
         Some(path) => {
             let text = std::fs::read_to_string(path)
                 .with_context(|| format!("cannot read {}", path.display()))?;
-            BenchConfig::from_toml(&text).with_context(|| format!("in {}", path.display()))?
+            ExperimentConfig::from_toml(&text).with_context(|| format!("in {}", path.display()))?
         }
-        None => BenchConfig::default(),
+        None => ExperimentConfig::default(),
     };
-    if let Some(ops) = args.ops {
+    // The pseudo driver's flags: refused by name when the file's workload is another one.
+    let flags = [
+        ("--ops", args.ops.is_some()),
+        ("--io-size", args.io_size.is_some()),
+        ("--outstanding", args.outstanding.is_some()),
+        ("--threads", args.threads.is_some()),
+        ("--touch", args.touch),
+    ];
+    if let Some((flag, _)) = flags.iter().find(|(_, given)| *given)
+        && cfg.pseudo_scsi().is_none()
+    {
+        bail!(
+            "{flag} sets the pseudo driver's workload, but the configuration's workload is `{}`",
+            cfg.workload_name()
+        );
+    }
+    if let Some(w) = cfg.pseudo_scsi_mut() {
+        if let Some(ops) = args.ops {
+            w.ios = ops;
+        }
+        if let Some(v) = args.io_size {
+            w.io_size = v;
+        }
+        if let Some(v) = args.outstanding {
+            w.outstanding = v;
+        }
+        if let Some(v) = args.threads {
+            w.cpus = v;
+        }
+        w.touch |= args.touch;
+    }
+    if args.ops.is_some() {
         // An explicit I/O count wins over a `duration_s` from the file.
-        cfg.workload.ios = ops;
         cfg.duration_s = None;
     }
     if let Some(d) = args.duration {
         cfg.duration_s = Some(d);
     }
-    if let Some(v) = args.io_size {
-        cfg.workload.io_size = v;
-    }
-    if let Some(v) = args.outstanding {
-        cfg.workload.outstanding = v;
-    }
-    if let Some(v) = args.threads {
-        cfg.workload.cpus = v;
-    }
-    cfg.workload.touch |= args.touch;
-    if let Some(v) = args.seed {
-        cfg.workload.seed = v;
+    if let Some(v) = args.seed
+        && let iommulab::experiment::WorkloadSpec::Generator(w) = &mut cfg.workload
+    {
+        w.set_seed(v);
     }
     if args.malicious {
         let file_neighbours = match cfg.device {
@@ -84,27 +106,22 @@ pub fn base_config(args: &BenchArgs) -> Result<BenchConfig> {
 
 /// Runs every configuration `repeats` times with seeds `seed..seed+repeats`.
 pub fn run_configs(
-    base: &BenchConfig,
+    base: &ExperimentConfig,
     configs: &[NamedConfig],
     repeats: u32,
     quiet: bool,
 ) -> Result<Vec<RunResult>> {
-    let per_run = if base.duration_s.is_some() {
-        0
-    } else {
-        base.workload.ios
+    let per_run = match base.pseudo_scsi() {
+        Some(w) if base.duration_s.is_none() => w.ios,
+        _ => 0,
     };
     let mut progress = Progress::new(per_run * configs.len() as u64 * u64::from(repeats), quiet);
     let mut results = Vec::new();
     for &c in configs {
         for r in 0..repeats {
-            let cfg = BenchConfig {
+            let cfg = ExperimentConfig {
                 configuration: c,
-                workload: iommulab::workload::PseudoScsiConfig {
-                    seed: base.workload.seed + u64::from(r),
-                    ..base.workload
-                },
-                ..base.clone()
+                ..base.with_seed_offset(u64::from(r))
             };
             progress.start_run(c.name());
             let result = run_bench(&cfg, &mut |done, _| progress.update(done))

@@ -4,4 +4,5 @@ pub mod bench;
 pub mod mrc;
 pub mod replay;
 pub mod reproduce;
+pub mod run;
 pub mod trace;

@@ -2,7 +2,7 @@
 
 use anyhow::{Context, Result};
 use iommulab::device::DeviceMode;
-use iommulab::experiment::{BenchConfig, NamedConfig, RunResult, replay_trace};
+use iommulab::experiment::{ExperimentConfig, NamedConfig, RunResult, replay_trace};
 use iommulab::hw::cost::CostPreset;
 use iommulab::workload::{ReplayReport, TraceWorkload};
 use serde::Serialize;
@@ -17,24 +17,26 @@ use crate::cmd::trace::open_input;
 use crate::output::{table, write_atomic};
 use crate::progress::Progress;
 
-/// One configuration's replay: the run's result plus what the replay made of the trace.
+/// One configuration's replay: the run's result (its `replay` part says what the replay made
+/// of the trace), and the trace's name.
 #[derive(Debug, Serialize)]
 struct ReplayResult {
     trace: String,
     #[serde(flatten)]
     run: RunResult,
+    #[serde(skip)]
     replay: ReplayReport,
 }
 
-fn base_config(args: &ReplayArgs) -> Result<BenchConfig> {
+fn base_config(args: &ReplayArgs) -> Result<ExperimentConfig> {
     let mut cfg = match &args.config_file {
         Some(path) => {
             let text = std::fs::read_to_string(path)
                 .with_context(|| format!("cannot read {}", path.display()))?;
-            BenchConfig::from_toml(&text).with_context(|| format!("in {}", path.display()))?
+            ExperimentConfig::from_toml(&text).with_context(|| format!("in {}", path.display()))?
         }
         None => {
-            let mut c = BenchConfig::default();
+            let mut c = ExperimentConfig::default();
             c.hardware.cost = CostPreset::Modern;
             c
         }
@@ -145,7 +147,7 @@ pub fn run(args: &ReplayArgs, quiet: bool) -> Result<()> {
     let mut results = Vec::new();
     let mut progress = Progress::new(0, quiet);
     for c in configs {
-        let cfg = BenchConfig {
+        let cfg = ExperimentConfig {
             configuration: c,
             ..base.clone()
         };

@@ -10,9 +10,11 @@ use crate::error::Error;
 use crate::flush::{Deferred, FlushConfig, FlushPolicy, FlushQueue, PerLap, Strict};
 use crate::hw::vtd::Vtd;
 use crate::iova::{AllocatorKind, Bitmap, IovaAllocator, Magazine, RbTree};
-use crate::workload::{PseudoScsi, ReplayReport, TraceWorkload, Workload};
+use crate::workload::{
+    PseudoScsi, PseudoScsiConfig, ReplayReport, TraceWorkload, Workload, WorkloadConfig,
+};
 
-use super::config::{BenchConfig, Resolved};
+use super::config::{ExperimentConfig, Resolved, ResolvedSystem, WorkloadSpec};
 use super::result::RunResult;
 use super::runner::{self, RunLabels};
 
@@ -25,32 +27,100 @@ pub fn iova_space_end(dma_bits: u8) -> Pfn<Iova> {
     Pfn::new(1u64 << (u32::from(dma_bits.clamp(13, 64)) - 12).min(52))
 }
 
-/// Runs the pseudo-driver benchmark (S0.8) for one configuration.
+/// Runs one experiment, whatever its system and workload: the one runner behind `iommulab
+/// run`, `bench`, `replay --config-file` and Python's `run`, `run_batch` and `sweep`. The
+/// configuration is resolved once; then
 ///
-/// `progress(done, total)` is called as I/Os complete.
-pub fn run_bench(
-    cfg: &BenchConfig,
+/// | system | workload | runs |
+/// |---|---|---|
+/// | bare metal | pseudo driver | the benchmark of S0.8 (`duration_s` honoured) |
+/// | bare metal | another generator | [`run_workload`] |
+/// | bare metal | trace | [`replay_trace`] (`replay` filled) |
+/// | guest | generator or trace | the guest model, `virt::run_guest` (`guest` filled; a trace also fills `replay`) |
+///
+/// `progress(done, total)` is called as I/Os complete (bare metal).
+pub fn run_experiment(
+    cfg: &ExperimentConfig,
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<RunResult, Error> {
     let resolved = cfg.resolve()?;
-    let (workload, stop_at) = match cfg.duration_s {
-        Some(d) => {
-            let cost = resolved.unit.cost;
-            (
-                crate::workload::PseudoScsiConfig {
-                    ios: u64::MAX,
-                    ..cfg.workload
+    match (&resolved.system, &cfg.workload) {
+        (ResolvedSystem::BareMetal, WorkloadSpec::Generator(WorkloadConfig::PseudoScsi(w))) => {
+            bench(cfg, &resolved, *w, progress)
+        }
+        (ResolvedSystem::BareMetal, WorkloadSpec::Generator(w)) => {
+            struct Run<'a> {
+                cfg: &'a ExperimentConfig,
+                resolved: &'a Resolved,
+                progress: &'a mut dyn FnMut(u64, u64),
+            }
+            impl WorkloadVisitor for Run<'_> {
+                type Output = RunResult;
+                fn visit<W: Workload>(self, mut w: W) -> Result<RunResult, Error> {
+                    Go {
+                        cfg: self.cfg,
+                        resolved: self.resolved,
+                        workload: &mut w,
+                        labels: labels_of(self.cfg),
+                        oracle: false,
+                        stop_at: None,
+                        progress: self.progress,
+                    }
+                    .run()
+                }
+            }
+            with_workload(
+                w,
+                Run {
+                    cfg,
+                    resolved: &resolved,
+                    progress,
                 },
-                Some(cost.clock.cycles_from_secs(d)),
             )
         }
-        None => (cfg.workload, None),
+        (ResolvedSystem::BareMetal, WorkloadSpec::Trace(t)) => {
+            let src = crate::trace::open(&t.trace, t.format, t.lenient)?;
+            Ok(replay_resolved(cfg, &resolved, src, progress)?.0)
+        }
+        (ResolvedSystem::Guest(g), WorkloadSpec::Generator(w)) => {
+            super::guest::run_on_generator(cfg, g, w)
+        }
+        (ResolvedSystem::Guest(g), WorkloadSpec::Trace(t)) => super::guest::run_on_trace(cfg, g, t),
+    }
+}
+
+/// Runs the pseudo-driver benchmark (S0.8) for one configuration (any other workload or
+/// system in `cfg` is run by [`run_experiment`] as well).
+///
+/// `progress(done, total)` is called as I/Os complete.
+pub fn run_bench(
+    cfg: &ExperimentConfig,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<RunResult, Error> {
+    run_experiment(cfg, progress)
+}
+
+fn bench(
+    cfg: &ExperimentConfig,
+    resolved: &Resolved,
+    workload: PseudoScsiConfig,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<RunResult, Error> {
+    let (workload, stop_at) = match cfg.duration_s {
+        Some(d) => (
+            PseudoScsiConfig {
+                ios: u64::MAX,
+                ..workload
+            },
+            Some(resolved.unit.cost.clock.cycles_from_secs(d)),
+        ),
+        None => (workload, None),
     };
     let mut w = PseudoScsi::new(workload);
-    let oracle = cfg.workload.touch || !matches!(cfg.device, DeviceMode::Benign);
+    let oracle = workload.touch || !matches!(cfg.device, DeviceMode::Benign);
     let go = Go {
         cfg,
-        resolved: &resolved,
+        resolved,
         workload: &mut w,
         labels: labels_of(cfg),
         oracle,
@@ -60,24 +130,37 @@ pub fn run_bench(
     go.run()
 }
 
-/// The labels of a run of `cfg`'s configuration and pseudo-driver workload.
-pub fn labels_of(cfg: &BenchConfig) -> RunLabels {
-    RunLabels {
+/// The labels of a run of `cfg`: its configuration, and the workload's parameters where it
+/// has them (a trace has no seed, I/O size or queue depth of its own: those stay zero).
+pub fn labels_of(cfg: &ExperimentConfig) -> RunLabels {
+    let mut labels = RunLabels {
         config: cfg.label(),
         cost_preset: cfg.hardware.cost.name().to_string(),
-        seed: cfg.workload.seed,
-        io_size: cfg.workload.io_size,
-        outstanding: cfg.workload.outstanding,
-        cpus: cfg.workload.cpus,
-        touch: cfg.workload.touch,
+        seed: 0,
+        io_size: 0,
+        outstanding: 0,
+        cpus: 0,
+        touch: false,
+    };
+    match &cfg.workload {
+        WorkloadSpec::Generator(WorkloadConfig::PseudoScsi(w)) => {
+            labels.seed = w.seed;
+            labels.io_size = w.io_size;
+            labels.outstanding = w.outstanding;
+            labels.cpus = w.cpus;
+            labels.touch = w.touch;
+        }
+        WorkloadSpec::Generator(w) => labels.seed = w.seed(),
+        WorkloadSpec::Trace(_) => {}
     }
+    labels
 }
 
 /// Runs any workload (a generator or a trace) through the configuration `cfg` names: its
 /// mechanisms, hardware, device mode and clocks (`cfg.workload` is not used). The stale-access
 /// oracle runs when `oracle` is set or the device is malicious.
 pub fn run_workload<W: Workload>(
-    cfg: &BenchConfig,
+    cfg: &ExperimentConfig,
     workload: &mut W,
     labels: RunLabels,
     oracle: bool,
@@ -98,7 +181,7 @@ pub fn run_workload<W: Workload>(
 }
 
 struct Go<'a, W> {
-    cfg: &'a BenchConfig,
+    cfg: &'a ExperimentConfig,
     resolved: &'a Resolved,
     workload: &'a mut W,
     labels: RunLabels,
@@ -115,7 +198,8 @@ impl<W: Workload> Go<'_, W> {
         let clock = self.resolved.unit.cost.clock;
         let start = Pfn::new(IOVA_START_PFN);
         let end = iova_space_end(cfg.dma_bits);
-        let cpus = usize::from(cfg.workload.cpus.max(1));
+        // The magazines' CPUs: the pseudo driver's; one for any other workload.
+        let cpus = usize::from(cfg.pseudo_scsi().map_or(1, |w| w.cpus).max(1));
         self.oracle |= !matches!(cfg.device, DeviceMode::Benign);
         let go = self;
         match m.allocator {
@@ -200,21 +284,40 @@ pub fn with_workload<V: WorkloadVisitor>(
 /// `iommulab replay` and Python's `iommulab.replay`. Returns the run and what the replay made
 /// of the trace's events.
 pub fn replay_trace<S: crate::trace::EventSource>(
-    cfg: &BenchConfig,
+    cfg: &ExperimentConfig,
+    src: S,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<(RunResult, ReplayReport), Error> {
+    let resolved = cfg.resolve()?;
+    replay_resolved(cfg, &resolved, src, progress)
+}
+
+fn replay_resolved<S: crate::trace::EventSource>(
+    cfg: &ExperimentConfig,
+    resolved: &Resolved,
     src: S,
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<(RunResult, ReplayReport), Error> {
     let mut w = TraceWorkload::new(src);
     // A trace has no seed, I/O size or queue depth of its own: those labels stay zero.
     let labels = RunLabels {
-        config: cfg.label(),
-        cost_preset: cfg.hardware.cost.name().to_string(),
         seed: 0,
         io_size: 0,
         outstanding: 0,
         cpus: 0,
         touch: false,
+        ..labels_of(cfg)
     };
-    let run = run_workload(cfg, &mut w, labels, true, None, progress)?;
+    let mut run = Go {
+        cfg,
+        resolved,
+        workload: &mut w,
+        labels,
+        oracle: true,
+        stop_at: None,
+        progress,
+    }
+    .run()?;
+    run.replay = Some(w.report());
     Ok((run, w.report()))
 }

@@ -1,8 +1,11 @@
-//! The configuration schema (TOML/JSON through serde): one schema for the CLI, configs on
-//! disk and, later, Python. `resolve` validates everything up front (style L11).
+//! The experiment description (TOML/JSON through serde): one schema for the CLI (`iommulab
+//! run FILE`, `bench --config-file`, `replay --config-file`), configs on disk and Python.
+//! Hardware × system × workload × device; [`ExperimentConfig::resolve`] checks everything
+//! once and returns the typed [`Resolved`] configuration a run needs (parse, don't validate
+//! twice).
 //!
 //! ```toml
-//! # a bench configuration; every key is optional
+//! # every key is optional; this is the pseudo-driver benchmark on bare metal
 //! configuration = "default"          # disabled | default | strict | bitmap | strict-bitmap | modern
 //! seed = 1
 //! software_clock = "modeled"         # modeled | measured
@@ -24,8 +27,29 @@
 //! kind = "malicious"
 //! neighbours = 1
 //! ```
+//!
+//! The system is bare metal unless `[system]` says otherwise; the workload is the pseudo
+//! driver's (its keys directly under `[workload]`, as above), any built-in generator by
+//! `kind`, or a trace:
+//!
+//! ```toml
+//! [system]                           # a guest with an assigned device (S1.1)
+//! kind = "guest"
+//! strategy = "on-demand"             # direct | single-use | shared | persistent | on-demand
+//! quota = 4096                       # map-cache pages
+//! eviction = { kind = "lru" }        # fifo | lru | opt | opt_batch | prefetch
+//! batching = "none"                  # none | map | unmap | piggyback | map-unmap
+//! [hardware]
+//! cost = "kvm-2010"
+//! [workload]
+//! kind = "netperf-send"              # pseudo-scsi | netperf-send | apache-sendfile | block | uniform-random
+//! packets = 20000
+//! # or: trace = "traces/nvme.txt.zst"   (format = "auto", lenient = false)
+//! ```
 
-use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::device::DeviceMode;
 use crate::dma::Translation;
@@ -35,7 +59,9 @@ use crate::hw::invalidate::InvalidationInterface;
 use crate::hw::iotlb::IotlbConfig;
 use crate::hw::vtd::VtdConfig;
 use crate::iova::{AllocatorKind, MagazineConfig};
-use crate::workload::{ParamError, PseudoScsiConfig};
+use crate::trace::TraceFormat;
+use crate::virt::{Batching, CacheOnly, EvictionConfig, GuestConfig, QuotaPolicy, Strategy};
+use crate::workload::{ParamError, PseudoScsiConfig, WorkloadConfig};
 
 /// A configuration problem, naming the key and what is allowed.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -306,18 +332,21 @@ impl HardwareConfig {
     }
 }
 
-/// Everything one run of the pseudo-driver benchmark needs.
+/// Everything one run needs: hardware × system × workload × device (see the module doc).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
-pub struct BenchConfig {
-    /// A named configuration (S0.7); ignored when `mechanisms` is given.
+pub struct ExperimentConfig {
+    /// A named configuration (S0.7); ignored when `mechanisms` is given. Bare metal only: a
+    /// guest's DMA layer is fixed (identity addressing, the host invalidates).
     pub configuration: NamedConfig,
-    /// Explicit mechanisms, overriding `configuration`.
+    /// Explicit mechanisms, overriding `configuration` (bare metal only).
     pub mechanisms: Option<Mechanisms>,
+    /// Bare metal (default) or a guest.
+    pub system: SystemConfig,
     /// The modeled machine.
     pub hardware: HardwareConfig,
-    /// The workload.
-    pub workload: PseudoScsiConfig,
+    /// The workload: a generator or a trace.
+    pub workload: WorkloadSpec,
     /// How the device behaves.
     pub device: DeviceMode,
     /// Run the dma-debug checker.
@@ -331,13 +360,14 @@ pub struct BenchConfig {
     pub duration_s: Option<f64>,
 }
 
-impl Default for BenchConfig {
+impl Default for ExperimentConfig {
     fn default() -> Self {
         Self {
             configuration: NamedConfig::Default,
             mechanisms: None,
+            system: SystemConfig::BareMetal,
             hardware: HardwareConfig::default(),
-            workload: PseudoScsiConfig::default(),
+            workload: WorkloadSpec::default(),
             device: DeviceMode::Benign,
             dma_debug: false,
             dma_bits: 32,
@@ -347,10 +377,36 @@ impl Default for BenchConfig {
     }
 }
 
-impl BenchConfig {
+impl ExperimentConfig {
     /// Parses a TOML document.
     pub fn from_toml(text: &str) -> Result<Self, ConfigError> {
         from_toml_with_path(text)
+    }
+
+    /// Parses a JSON document (the same schema; Python passes dicts this way).
+    pub fn from_json(text: &str) -> Result<Self, ConfigError> {
+        let mut de = serde_json::Deserializer::from_str(text);
+        serde_path_to_error::deserialize(&mut de).map_err(|e| {
+            let path = e.path().to_string();
+            let inner = e.into_inner();
+            if path.is_empty() || path == "." {
+                ConfigError::Parse(inner.to_string())
+            } else {
+                ConfigError::Parse(format!("key `{path}`: {inner}"))
+            }
+        })
+    }
+
+    /// Parses a file's text by its name: `.json` is JSON, anything else TOML.
+    pub fn from_file_text(path: &std::path::Path, text: &str) -> Result<Self, ConfigError> {
+        if path
+            .extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("json"))
+        {
+            Self::from_json(text)
+        } else {
+            Self::from_toml(text)
+        }
     }
 
     /// The configuration as TOML.
@@ -364,11 +420,55 @@ impl BenchConfig {
             .unwrap_or_else(|| self.configuration.mechanisms())
     }
 
-    /// A label for tables: the named configuration, or `custom`.
+    /// A label for tables: the named configuration, `custom`, or for a guest
+    /// `guest-<strategy>`.
     pub fn label(&self) -> String {
-        match self.mechanisms {
-            None => self.configuration.name().to_string(),
-            Some(_) => "custom".to_string(),
+        match (&self.system, self.mechanisms) {
+            (SystemConfig::Guest(g), _) => format!("guest-{}", g.strategy.name()),
+            (SystemConfig::BareMetal, None) => self.configuration.name().to_string(),
+            (SystemConfig::BareMetal, Some(_)) => "custom".to_string(),
+        }
+    }
+
+    /// The pseudo driver's parameters, when that is the workload.
+    pub fn pseudo_scsi(&self) -> Option<&PseudoScsiConfig> {
+        match &self.workload {
+            WorkloadSpec::Generator(WorkloadConfig::PseudoScsi(c)) => Some(c),
+            _ => None,
+        }
+    }
+
+    /// The generator's seed (`None` for a trace).
+    pub fn seed(&self) -> Option<u64> {
+        match &self.workload {
+            WorkloadSpec::Generator(w) => Some(w.seed()),
+            WorkloadSpec::Trace(_) => None,
+        }
+    }
+
+    /// The same experiment with the generator's seed advanced by `by` (repeats with seeds
+    /// `seed..seed+n`); a trace has no seed and is unchanged.
+    pub fn with_seed_offset(&self, by: u64) -> ExperimentConfig {
+        let mut c = self.clone();
+        if let WorkloadSpec::Generator(w) = &mut c.workload {
+            w.set_seed(w.seed() + by);
+        }
+        c
+    }
+
+    /// The workload's name: a generator's `kind`, or `trace`.
+    pub fn workload_name(&self) -> &'static str {
+        match &self.workload {
+            WorkloadSpec::Generator(w) => w.name(),
+            WorkloadSpec::Trace(_) => "trace",
+        }
+    }
+
+    /// The pseudo driver's parameters to change, when that is the workload.
+    pub fn pseudo_scsi_mut(&mut self) -> Option<&mut PseudoScsiConfig> {
+        match &mut self.workload {
+            WorkloadSpec::Generator(WorkloadConfig::PseudoScsi(c)) => Some(c),
+            _ => None,
         }
     }
 
@@ -399,24 +499,231 @@ impl BenchConfig {
                 expected: "a positive number of seconds".into(),
             });
         }
-        if self.workload.io_size == 0 {
+        if let WorkloadSpec::Generator(w) = &self.workload {
+            w.validate()?;
+        }
+        let system = match &self.system {
+            SystemConfig::BareMetal => ResolvedSystem::BareMetal,
+            SystemConfig::Guest(g) => {
+                ResolvedSystem::Guest(Box::new(self.resolve_guest(g, &unit)?))
+            }
+        };
+        Ok(Resolved {
+            mechanisms,
+            unit,
+            system,
+        })
+    }
+
+    /// The guest model's configuration; the keys a guest cannot honour are refused by name
+    /// rather than ignored.
+    fn resolve_guest(
+        &self,
+        g: &GuestSystemConfig,
+        unit: &VtdConfig,
+    ) -> Result<GuestConfig, ConfigError> {
+        let refuse = |key: &str, value: String, why: &str| ConfigError::Invalid {
+            key: key.into(),
+            value,
+            expected: format!("{why} with `system.kind = \"guest\"`"),
+        };
+        if self.mechanisms.is_some() {
+            return Err(refuse(
+                "mechanisms",
+                "set".into(),
+                "no mechanisms: the guest's DMA layer uses identity addressing and the host \
+                 invalidates at every unmap (S1.1)",
+            ));
+        }
+        if self.device != DeviceMode::Benign {
+            return Err(refuse(
+                "device",
+                format!("{:?}", self.device),
+                "a benign device (the guest model's oracle probes every unmapped page, \
+                 `system.protection_oracle`)",
+            ));
+        }
+        if self.duration_s.is_some() || self.dma_debug {
+            return Err(refuse(
+                if self.dma_debug {
+                    "dma_debug"
+                } else {
+                    "duration_s"
+                },
+                "set".into(),
+                "neither `duration_s` nor `dma_debug` (a guest run ends with its workload)",
+            ));
+        }
+        if self.software_clock != SoftwareClock::Modeled {
+            return Err(refuse(
+                "software_clock",
+                "measured".into(),
+                "the modeled clock (the guest model prices hypercalls and host work)",
+            ));
+        }
+        if g.guest_mib == 0 || g.link_mbps == 0 {
             return Err(ConfigError::Invalid {
-                key: "workload.io_size".into(),
+                key: if g.guest_mib == 0 {
+                    "system.guest_mib"
+                } else {
+                    "system.link_mbps"
+                }
+                .into(),
                 value: "0".into(),
-                expected: "at least 1 byte".into(),
+                expected: "a positive number".into(),
             });
         }
-        Ok(Resolved { mechanisms, unit })
+        Ok(GuestConfig {
+            strategy: g.strategy,
+            quota: g.quota,
+            eviction: g.eviction.clone(),
+            batching: g.batching,
+            cache_only: g.cache_only,
+            cost: unit.cost,
+            guest_pages: g.guest_mib.saturating_mul(256),
+            link_mbps: g.link_mbps,
+            protection_oracle: g.protection_oracle,
+            quota_policy: g.quota_policy.clone(),
+        })
     }
 }
 
-/// A [`BenchConfig`] checked and resolved for a run ([`BenchConfig::resolve`]).
-#[derive(Clone, Copy, Debug, PartialEq)]
+/// An [`ExperimentConfig`] checked and resolved for a run ([`ExperimentConfig::resolve`]).
+#[derive(Clone, Debug, PartialEq)]
 pub struct Resolved {
-    /// The mechanisms in force.
+    /// The mechanisms in force (bare metal).
     pub mechanisms: Mechanisms,
     /// The VT-d unit's configuration (levels, IOTLB, invalidation, costs).
     pub unit: VtdConfig,
+    /// The system the workload runs on.
+    pub system: ResolvedSystem,
+}
+
+/// The system of a resolved experiment.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ResolvedSystem {
+    /// The OS drives the remapping unit itself.
+    BareMetal,
+    /// A guest maps through hypercalls to its host (the cost model is `[hardware]`'s; boxed:
+    /// it is large and resolved once per run).
+    Guest(Box<GuestConfig>),
+}
+
+/// Which system runs the workload: bare metal, or a guest with a directly assigned device
+/// (S1.1; room for Xen scenarios).
+#[derive(Clone, Debug, PartialEq, Default, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum SystemConfig {
+    /// The OS drives the remapping unit itself: allocator, flush policy, `[hardware]`.
+    #[default]
+    BareMetal,
+    /// A guest whose DMA layer maps through hypercalls to its host (S1.1–S1.11).
+    Guest(GuestSystemConfig),
+}
+
+/// The guest's side of an experiment: what `iommulab replay --strategy` takes as flags.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct GuestSystemConfig {
+    /// The DMA-mapping strategy (S1.1).
+    pub strategy: Strategy,
+    /// Map-cache quota in pages (`on-demand`, `persistent`).
+    pub quota: u64,
+    /// Eviction policy of the map cache (S1.3, S1.4).
+    pub eviction: EvictionConfig,
+    /// Hypercall batching (S1.6).
+    pub batching: Batching,
+    /// Which pages the map cache may keep (S1.11).
+    pub cache_only: CacheOnly,
+    /// Guest memory in MiB.
+    pub guest_mib: u64,
+    /// Link rate in Mb/s: a run's modeled time is its bytes on the link.
+    pub link_mbps: u64,
+    /// Probe every page the driver unmapped for stale access (S1.11).
+    pub protection_oracle: bool,
+    /// Quota over time (`on-demand`), applied at the workload's ticks (S1.7).
+    pub quota_policy: Option<QuotaPolicy>,
+}
+
+impl Default for GuestSystemConfig {
+    fn default() -> Self {
+        let g = GuestConfig::default();
+        Self {
+            strategy: g.strategy,
+            quota: g.quota,
+            eviction: g.eviction,
+            batching: g.batching,
+            cache_only: g.cache_only,
+            guest_mib: g.guest_pages / 256,
+            link_mbps: g.link_mbps,
+            protection_oracle: g.protection_oracle,
+            quota_policy: g.quota_policy,
+        }
+    }
+}
+
+/// What runs: a built-in generator, or a trace replayed open-loop.
+///
+/// In TOML/JSON: a table with `trace` is a [`TraceSpec`]; one with `kind` is a
+/// [`WorkloadConfig`]; one with neither is the pseudo driver's parameters (the schema before
+/// generators had kinds, kept so every existing config still reads).
+#[derive(Clone, Debug, PartialEq)]
+pub enum WorkloadSpec {
+    /// A built-in generator.
+    Generator(WorkloadConfig),
+    /// A trace file.
+    Trace(TraceSpec),
+}
+
+impl Default for WorkloadSpec {
+    fn default() -> Self {
+        WorkloadSpec::Generator(WorkloadConfig::default())
+    }
+}
+
+/// A trace as an experiment's workload.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TraceSpec {
+    /// The trace file (native, CSV or Linux ftrace text; `.gz`/`.zst`).
+    pub trace: PathBuf,
+    /// Its format (`auto` detects it).
+    #[serde(default)]
+    pub format: TraceFormat,
+    /// Skip malformed ftrace lines instead of failing.
+    #[serde(default)]
+    pub lenient: bool,
+}
+
+impl Serialize for WorkloadSpec {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            WorkloadSpec::Generator(w) => w.serialize(s),
+            WorkloadSpec::Trace(t) => t.serialize(s),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for WorkloadSpec {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::Error as _;
+        let v = toml::Value::deserialize(d)?;
+        let Some(t) = v.as_table() else {
+            return Err(D::Error::custom(format!(
+                "expected a table (generator parameters, `kind = ...` or `trace = ...`), found {}",
+                v.type_str()
+            )));
+        };
+        let r = if t.contains_key("trace") {
+            TraceSpec::deserialize(v).map(WorkloadSpec::Trace)
+        } else if t.contains_key("kind") {
+            WorkloadConfig::deserialize(v).map(WorkloadSpec::Generator)
+        } else {
+            PseudoScsiConfig::deserialize(v)
+                .map(|c| WorkloadSpec::Generator(WorkloadConfig::PseudoScsi(c)))
+        };
+        r.map_err(|e| D::Error::custom(e.message()))
+    }
 }
 
 /// Parses TOML into `T`, naming the dotted path of a bad key or value (`hardware.cost`) before
@@ -493,19 +800,19 @@ mod tests {
 
     #[test]
     fn bench_config_round_trips_through_toml() {
-        let mut c = BenchConfig {
+        let mut c = ExperimentConfig {
             configuration: NamedConfig::Modern,
             device: DeviceMode::Malicious { neighbours: 2 },
-            ..BenchConfig::default()
+            ..ExperimentConfig::default()
         };
         c.hardware.levels = Some(5);
         let text = c.to_toml().unwrap();
-        assert_eq!(BenchConfig::from_toml(&text).unwrap(), c);
+        assert_eq!(ExperimentConfig::from_toml(&text).unwrap(), c);
     }
 
     #[test]
     fn bad_nested_value_names_its_dotted_key_and_the_allowed_values() {
-        let e = BenchConfig::from_toml("[hardware]\ncost = \"vtd-2009\"\n")
+        let e = ExperimentConfig::from_toml("[hardware]\ncost = \"vtd-2009\"\n")
             .unwrap_err()
             .to_string();
         assert!(e.contains("`hardware.cost`"), "{e}");
@@ -514,7 +821,7 @@ mod tests {
 
     #[test]
     fn unknown_toml_key_is_an_error() {
-        let e = BenchConfig::from_toml("configuraton = \"strict\"").unwrap_err();
+        let e = ExperimentConfig::from_toml("configuraton = \"strict\"").unwrap_err();
         assert!(e.to_string().contains("configuraton"), "{e}");
     }
 }

@@ -5,13 +5,17 @@
 
 pub mod build;
 pub mod config;
+mod guest;
 pub mod record;
 pub mod result;
 pub mod runner;
 
-pub use build::{WorkloadVisitor, replay_trace, run_bench, run_workload, with_workload};
+pub use build::{
+    WorkloadVisitor, replay_trace, run_bench, run_experiment, run_workload, with_workload,
+};
 pub use config::{
-    BenchConfig, ConfigError, HardwareConfig, Mechanisms, NamedConfig, Resolved, SoftwareClock,
+    ConfigError, ExperimentConfig, GuestSystemConfig, HardwareConfig, Mechanisms, NamedConfig,
+    Resolved, ResolvedSystem, SoftwareClock, SystemConfig, TraceSpec, WorkloadSpec,
 };
 pub use result::{ComponentStats, RunResult};
 pub use runner::RunLabels;

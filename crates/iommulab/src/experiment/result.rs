@@ -10,7 +10,17 @@
 //! software time), `relative_to_disabled` (filled when a `disabled` run is in the same batch),
 //! `iotlb_invalidations`, `iotlb_flushes`, `write_buffer_flushes`, `peak_metadata_bytes`,
 //! `stale_accesses`, `subpage_accesses`, `exposed_bytes`, `faults`, `wall_seconds`,
-//! `modeled_seconds`, and `stats` with the per-component counters.
+//! `modeled_seconds`, and `stats` with the per-component counters; then the parts that apply:
+//! `guest` (the guest's counters: hypercalls, host, map cache) when the system is a guest,
+//! `replay` (what the replay made of the trace's events) when the workload is a trace.
+//!
+//! A guest run fills the common fields from the guest model (S1.8–S1.10): `ops` are driver
+//! buffer maps, `modeled_seconds` is the time the run's bytes take on the link
+//! (`system.link_mbps`), so `iops` is buffers per second at line rate, and
+//! `modeled_hw_ns_per_op` is the mapping work per buffer (hypercalls, host bookkeeping, IOMMU);
+//! the bare-metal breakdown it has no model for (`io_path`, `modeled_sw`, `device`,
+//! `measured_iops`, `iotlb_flushes`, allocator metadata) is 0, and `stats` holds zeros (the
+//! guest's own counters are in `guest`).
 
 use serde::{Deserialize, Serialize};
 
@@ -19,6 +29,8 @@ use crate::dma::DmaStats;
 use crate::flush::FlushStats;
 use crate::hw::IommuStats;
 use crate::iova::IovaStats;
+use crate::virt::GuestResult;
+use crate::workload::ReplayReport;
 
 /// The per-component counters of a run (style L13).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -103,6 +115,12 @@ pub struct RunResult {
     pub modeled_seconds: f64,
     /// Per-component counters.
     pub stats: ComponentStats,
+    /// The guest's counters (hypercalls, host, map cache), when the system is a guest.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub guest: Option<GuestResult>,
+    /// What the replay made of the trace's events, when the workload is a trace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replay: Option<ReplayReport>,
 }
 
 impl RunResult {
@@ -152,6 +170,62 @@ peak_metadata_bytes,stale_accesses,subpage_accesses,exposed_bytes,faults,wall_se
             self.wall_seconds,
             self.modeled_seconds,
         )
+    }
+
+    /// A guest run's result: the common fields from the guest model (see the module doc).
+    pub fn from_guest(
+        labels: super::RunLabels,
+        clock: crate::clock::ClockRate,
+        link_mbps: u64,
+        g: GuestResult,
+        wall_seconds: f64,
+    ) -> RunResult {
+        let ops = g.buffers;
+        let n = ops.max(1) as f64;
+        // The run's bytes on the link: the time the guest's traffic takes (S1.9's CPU
+        // utilization is mapping cycles over this time).
+        let modeled_seconds = g.bytes as f64 * 8.0 / (link_mbps.max(1) as f64 * 1e6);
+        let hw_ns = clock.ns(crate::clock::Cycles::new(g.cycles)) / n;
+        RunResult {
+            config: labels.config,
+            allocator: "none".into(),
+            flush: "strict".into(),
+            cost_preset: labels.cost_preset,
+            seed: labels.seed,
+            ops,
+            io_size: labels.io_size,
+            outstanding: labels.outstanding,
+            cpus: labels.cpus,
+            touch: labels.touch,
+            malicious: false,
+            software_clock: "modeled".into(),
+            software_ns_per_op: wall_seconds * 1e9 / n,
+            modeled_ns_per_op: hw_ns,
+            io_path_ns_per_op: 0.0,
+            modeled_hw_ns_per_op: hw_ns,
+            modeled_sw_ns_per_op: 0.0,
+            device_ns_per_op: 0.0,
+            iops: if modeled_seconds > 0.0 {
+                ops as f64 / modeled_seconds
+            } else {
+                0.0
+            },
+            measured_iops: 0.0,
+            relative_to_disabled: None,
+            iotlb_invalidations: g.iotlb_invalidations,
+            iotlb_flushes: 0,
+            write_buffer_flushes: g.write_buffer_flushes,
+            peak_metadata_bytes: 0,
+            stale_accesses: g.stale_accesses,
+            subpage_accesses: 0,
+            exposed_bytes: 0,
+            faults: g.faulted_accesses,
+            wall_seconds,
+            modeled_seconds,
+            stats: ComponentStats::default(),
+            guest: Some(g),
+            replay: None,
+        }
     }
 
     /// Fills `relative_to_disabled` in every result from the `disabled` one, if present.

@@ -397,5 +397,7 @@ fn summarise<A: IovaAllocator, F: FlushPolicy, U: RemapUnit>(
             dma: *api.stats(),
             access,
         },
+        guest: None,
+        replay: None,
     }
 }

@@ -8,9 +8,8 @@ use serde::Serialize;
 use super::{ReproOptions, Reproduction, Steps};
 use crate::Error;
 use crate::device::DeviceMode;
-use crate::experiment::{BenchConfig, NamedConfig, RunResult, run_bench};
+use crate::experiment::{ExperimentConfig, NamedConfig, RunResult, run_bench};
 use crate::hw::cost::CostPreset;
-use crate::workload::PseudoScsiConfig;
 
 /// The line of the reproductions' index.
 pub const TITLE: &str = "Fujita & Mori 2008, IOMMU performance evaluation in Linux (Figure 4: IOPS of the \
@@ -228,9 +227,9 @@ impl Fujita2008Results {
 /// 1..=repeats), then once each with a malicious device.
 pub fn run(opts: &ReproOptions<'_>) -> Result<Fujita2008Results, Error> {
     let protocol = Protocol::new(opts.quick);
-    let base = BenchConfig {
+    let base = ExperimentConfig {
         duration_s: Some(protocol.seconds),
-        ..BenchConfig::default()
+        ..ExperimentConfig::default()
     };
     debug_assert_eq!(base.hardware.cost, CostPreset::Vtd2008);
     let configs = NamedConfig::ALL;
@@ -239,7 +238,7 @@ pub fn run(opts: &ReproOptions<'_>) -> Result<Fujita2008Results, Error> {
     let timing = run_configs(&base, &configs, protocol.repeats, &mut steps, "")?;
     // The security pass: the same configurations with a malicious device (a separate run,
     // because the device's page walks would add latency the paper's benchmark did not have).
-    let security_base = BenchConfig {
+    let security_base = ExperimentConfig {
         duration_s: Some(protocol.security_seconds),
         device: DeviceMode::Malicious { neighbours: 1 },
         ..base.clone()
@@ -270,7 +269,7 @@ pub fn run(opts: &ReproOptions<'_>) -> Result<Fujita2008Results, Error> {
 /// Every configuration `repeats` times with seeds `seed..seed+repeats`, `relative_to_disabled`
 /// filled within the batch (as `iommulab bench`).
 fn run_configs(
-    base: &BenchConfig,
+    base: &ExperimentConfig,
     configs: &[NamedConfig],
     repeats: u32,
     steps: &mut Steps<'_, '_>,
@@ -279,15 +278,12 @@ fn run_configs(
     let mut results = Vec::new();
     for &c in configs {
         for r in 0..repeats {
-            let cfg = BenchConfig {
+            let cfg = ExperimentConfig {
                 configuration: c,
-                workload: PseudoScsiConfig {
-                    seed: base.workload.seed + u64::from(r),
-                    ..base.workload
-                },
-                ..base.clone()
+                ..base.with_seed_offset(u64::from(r))
             };
-            steps.start(|| format!("{}, seed {}{what}", c.name(), cfg.workload.seed))?;
+            let seed = cfg.seed().unwrap_or_default();
+            steps.start(|| format!("{}, seed {seed}{what}", c.name()))?;
             results.push(run_bench(&cfg, &mut |_, _| {})?);
         }
     }

@@ -1,0 +1,73 @@
+//! `iommulab run EXPERIMENT`: one experiment file through the library's one runner
+//! (`experiment::run_experiment`), bare metal or guest, generator or trace.
+
+use anyhow::{Context, Result};
+use iommulab::experiment::{ExperimentConfig, run_experiment};
+
+use crate::args::RunArgs;
+use crate::output::{table, write_atomic};
+use crate::progress::Progress;
+
+/// `iommulab run`.
+pub fn run(args: &RunArgs, quiet: bool) -> Result<()> {
+    let path = &args.experiment;
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let cfg = ExperimentConfig::from_file_text(path, &text)
+        .with_context(|| format!("in {}", path.display()))?;
+    cfg.validate()
+        .with_context(|| format!("in {}", path.display()))?;
+    let total = match cfg.pseudo_scsi() {
+        Some(w) if cfg.duration_s.is_none() => w.ios,
+        _ => 0,
+    };
+    let mut progress = Progress::new(total, quiet);
+    progress.start_run(&cfg.label());
+    let result = run_experiment(&cfg, &mut |done, _| progress.update(done))
+        .with_context(|| format!("running {}", path.display()))?;
+    progress.finish();
+    if let Some(out) = &args.out {
+        write_atomic(out, serde_json::to_string_pretty(&result)?.as_bytes())?;
+    }
+    let text = if args.json {
+        let mut t = serde_json::to_string_pretty(&result)?;
+        t.push('\n');
+        t
+    } else {
+        let mut t = table(std::slice::from_ref(&result));
+        if let Some(g) = &result.guest {
+            t.push_str(&format!(
+                "guest {} (eviction {}, quota {}, batching {}): {} page maps, {} hits, {} misses, \
+                 {} refused (hit rate {:.1}%); {} hypercalls ({:.2} pages each); CPU {:.1}% at \
+                 the link rate; {} stale accesses ({} writable)\n",
+                g.strategy,
+                if g.eviction.is_empty() {
+                    "-"
+                } else {
+                    &g.eviction
+                },
+                g.quota,
+                g.batching,
+                g.maps,
+                g.hits,
+                g.misses,
+                g.refused,
+                g.hit_rate * 100.0,
+                g.hypercalls,
+                g.pages_per_hypercall,
+                g.cpu_utilization * 100.0,
+                g.stale_accesses,
+                g.stale_writes,
+            ));
+        }
+        if let Some(p) = &result.replay {
+            t.push_str(&format!(
+                "trace: {} events, {} maps, {} unmaps, {} accesses replayed; {} unmatched \
+                 unmaps, {} iommu events skipped\n",
+                p.events, p.maps, p.unmaps, p.accesses, p.unmatched_unmaps, p.skipped_iommu_events
+            ));
+        }
+        t
+    };
+    crate::print_stdout(&text)
+}

@@ -1,0 +1,114 @@
+//! End-to-end tests of `iommulab run EXPERIMENT`: one file format for bare metal and guest,
+//! generator and trace; bad files named with the key; workload flags refused where they do
+//! not apply.
+
+use std::path::{Path, PathBuf};
+
+use predicates::prelude::*;
+use serde_json::Value;
+
+fn iommulab() -> assert_cmd::Command {
+    assert_cmd::cargo::cargo_bin_cmd!("iommulab")
+}
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn run_json(file: &Path) -> Value {
+    let out = iommulab()
+        .current_dir(repo())
+        .args(["run", "-q", "--json"])
+        .arg(file)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn the_guest_example_runs_through_the_guest_model() {
+    let v = run_json(&repo().join("examples/guest-netperf.toml"));
+    assert_eq!(v["config"], "guest-on-demand");
+    let g = &v["guest"];
+    assert_eq!(g["strategy"], "on-demand");
+    assert_eq!(g["quota"], 256);
+    let (hits, maps) = (g["hits"].as_u64().unwrap(), g["maps"].as_u64().unwrap());
+    assert!(hits > 0 && hits <= maps, "{g}");
+    assert_eq!(v["ops"], g["buffers"]);
+    assert!(v.get("replay").is_none());
+}
+
+#[test]
+fn the_trace_example_replays_on_bare_metal() {
+    let v = run_json(&repo().join("examples/bare-metal-trace.toml"));
+    assert_eq!(v["config"], "modern");
+    assert!(v.get("guest").is_none());
+    assert!(
+        v["replay"]["maps"].as_u64().unwrap() > 3000,
+        "{}",
+        v["replay"]
+    );
+    assert!(v["iotlb_invalidations"].as_u64().unwrap() > 0);
+}
+
+#[test]
+fn json_experiments_read_like_toml_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("e.json");
+    std::fs::write(
+        &f,
+        r#"{"system": {"kind": "guest", "strategy": "single-use"},
+            "hardware": {"cost": "kvm-2010"},
+            "workload": {"kind": "netperf-send", "packets": 500}}"#,
+    )
+    .unwrap();
+    let v = run_json(&f);
+    assert_eq!(v["guest"]["strategy"], "single-use");
+    assert_eq!(v["guest"]["hits"], 0);
+}
+
+#[test]
+fn a_bad_experiment_names_the_file_and_key_and_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("bad.toml");
+    let out = dir.path().join("out.json");
+    std::fs::write(
+        &f,
+        "[system]\nkind = \"guest\"\nquota = 8\nstrategy = \"lazy\"\n",
+    )
+    .unwrap();
+    iommulab()
+        .args(["run", "-q"])
+        .arg(&f)
+        .arg("--out")
+        .arg(&out)
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("bad.toml").and(predicate::str::contains("lazy")));
+    assert!(!out.exists());
+    std::fs::write(&f, "dma_debug = true\n[system]\nkind = \"guest\"\n").unwrap();
+    iommulab()
+        .args(["run", "-q"])
+        .arg(&f)
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("dma_debug").and(predicate::str::contains("guest")));
+}
+
+#[test]
+fn bench_refuses_pseudo_driver_flags_for_another_workload() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("n.toml");
+    std::fs::write(&f, "[workload]\nkind = \"block\"\n").unwrap();
+    iommulab()
+        .args(["bench", "-q", "--io-size", "512", "--config-file"])
+        .arg(&f)
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("--io-size").and(predicate::str::contains("block")));
+}

@@ -1,0 +1,208 @@
+//! One experiment description, one runner (issue 9, item 3): every system × workload pair
+//! parses from the same TOML/JSON and runs through `experiment::run_experiment`, giving the
+//! same numbers as the specialised entry points it replaced.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use iommulab::experiment::{
+    ConfigError, ExperimentConfig, SystemConfig, WorkloadSpec, replay_trace, run_experiment,
+    run_workload,
+};
+use iommulab::hw::CostModel;
+use iommulab::trace::{TraceFormat, open};
+use iommulab::virt::{
+    EvictionConfig, GuestConfig, Lookahead, OptConfig, Strategy, guest_page_refs, run_guest,
+};
+use iommulab::workload::{NetperfSend, NetperfSendConfig, PseudoScsiConfig, WorkloadConfig};
+
+fn trace_path() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../traces/qemu-virtio-6.12.95+deb12-cloud-amd64.txt.zst")
+}
+
+fn parse(toml: &str) -> ExperimentConfig {
+    ExperimentConfig::from_toml(toml).unwrap()
+}
+
+#[test]
+fn the_workload_table_takes_three_forms() {
+    // Pseudo-driver keys directly (every config written before generators had kinds).
+    let c = parse("[workload]\nios = 7\nio_size = 512\n");
+    assert_eq!(
+        c.workload,
+        WorkloadSpec::Generator(WorkloadConfig::PseudoScsi(PseudoScsiConfig {
+            ios: 7,
+            io_size: 512,
+            ..PseudoScsiConfig::default()
+        }))
+    );
+    // Any generator by kind.
+    let c = parse("[workload]\nkind = \"netperf-send\"\npackets = 9\n");
+    assert_eq!(c.workload_name(), "netperf-send");
+    // A trace.
+    let c = parse("[workload]\ntrace = \"x.txt\"\nformat = \"ftrace\"\n");
+    match &c.workload {
+        WorkloadSpec::Trace(t) => {
+            assert_eq!(t.trace, PathBuf::from("x.txt"));
+            assert_eq!(t.format, TraceFormat::Ftrace);
+        }
+        other => panic!("{other:?}"),
+    }
+    // Each form round-trips through TOML and JSON.
+    for text in [
+        "[workload]\nios = 7\n",
+        "[workload]\nkind = \"block\"\n",
+        "[workload]\ntrace = \"x.txt\"\n",
+        "[system]\nkind = \"guest\"\nquota = 12\n[workload]\nkind = \"apache-sendfile\"\n",
+    ] {
+        let c = parse(text);
+        assert_eq!(
+            ExperimentConfig::from_toml(&c.to_toml().unwrap()).unwrap(),
+            c
+        );
+        let json = serde_json::to_string(&c).unwrap();
+        assert_eq!(ExperimentConfig::from_json(&json).unwrap(), c);
+    }
+}
+
+#[test]
+fn bad_keys_name_their_path() {
+    let e = ExperimentConfig::from_toml("[workload]\nkind = \"netperf-send\"\npackts = 9\n")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("workload") && e.contains("packts"), "{e}");
+    let e = ExperimentConfig::from_toml("[system]\nkind = \"guest\"\nquotaa = 1\n")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("system") && e.contains("quotaa"), "{e}");
+    let e = ExperimentConfig::from_toml("[system]\nkind = \"xen\"\n")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("guest") && e.contains("bare-metal"), "{e}");
+    let e = ExperimentConfig::from_toml("[workload]\ntrace = \"x\"\nformt = \"csv\"\n")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("formt"), "{e}");
+}
+
+#[test]
+fn a_guest_refuses_the_keys_it_cannot_honour() {
+    for (extra, key) in [
+        (
+            "configuration = \"strict\"\n[mechanisms]\ntranslation = \"iommu\"\nallocator = \"rbtree\"\nflush = { kind = \"strict\" }\n",
+            "mechanisms",
+        ),
+        ("dma_debug = true\n", "dma_debug"),
+        ("[device]\nkind = \"malicious\"\nneighbours = 1\n", "device"),
+    ] {
+        let c = parse(&format!("{extra}[system]\nkind = \"guest\"\n"));
+        match c.resolve() {
+            Err(ConfigError::Invalid {
+                key: k, expected, ..
+            }) => {
+                assert_eq!(k, key);
+                assert!(expected.contains("guest"), "{expected}");
+            }
+            other => panic!("{key}: {other:?}"),
+        }
+    }
+}
+
+/// A guest experiment is `virt::run_guest` with the hardware's cost model: same counters.
+#[test]
+fn a_guest_experiment_is_the_guest_model() {
+    let c = parse(
+        "[system]\nkind = \"guest\"\nstrategy = \"on-demand\"\nquota = 64\n\
+         eviction = { kind = \"opt\" }\nbatching = \"map-unmap\"\n\
+         [hardware]\ncost = \"kvm-2010\"\n\
+         [workload]\nkind = \"netperf-send\"\npackets = 3000\n",
+    );
+    let run = run_experiment(&c, &mut |_, _| {}).unwrap();
+    let g = run.guest.clone().expect("a guest run has the guest part");
+    assert!(run.replay.is_none());
+    let SystemConfig::Guest(s) = &c.system else {
+        unreachable!()
+    };
+    let cfg = GuestConfig {
+        strategy: Strategy::OnDemand,
+        quota: 64,
+        eviction: EvictionConfig::Opt(OptConfig::default()),
+        batching: s.batching,
+        cost: CostModel::KVM_2010,
+        ..GuestConfig::default()
+    };
+    let w = || {
+        NetperfSend::new(NetperfSendConfig {
+            packets: 3000,
+            ..NetperfSendConfig::default()
+        })
+        .unwrap()
+    };
+    let la = Arc::new(Lookahead::from_refs(
+        &guest_page_refs(&mut w(), cfg.cache_only).unwrap(),
+    ));
+    let direct = run_guest(&mut w(), &cfg, Some(la)).unwrap();
+    assert_eq!(g, direct);
+    assert!(g.hits > 0 && g.misses > 0, "{g:?}");
+    // The common fields come from the guest's counters.
+    assert_eq!(run.config, "guest-on-demand");
+    assert_eq!(run.ops, g.buffers);
+    assert_eq!(run.iotlb_invalidations, g.iotlb_invalidations);
+    assert_eq!(run.stale_accesses, g.stale_accesses);
+    let link_s = g.bytes as f64 * 8.0 / 1e9;
+    assert!((run.modeled_seconds - link_s).abs() < 1e-12);
+    assert!((run.iops - g.buffers as f64 / link_s).abs() < 1e-6 * run.iops);
+}
+
+/// A generator other than the pseudo driver on bare metal is `run_workload`; a trace is
+/// `replay_trace`, with the replay report attached.
+#[test]
+fn bare_metal_runs_are_the_entry_points_they_replace() {
+    let c =
+        parse("configuration = \"strict\"\n[workload]\nkind = \"netperf-send\"\npackets = 2000\n");
+    let run = run_experiment(&c, &mut |_, _| {}).unwrap();
+    let mut w = NetperfSend::new(NetperfSendConfig {
+        packets: 2000,
+        ..NetperfSendConfig::default()
+    })
+    .unwrap();
+    let labels = iommulab::experiment::build::labels_of(&c);
+    let direct = run_workload(&c, &mut w, labels, false, None, &mut |_, _| {}).unwrap();
+    let strip = |mut r: iommulab::experiment::RunResult| {
+        r.software_ns_per_op = 0.0;
+        r.wall_seconds = 0.0;
+        r.measured_iops = 0.0;
+        r
+    };
+    assert!(run.ops > 0 && run.guest.is_none() && run.replay.is_none());
+    assert_eq!(strip(run), strip(direct));
+
+    let text = format!(
+        "configuration = \"modern\"\n[hardware]\ncost = \"modern\"\n[workload]\ntrace = {:?}\n",
+        trace_path().display().to_string()
+    );
+    let c = parse(&text);
+    let run = run_experiment(&c, &mut |_, _| {}).unwrap();
+    let src = open(&trace_path(), TraceFormat::Auto, false).unwrap();
+    let (direct, report) = replay_trace(&c, src, &mut |_, _| {}).unwrap();
+    assert_eq!(run.replay, Some(report));
+    assert!(report.maps > 3000, "{report:?}");
+    assert_eq!(strip(run), strip(direct));
+}
+
+/// The guest over a real trace: the replay report and the guest part both present.
+#[test]
+fn a_guest_replays_a_trace() {
+    let text = format!(
+        "[system]\nkind = \"guest\"\nstrategy = \"single-use\"\n[hardware]\ncost = \"kvm-2010\"\n\
+         [workload]\ntrace = {:?}\n",
+        trace_path().display().to_string()
+    );
+    let run = run_experiment(&parse(&text), &mut |_, _| {}).unwrap();
+    let g = run.guest.as_ref().unwrap();
+    let p = run.replay.unwrap();
+    // single-use: no page map is ever a hit (S1.1).
+    assert_eq!(g.hits, 0);
+    assert_eq!(g.buffers, p.maps);
+}
