@@ -4,6 +4,7 @@
 //! Every reader is a stream ([`EventSource`]): a 100-million-event trace replays in constant
 //! memory.
 
+pub mod check;
 pub mod csv;
 pub mod event;
 pub mod format;
