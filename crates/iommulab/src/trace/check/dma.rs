@@ -564,14 +564,33 @@ impl DmaState {
         let first_phys = list.segs.first().and_then(|s| s.phys);
         let mut group_id = None;
         if let Some(dma) = first_dma {
+            // Best fit, as bucket_find_exact: an sg entry at that address before any other.
+            // Among several (a lost unmap), the list with the same first entry.
+            let mut other = None;
+            let mut any_group = None;
             for (k, e) in self.live.range((dev, dma, 0)..=(dev, dma, u64::MAX)) {
-                if e.group != 0 {
+                if e.group == 0 {
+                    other = other.or(Some((*k, *e)));
+                } else if first_phys.is_some() && e.phys == first_phys {
                     group_id = Some(e.group);
                     break;
+                } else {
+                    any_group = any_group.or(Some(e.group));
                 }
+            }
+            if group_id.is_none()
+                && let Some(p) = first_phys
+            {
+                group_id = self
+                    .groups_by_phys
+                    .get(&(dev, p))
+                    .and_then(|ids| ids.first().copied());
+            }
+            group_id = group_id.or(any_group);
+            if group_id.is_none()
+                && let Some((key, entry)) = other
+            {
                 // dma_unmap_sg of a dma_map_page/dma_alloc entry.
-                let key = *k;
-                let entry = *e;
                 let _ = self.remove(key);
                 self.compare(
                     dev,
