@@ -292,8 +292,8 @@ proptest! {
         prop_assert_eq!(r.iommu_checked, !unmaps.is_empty());
     }
 
-    /// Dropping the lines of one unmap call (the DMA event and its iommu:unmap) leaves a
-    /// leak, found on the right line.
+    /// Dropping the lines of one unmap call (the DMA event and its iommu:unmap) leaves
+    /// exactly one leak.
     #[test]
     fn a_dropped_unmap_is_a_leak(ops in proptest::collection::vec(op(), 1..80), pick in any::<prop::sample::Index>()) {
         let (text, unmaps) = history(&ops);
@@ -304,6 +304,17 @@ proptest! {
         let cut: String = lines[..start].concat() + &lines[start + 2..].concat();
         let r = check_text(&cut);
         prop_assert_eq!(r.by_kind.get(&FindingKind::Leak).copied(), Some(1), "{}", r.to_text(20));
-        prop_assert_eq!(r.findings_total, 1, "{}", r.to_text(20));
+        // The stale mapping may also be what a later sync in its range finds (as in Linux).
+        let stale_sync = [
+            FindingKind::SyncDirectionMismatch,
+            FindingKind::SyncReadOnlyForCpu,
+            FindingKind::SyncWriteOnlyForDevice,
+            FindingKind::SyncOutsideMapping,
+        ];
+        prop_assert!(
+            r.by_kind.keys().all(|k| *k == FindingKind::Leak || stale_sync.contains(k)),
+            "{}",
+            r.to_text(20)
+        );
     }
 }
