@@ -90,6 +90,37 @@ struct OpenList {
     segs: Vec<Event>,
 }
 
+/// The recently unmapped addresses, in two generations of at most [`UNMAPPED_MEMORY`]
+/// each: when the newer fills up it becomes the older and the older is dropped, so memory
+/// stays constant and the last `UNMAPPED_MEMORY` unmaps at least are remembered.
+#[derive(Debug, Default)]
+struct Recent {
+    new: FxHashMap<(u16, u64), (At, At)>,
+    old: FxHashMap<(u16, u64), (At, At)>,
+}
+
+impl Recent {
+    fn insert(&mut self, key: (u16, u64), v: (At, At)) {
+        if self.new.len() >= UNMAPPED_MEMORY {
+            self.old = std::mem::take(&mut self.new);
+        }
+        self.new.insert(key, v);
+    }
+
+    fn get(&self, key: (u16, u64)) -> Option<(At, At)> {
+        self.new.get(&key).or_else(|| self.old.get(&key)).copied()
+    }
+
+    fn remove(&mut self, key: (u16, u64)) {
+        if !self.new.is_empty() {
+            self.new.remove(&key);
+        }
+        if !self.old.is_empty() {
+            self.old.remove(&key);
+        }
+    }
+}
+
 /// Key of a live entry: (device, DMA address, sequence number).
 type Key = (u16, u64, u64);
 
@@ -101,9 +132,9 @@ pub(super) struct DmaState {
     /// Live groups by (device, first physical address), oldest first.
     groups_by_phys: FxHashMap<(u16, u64), Vec<u64>>,
     /// Recently unmapped (device, DMA address) → (map, unmap) sites.
-    unmapped: FxHashMap<(u16, u64), (At, At)>,
+    unmapped: Recent,
     /// Recently unmapped sg lists by (device, first physical address).
-    unmapped_sg: FxHashMap<(u16, u64), (At, At)>,
+    unmapped_sg: Recent,
     cachelines: ActiveCachelines,
     open_list: Option<OpenList>,
     max_live: u64,
@@ -259,9 +290,7 @@ impl DmaState {
         let key = (dev, dma, self.seq);
         self.live.insert(key, entry);
         self.max_live = self.max_live.max(self.live.len() as u64);
-        if !self.unmapped.is_empty() {
-            self.unmapped.remove(&(dev, dma));
-        }
+        self.unmapped.remove((dev, dma));
         key
     }
 
@@ -300,9 +329,6 @@ impl DmaState {
     }
 
     fn remember_unmap(&mut self, key: (u16, u64), map: At, unmap: At) {
-        if self.unmapped.len() >= UNMAPPED_MEMORY {
-            self.unmapped.clear();
-        }
         self.unmapped.insert(key, (map, unmap));
     }
 
@@ -404,8 +430,8 @@ impl DmaState {
 
     /// Linux's "has not allocated", told apart into a double unmap and a never-mapped one.
     fn not_allocated(&mut self, dev: u16, dma: u64, size: u64, at: At, sink: &mut Sink) {
-        let (kind, map, detail) = match self.unmapped.get(&(dev, dma)) {
-            Some(&(map, first_unmap)) => (
+        let (kind, map, detail) = match self.unmapped.get((dev, dma)) {
+            Some((map, first_unmap)) => (
                 FindingKind::DoubleUnmap,
                 Some(map),
                 format!(
@@ -548,7 +574,7 @@ impl DmaState {
                 .entry((dev, *first))
                 .or_default()
                 .push(id);
-            self.unmapped_sg.remove(&(dev, *first));
+            self.unmapped_sg.remove((dev, *first));
         }
         self.groups.insert(id, group);
     }
@@ -620,7 +646,7 @@ impl DmaState {
                 .and_then(|ids| ids.first().copied());
         }
         let Some(id) = group_id else {
-            let remembered = first_phys.and_then(|p| self.unmapped_sg.get(&(dev, p)).copied());
+            let remembered = first_phys.and_then(|p| self.unmapped_sg.get((dev, p)));
             let (kind, map, mut detail) = match remembered {
                 Some((map, first_unmap)) => (
                     FindingKind::DoubleUnmap,
@@ -714,9 +740,6 @@ impl DmaState {
             }
         }
         if let Some(Some(p)) = group.phys.first() {
-            if self.unmapped_sg.len() >= UNMAPPED_MEMORY {
-                self.unmapped_sg.clear();
-            }
             self.unmapped_sg.insert((dev, *p), (map_at, at));
         }
     }

@@ -24,8 +24,9 @@
 //! began are unknown to the checker: their unmaps are reported as `unmap_not_mapped`, so
 //! start tracing before the driver under test maps anything.
 //!
-//! Memory is bounded by the live mappings (plus the addresses recently unmapped, capped at
-//! [`UNMAPPED_MEMORY`], that tell a double unmap from an unmap of a never-mapped address).
+//! Memory is bounded by the live mappings, plus a constant: the addresses recently unmapped
+//! (two generations of at most [`UNMAPPED_MEMORY`]), which tell a double unmap from an
+//! unmap of a never-mapped address.
 
 mod cacheline;
 mod dma;
@@ -44,9 +45,9 @@ use super::ftrace::{FtraceReader, IOMMU_DEVICE};
 use super::{Event, EventKind, EventSource, TraceError, TraceFormat, TraceHeader};
 use crate::hash::FxHashMap;
 
-/// Addresses remembered as recently unmapped (a double unmap is told from a never-mapped
-/// address only while its unmap is remembered); the table is cleared when it reaches this.
-pub const UNMAPPED_MEMORY: usize = 1 << 20;
+/// Unmaps remembered per generation (a double unmap is told from a never-mapped address
+/// while its first unmap is remembered: at least the last this many unmaps).
+pub const UNMAPPED_MEMORY: usize = 1 << 15;
 
 /// Findings kept in [`CheckReport::findings`] by default (all are counted).
 pub const DEFAULT_MAX_FINDINGS: usize = 10_000;
@@ -310,17 +311,34 @@ impl Default for Ctx {
 }
 
 /// Interned task and event names.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Names {
     events: Vec<String>,
     event_ids: FxHashMap<Box<[u8]>, u16>,
     tasks: Vec<String>,
     task_ids: FxHashMap<Box<[u8]>, u32>,
-    last_task: Option<(Box<[u8]>, u32)>,
+    /// The last few tasks seen (one per busy CPU, typically).
+    recent_tasks: [u32; 4],
+}
+
+impl Default for Names {
+    fn default() -> Self {
+        Names {
+            events: Vec::new(),
+            event_ids: FxHashMap::default(),
+            tasks: Vec::new(),
+            task_ids: FxHashMap::default(),
+            recent_tasks: [NO_TASK; 4],
+        }
+    }
 }
 
 impl Names {
     fn event(&mut self, name: &[u8]) -> u16 {
+        // A trace has a handful of event names: a scan beats hashing.
+        if let Some(i) = self.events.iter().position(|e| e.as_bytes() == name) {
+            return u16::try_from(i).unwrap_or(u16::MAX);
+        }
         if let Some(&i) = self.event_ids.get(name) {
             return i;
         }
@@ -336,10 +354,14 @@ impl Names {
         if name.is_empty() {
             return NO_TASK;
         }
-        if let Some((n, i)) = &self.last_task
-            && **n == *name
-        {
-            return *i;
+        for &i in &self.recent_tasks {
+            if self
+                .tasks
+                .get(i as usize)
+                .is_some_and(|t| t.as_bytes() == name)
+            {
+                return i;
+            }
         }
         let i = match self.task_ids.get(name) {
             Some(&i) => i,
@@ -352,7 +374,8 @@ impl Names {
                 i
             }
         };
-        self.last_task = Some((name.into(), i));
+        self.recent_tasks.rotate_right(1);
+        self.recent_tasks[0] = i;
         i
     }
 
