@@ -28,6 +28,7 @@ from iommulab._native import (
     version,
 )
 from iommulab._mrc import mrc
+from iommulab.trace import check
 from iommulab._reproduce import REPRODUCTIONS, ReproProgress, Reproduction, reproduce
 from iommulab.sweep import expand_grid, sweep
 
@@ -47,6 +48,7 @@ __all__ = [
     "VirtError",
     "__version__",
     "bench",
+    "check",
     "expand_grid",
     "mrc",
     "plots",

@@ -23,6 +23,7 @@ __all__ = [
     "reproduce",
     "run",
     "run_batch",
+    "trace_check",
     "trace_generate",
     "trace_stats",
     "validate",
@@ -87,6 +88,14 @@ def replay(
     trace: _StrPath, config: _Config = None, format: str = "auto", lenient: bool = False
 ) -> RunResult: ...
 def trace_stats(path: _StrPath, format: str = "auto", lenient: bool = False) -> dict[str, Any]: ...
+def trace_check(
+    path: _StrPath,
+    format: str = "auto",
+    lenient: bool = False,
+    dma_masks: Optional[list[tuple[str, int]]] = None,
+    iommu: bool = True,
+    max_findings: Optional[int] = None,
+) -> dict[str, Any]: ...
 def trace_generate(
     workload: Union[str, dict[str, Any]], events: int, path: _StrPath, seed: Optional[int] = None
 ) -> int: ...

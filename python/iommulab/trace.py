@@ -1,4 +1,4 @@
-"""Traces: statistics and generation (the CLI's `iommulab trace stats|generate`)."""
+"""Traces: statistics, generation and dma-debug (the CLI's `iommulab trace stats|generate`, `iommulab check`)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,25 @@ def stats(path: Union[str, os.PathLike[str]], format: str = "auto", lenient: boo
     return _native.trace_stats(path, format=format, lenient=lenient)
 
 
+def check(
+    path: Union[str, os.PathLike[str]],
+    format: str = "auto",
+    lenient: bool = False,
+    dma_masks: Optional[dict[str, int]] = None,
+    iommu: bool = True,
+    max_findings: Optional[int] = None,
+) -> dict[str, Any]:
+    """`iommulab check --json` as a dict: Linux dma-debug's checks on what the trace's drivers
+    did (`findings_total`, `by_kind`, `findings` with the file line of the map and of the
+    offending call, device, task, CPU and the debug.c message). `dma_masks` maps device names
+    to DMA masks (`{"0000:00:01.0": 0xffffffff}`). A missing file raises `FileNotFoundError`,
+    an unreadable trace `TraceError`."""
+    masks = list(dma_masks.items()) if dma_masks else None
+    return _native.trace_check(
+        path, format=format, lenient=lenient, dma_masks=masks, iommu=iommu, max_findings=max_findings
+    )
+
+
 def generate(
     workload: Union[str, dict[str, Any]],
     events: int,
@@ -25,4 +44,4 @@ def generate(
     return _native.trace_generate(workload, events, path, seed=seed)
 
 
-__all__ = ["generate", "stats"]
+__all__ = ["check", "generate", "stats"]

@@ -40,6 +40,10 @@ pub enum Command {
     /// Hit rate of the guest map cache against its quota over a trace, for one eviction
     /// policy (Yassour et al. 2010's Figures 3-4 method, on any trace).
     Mrc(MrcArgs),
+    /// dma-debug for a recorded trace: the checks of Linux's kernel/dma/debug.c on what the
+    /// trace's drivers did, and iommu:map/unmap against the DMA layer. Exit 0 when clean,
+    /// 3 when there are findings, 1 on errors.
+    Check(CheckArgs),
     /// Import, inspect, convert and generate DMA traces.
     Trace {
         /// The trace subcommand.
@@ -219,6 +223,33 @@ pub struct ReplayArgs {
     /// (64 GiB: the host model keeps a pin count per guest page).
     #[arg(long, value_name = "MIB", default_value_t = 2048, value_parser = clap::value_parser!(u64).range(1..=65536))]
     pub guest_mib: u64,
+}
+
+/// `iommulab check`.
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    /// The trace (ftrace text gives lines and tasks; native `.iot` and `.csv` give record
+    /// numbers; `.gz`/`.zst` read transparently).
+    pub trace: PathBuf,
+    /// Print the report as JSON (counts by kind and the list of findings).
+    #[arg(long)]
+    pub json: bool,
+    /// Findings to print (all are counted) [default: 50; with --json: all kept].
+    #[arg(long, value_name = "N")]
+    pub max: Option<usize>,
+    /// A device's DMA mask, `DEVICE=MASK` (hex like 0xffffffff, or bits like 32); repeat
+    /// or comma separate. Masks the trace prints (swiotlb_bounced) are used too.
+    #[arg(long = "dma-mask", value_name = "DEVICE=MASK", value_delimiter = ',')]
+    pub dma_masks: Vec<String>,
+    /// Do not cross-check iommu:map/iommu:unmap against the DMA layer.
+    #[arg(long)]
+    pub no_iommu: bool,
+    /// The input's format.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub format: TraceFormatArg,
+    /// Skip malformed ftrace lines.
+    #[arg(long)]
+    pub lenient: bool,
 }
 
 /// `iommulab mrc`.

@@ -22,14 +22,16 @@ pub(crate) fn print_stdout(text: &str) -> Result<()> {
     }
 }
 
-fn run(cli: Cli) -> Result<()> {
+fn run(cli: Cli) -> Result<ExitCode> {
+    let done = Ok(ExitCode::SUCCESS);
     match cli.command {
-        Command::Bench(a) => cmd::bench::run(&a, cli.quiet),
-        Command::Reproduce(a) => cmd::reproduce::run(&a, cli.quiet),
-        Command::Run(a) => cmd::run::run(&a, cli.quiet),
-        Command::Replay(a) => cmd::replay::run(&a, cli.quiet),
-        Command::Mrc(a) => cmd::mrc::run(&a),
-        Command::Trace { command } => cmd::trace::run(&command),
+        Command::Check(a) => cmd::check::run(&a),
+        Command::Bench(a) => cmd::bench::run(&a, cli.quiet).and(done),
+        Command::Reproduce(a) => cmd::reproduce::run(&a, cli.quiet).and(done),
+        Command::Run(a) => cmd::run::run(&a, cli.quiet).and(done),
+        Command::Replay(a) => cmd::replay::run(&a, cli.quiet).and(done),
+        Command::Mrc(a) => cmd::mrc::run(&a).and(done),
+        Command::Trace { command } => cmd::trace::run(&command).and(done),
     }
 }
 
@@ -37,7 +39,7 @@ fn main() -> ExitCode {
     // clap exits with code 2 and a clear message for a bad flag or value.
     let cli = Cli::parse();
     match run(cli) {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => code,
         Err(e) => {
             eprintln!("error: {e:#}");
             ExitCode::FAILURE

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use iommulab::create_trace;
 use iommulab::experiment::ConfigError;
 use iommulab::mrc::{CurveRequest, Quotas, hit_rate_curve, trace_page_refs};
+use iommulab::trace::check::{CheckOptions, check};
 use iommulab::trace::{TraceHeader, open, stats};
 use iommulab::virt::EvictionConfig;
 use iommulab::workload::WorkloadConfig;
@@ -31,6 +32,32 @@ pub fn trace_stats<'py>(
         Ok(stats(&mut *src)?)
     });
     to_py(py, &s.map_err(PyErrWrap::from)?)
+}
+
+/// `iommulab check --json`, as a dict: dma-debug of a recorded trace.
+#[pyfunction]
+#[pyo3(signature = (path, format="auto", lenient=false, dma_masks=None, iommu=true, max_findings=None))]
+pub fn trace_check<'py>(
+    py: Python<'py>,
+    path: PathBuf,
+    format: &str,
+    lenient: bool,
+    dma_masks: Option<Vec<(String, u64)>>,
+    iommu: bool,
+    max_findings: Option<usize>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let format = trace_format(format)?;
+    let mut opts = CheckOptions {
+        dma_masks: dma_masks.unwrap_or_default(),
+        iommu,
+        ..CheckOptions::default()
+    };
+    if let Some(n) = max_findings {
+        opts.max_findings = n;
+    }
+    let r =
+        py.detach(|| -> Result<_, iommulab::Error> { Ok(check(&path, format, lenient, &opts)?) });
+    to_py(py, &r.map_err(PyErrWrap::from)?)
 }
 
 /// A workload config from its name (`pseudo-scsi`, `netperf-send`, ...) or a dict/TOML with

@@ -9,8 +9,9 @@
 
 // The layers below, under the names the code uses (`crate::addr::Iova`): a crate names only
 // what its manifest lists, so the compiler enforces the layering (docs/architecture.md).
-use iommulab_base::addr;
+use iommulab_base::{addr, hash};
 
+pub mod check;
 pub mod csv;
 pub mod event;
 pub mod format;

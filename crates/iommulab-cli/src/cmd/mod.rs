@@ -1,6 +1,7 @@
 //! One file per subcommand.
 
 pub mod bench;
+pub mod check;
 pub mod mrc;
 pub mod replay;
 pub mod reproduce;

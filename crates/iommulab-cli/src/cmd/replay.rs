@@ -12,6 +12,8 @@ use std::sync::Arc;
 use iommulab::hw::CostModel;
 use iommulab::virt::{GuestConfig, Lookahead, guest_page_refs, run_guest};
 
+use iommulab::trace::check::{CheckOptions, CheckReport, check};
+
 use crate::args::{ReplayArgs, StrategyArg};
 use crate::cmd::trace::open_input;
 use crate::output::{table, write_atomic};
@@ -26,6 +28,50 @@ struct ReplayResult {
     run: RunResult,
     #[serde(skip)]
     replay: ReplayReport,
+    /// What `iommulab check` finds in the trace (the driver's DMA-API misuse).
+    check: CheckReport,
+}
+
+/// Findings `replay` prints (all are in the JSON).
+const CHECK_PRINTED: usize = 10;
+
+/// Runs `iommulab check` over the trace for the replay's report.
+fn check_trace(args: &ReplayArgs) -> Result<CheckReport> {
+    let opts = CheckOptions {
+        max_findings: 1000,
+        ..CheckOptions::default()
+    };
+    check(&args.trace, args.format.into(), args.lenient, &opts)
+        .with_context(|| format!("checking {}", args.trace.display()))
+}
+
+/// The replay's dma-debug lines: the counts by kind and the first findings.
+fn check_text(c: &CheckReport) -> String {
+    let kinds: Vec<String> = c
+        .by_kind
+        .iter()
+        .map(|(k, n)| format!("{n} {}", k.name()))
+        .collect();
+    let mut t = format!(
+        "dma-debug (iommulab check): {} findings{}\n",
+        c.findings_total,
+        if kinds.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", kinds.join(", "))
+        }
+    );
+    for f in c.findings.iter().take(CHECK_PRINTED) {
+        t.push_str(&f.display_with(&c.trace));
+        t.push('\n');
+    }
+    if c.findings_total > CHECK_PRINTED as u64 {
+        t.push_str(&format!(
+            "... `iommulab check {}` lists them all\n",
+            c.trace
+        ));
+    }
+    t
 }
 
 fn base_config(args: &ReplayArgs) -> Result<ExperimentConfig> {
@@ -89,6 +135,7 @@ fn run_guest_model(args: &ReplayArgs, strategy: StrategyArg) -> Result<()> {
         "refused": r.refused,
         "hypercalls": r.hypercalls,
         "replay": w.report(),
+        "check": check_trace(args)?,
     });
     if let Some(path) = &args.out {
         write_atomic(path, serde_json::to_string_pretty(&out)?.as_bytes())?;
@@ -126,7 +173,7 @@ fn run_guest_model(args: &ReplayArgs, strategy: StrategyArg) -> Result<()> {
             cfg.link_mbps,
             r.stale_accesses,
             r.stale_writes,
-        )
+        ) + &check_text(&check_trace(args)?)
     };
     crate::print_stdout(&text)
 }
@@ -144,6 +191,7 @@ pub fn run(args: &ReplayArgs, quiet: bool) -> Result<()> {
     } else {
         vec![NamedConfig::Modern]
     };
+    let checked = check_trace(args)?;
     let mut results = Vec::new();
     let mut progress = Progress::new(0, quiet);
     for c in configs {
@@ -161,6 +209,7 @@ pub fn run(args: &ReplayArgs, quiet: bool) -> Result<()> {
             trace: args.trace.display().to_string(),
             run,
             replay,
+            check: checked.clone(),
         });
     }
     progress.finish();
@@ -189,6 +238,7 @@ pub fn run(args: &ReplayArgs, quiet: bool) -> Result<()> {
                 r.run.config, p.events, p.maps, p.unmaps, p.accesses, p.unmatched_unmaps, p.skipped_iommu_events
             ));
         }
+        t.push_str(&check_text(&checked));
         t
     };
     crate::print_stdout(&text)

@@ -121,7 +121,10 @@ use super::{Event, EventKind, EventSource, TraceDir, TraceError, TraceHeader};
 
 mod fields;
 mod lexer;
+mod origin;
 mod sg;
+
+pub use origin::LineOrigin;
 
 use fields::{DmaFields, parse_iommu};
 use lexer::{Head, Known, NonEvent, classify, classify_non_event, parse_head, trim, trim_end};
@@ -240,6 +243,8 @@ pub struct FtraceReader<R: BufRead> {
     event_index: HashMap<Box<[u8]>, usize>,
     last_event: usize,
     report: ImportReport,
+    /// Device DMA masks from `swiotlb_bounced` lines (`origin`).
+    dma_masks: Vec<(String, u64)>,
 }
 
 /// Names (devices, events) found by a linear scan before a hash lookup.
@@ -302,6 +307,7 @@ impl<R: BufRead> FtraceReader<R> {
             event_index: HashMap::new(),
             last_event: 0,
             report: ImportReport::default(),
+            dma_masks: Vec::new(),
         }
     }
 
@@ -403,6 +409,9 @@ impl<R: BufRead> FtraceReader<R> {
             return Err(self.error(EXPECTED_LINE.to_owned(), t));
         };
         let Some(known) = classify(head.name) else {
+            if head.name.ends_with(b"swiotlb_bounced") {
+                self.note_swiotlb_bounced(head.body);
+            }
             self.report.skipped_other_events += 1;
             self.count_event(head.name);
             return Ok(());
