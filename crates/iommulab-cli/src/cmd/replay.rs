@@ -1,18 +1,15 @@
 //! `iommulab replay`: a recorded or generated trace through one or more configurations.
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, anyhow};
 use iommulab::device::DeviceMode;
-use iommulab::experiment::{ExperimentConfig, NamedConfig, RunResult, replay_trace};
+use iommulab::experiment::{
+    ExperimentConfig, GuestSystemConfig, HardwareConfig, NamedConfig, ResolvedSystem, RunResult,
+    SystemConfig, TraceSpec, WorkloadSpec, replay_trace, run_experiment,
+};
 use iommulab::hw::cost::CostPreset;
-use iommulab::workload::{ReplayReport, TraceWorkload};
-use serde::Serialize;
-
-use std::sync::Arc;
-
-use iommulab::hw::CostModel;
-use iommulab::virt::{GuestConfig, Lookahead, guest_page_refs, run_guest};
-
 use iommulab::trace::check::{CheckOptions, CheckReport, check};
+use iommulab::workload::ReplayReport;
+use serde::Serialize;
 
 use crate::args::{ReplayArgs, StrategyArg};
 use crate::cmd::trace::open_input;
@@ -101,31 +98,41 @@ fn base_config(args: &ReplayArgs) -> Result<ExperimentConfig> {
     Ok(cfg)
 }
 
-/// `iommulab replay --strategy ...`: the trace through the guest model.
+/// `iommulab replay --strategy ...`: the trace through the guest model, as the experiment
+/// its flags describe (a guest system, the trace as workload), run by the one runner.
 fn run_guest_model(args: &ReplayArgs, strategy: StrategyArg) -> Result<()> {
-    let cost = args
-        .cost
-        .map_or(CostModel::KVM_2010, |c| CostPreset::from(c).model());
-    let cfg = GuestConfig {
-        strategy: strategy.into(),
-        quota: args.quota,
-        eviction: args.eviction.into(),
-        batching: args.batching.into(),
-        cost,
-        guest_pages: args.guest_mib.saturating_mul(256).max(1),
-        ..GuestConfig::default()
+    let exp = ExperimentConfig {
+        system: SystemConfig::Guest(GuestSystemConfig {
+            strategy: strategy.into(),
+            quota: args.quota,
+            eviction: args.eviction.into(),
+            batching: args.batching.into(),
+            guest_mib: args.guest_mib.max(1),
+            ..GuestSystemConfig::default()
+        }),
+        hardware: HardwareConfig {
+            cost: args.cost.map_or(CostPreset::Kvm2010, CostPreset::from),
+            ..HardwareConfig::default()
+        },
+        workload: WorkloadSpec::Trace(TraceSpec {
+            trace: args.trace.clone(),
+            format: args.format.into(),
+            lenient: args.lenient,
+        }),
+        ..ExperimentConfig::default()
     };
-    let lookahead = if cfg.eviction.is_offline() && cfg.strategy.caches() {
-        let mut w = TraceWorkload::new(open_input(&args.trace, args.format, args.lenient)?);
-        let refs = guest_page_refs(&mut w, cfg.cache_only)
-            .with_context(|| format!("reading {}", args.trace.display()))?;
-        Some(Arc::new(Lookahead::from_refs(&refs)))
-    } else {
-        None
+    let ResolvedSystem::Guest(cfg) = exp.resolve()?.system else {
+        return Err(anyhow!(
+            "internal: a guest experiment resolved to bare metal"
+        ));
     };
-    let mut w = TraceWorkload::new(open_input(&args.trace, args.format, args.lenient)?);
-    let r = run_guest(&mut w, &cfg, lookahead)
+    let run = run_experiment(&exp, &mut |_, _| {})
         .with_context(|| format!("replaying {} through the guest model", args.trace.display()))?;
+    let (Some(r), Some(replay)) = (run.guest, run.replay) else {
+        return Err(anyhow!(
+            "internal: a guest run over a trace lacks its guest or replay part"
+        ));
+    };
     let out = serde_json::json!({
         "trace": args.trace.display().to_string(),
         "config": cfg,
@@ -134,7 +141,7 @@ fn run_guest_model(args: &ReplayArgs, strategy: StrategyArg) -> Result<()> {
         "misses": r.misses,
         "refused": r.refused,
         "hypercalls": r.hypercalls,
-        "replay": w.report(),
+        "replay": replay,
         "check": check_trace(args)?,
     });
     if let Some(path) = &args.out {
