@@ -11,15 +11,17 @@
 //!                    (read, then write): each that goes through is a stale access (S1.11)
 //! ```
 //!
-//! The workload's buffer addresses are the physical addresses of the machine it runs on:
-//! here the guest's, so they are taken as guest-physical ([`guest_phys`]); a buffer concerns
-//! the 4 KiB guest pages it spans (every segment's, for `MapSg`).
+//! The guest runs a `Workload<Phys = Gpa>`: its buffers are guest-physical. A generator or a
+//! trace gives the physical addresses of the machine it runs on; wrapped in
+//! [`InGuest`](crate::workload::InGuest) that machine is the guest's memory, so a bare-metal
+//! workload cannot be handed to the guest (nor a guest's to bare metal) by mistake. A buffer
+//! concerns the 4 KiB guest pages it spans (every segment's, for `MapSg`).
 
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use crate::addr::{Bdf, Gpa, Hpa, Iova, PAGE_4K, Pfn};
+use crate::addr::{Bdf, Gpa, Iova, PAGE_4K, Pfn};
 use crate::balloon::QuotaPolicy;
 use crate::dma::{
     BackendError, DeviceHandle, DmaApi, DmaConfig, DmaError, MapAttrs, SgEntry, Translation,
@@ -165,13 +167,6 @@ pub enum GuestError {
     },
 }
 
-/// The guest-physical address of a workload buffer: a workload generates the physical
-/// addresses of the machine it runs on, and the guest's machine is its guest-physical
-/// memory (the one place a workload address becomes a guest address).
-pub const fn guest_phys(phys: Hpa) -> Gpa {
-    Gpa::new(phys.get())
-}
-
 /// The guest's DMA layer: [`DmaApi`] over a [`HypercallBackend`].
 pub type GuestDmaApi<S> = DmaApi<NoIova, Strict, HypercallBackend<S>>;
 
@@ -247,7 +242,7 @@ impl<S: GuestStrategy> Guest<S> {
     }
 
     /// Runs a whole workload (pending piggybacked unmaps are sent at the end).
-    pub fn run<W: Workload>(&mut self, w: &mut W) -> Result<(), GuestError> {
+    pub fn run<W: Workload<Phys = Gpa>>(&mut self, w: &mut W) -> Result<(), GuestError> {
         while let Some(op) = w.next_op()? {
             self.step(w, op)?;
         }
@@ -272,7 +267,11 @@ impl<S: GuestStrategy> Guest<S> {
     }
 
     /// Applies one workload operation.
-    pub fn step<W: Workload>(&mut self, w: &W, op: DmaOp) -> Result<(), GuestError> {
+    pub fn step<W: Workload<Phys = Gpa>>(
+        &mut self,
+        w: &W,
+        op: DmaOp<Gpa>,
+    ) -> Result<(), GuestError> {
         match op {
             DmaOp::Map {
                 slot,
@@ -286,9 +285,7 @@ impl<S: GuestStrategy> Guest<S> {
                 self.bytes += len;
                 let attrs = MapAttrs { dir, dma_alloc };
                 let len = map_len(phys.get(), len);
-                let r = self
-                    .api
-                    .map_single_attrs(self.dev, cpu, guest_phys(phys), len, attrs);
+                let r = self.api.map_single_attrs(self.dev, cpu, phys, len, attrs);
                 let addr = Self::mapped(r)?;
                 let s = self.slot(slot);
                 s.is_sg = false;
@@ -302,7 +299,7 @@ impl<S: GuestStrategy> Guest<S> {
                 for seg in w.sg_segments() {
                     self.bytes += seg.len;
                     sg.push(SgEntry {
-                        phys: guest_phys(seg.phys),
+                        phys: seg.phys,
                         len: map_len(seg.phys.get(), seg.len),
                         dma: Iova::default(),
                     });
@@ -477,7 +474,7 @@ fn map_len(phys: u64, len: u64) -> u64 {
 /// The page-reference stream the map cache of `cfg` sees on workload `w` (its cacheable
 /// page maps and unmaps), for [`Lookahead::from_refs`] and the one-pass curves of
 /// [`crate::mrc`]. For `cache_only = all` this is every page map and unmap.
-pub fn guest_page_refs<W: Workload>(
+pub fn guest_page_refs<W: Workload<Phys = Gpa>>(
     w: &mut W,
     cache_only: CacheOnly,
 ) -> Result<Vec<PageRef>, WorkloadError> {
@@ -530,7 +527,7 @@ pub fn guest_page_refs<W: Workload>(
 /// dispatch, then a monomorphised loop). Offline policies (OPT, optimal batching) need the
 /// future: pass `lookahead` built by [`guest_page_refs`] over an identical workload (e.g. a
 /// regenerated one or a second read of the trace).
-pub fn run_guest<W: Workload>(
+pub fn run_guest<W: Workload<Phys = Gpa>>(
     w: &mut W,
     cfg: &GuestConfig,
     lookahead: Option<Arc<Lookahead>>,
@@ -546,15 +543,19 @@ pub fn run_guest<W: Workload>(
 mod tests {
     use super::*;
     use crate::strategy::OnDemand;
-    use crate::workload::{ApacheSendfile, ApacheSendfileConfig, NetperfSend, NetperfSendConfig};
+    use crate::workload::{
+        ApacheSendfile, ApacheSendfileConfig, InGuest, NetperfSend, NetperfSendConfig,
+    };
     use crate::{EvictionConfig, Lru, LruConfig, OptConfig};
 
-    fn netperf() -> NetperfSend {
-        NetperfSend::new(NetperfSendConfig {
-            packets: 3000,
-            ..NetperfSendConfig::default()
-        })
-        .unwrap()
+    fn netperf() -> InGuest<NetperfSend> {
+        InGuest::new(
+            NetperfSend::new(NetperfSendConfig {
+                packets: 3000,
+                ..NetperfSendConfig::default()
+            })
+            .unwrap(),
+        )
     }
 
     fn on_demand_lru(cfg: &GuestConfig) -> Guest<OnDemand<Lru>> {
@@ -581,7 +582,7 @@ mod tests {
     fn single_use_counts_the_hypercalls_of_each_batching() {
         let packets = 2000u64;
         let run_on = |mapping, batching| {
-            let mut w = NetperfSend::new(NetperfSendConfig {
+            let w = NetperfSend::new(NetperfSendConfig {
                 packets,
                 mapping,
                 ..NetperfSendConfig::default()
@@ -593,7 +594,7 @@ mod tests {
                 batching,
                 ..GuestConfig::default()
             };
-            run_guest(&mut w, &cfg, None).unwrap()
+            run_guest(&mut InGuest::new(w), &cfg, None).unwrap()
         };
         use crate::workload::TxMapping;
         let lru = run_on(TxMapping::PerFragment, Batching::None);

@@ -58,8 +58,7 @@ pub use eviction::{
     OptBatchConfig, OptConfig, Prefetch, PrefetchConfig, Slot,
 };
 pub use guest::{
-    Guest, GuestConfig, GuestDmaApi, GuestError, GuestResult, guest_page_refs, guest_phys,
-    run_guest,
+    Guest, GuestConfig, GuestDmaApi, GuestError, GuestResult, guest_page_refs, run_guest,
 };
 pub use host::{Host, HostConfig};
 pub use hypercall::{HostStats, Hypercall, HypercallError};

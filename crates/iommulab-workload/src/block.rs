@@ -360,6 +360,7 @@ impl Block {
 }
 
 impl Workload for Block {
+    type Phys = Hpa;
     fn next_op(&mut self) -> Result<Option<DmaOp>, WorkloadError> {
         loop {
             if let Some(op) = self.out.pop_front() {

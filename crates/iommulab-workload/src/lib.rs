@@ -23,6 +23,7 @@ use iommulab_trace as trace;
 
 pub mod apache_sendfile;
 pub mod block;
+pub mod in_guest;
 pub mod netperf_send;
 pub mod oracle_general;
 pub mod page_alloc;
@@ -33,21 +34,24 @@ pub mod zipf;
 
 use serde::{Deserialize, Serialize};
 
-use crate::addr::{Access, CpuId, DmaDirection, Hpa};
+use crate::addr::{Access, CpuId, DmaDirection, Hpa, PhysAddr};
 use crate::trace::TraceError;
 
 pub use apache_sendfile::{ApacheSendfile, ApacheSendfileConfig};
 pub use block::{Block, BlockBuffers, BlockConfig, Pattern};
+pub use in_guest::InGuest;
 pub use netperf_send::{NetperfSend, NetperfSendConfig, TxMapping};
 pub use page_alloc::PageAllocConfig;
 pub use pseudo_scsi::{PseudoScsi, PseudoScsiConfig};
 pub use replay::{ReplayReport, TraceWorkload};
 pub use uniform_random::{UniformRandom, UniformRandomConfig};
 
-/// One DMA operation issued by a driver or a device.
+/// One DMA operation issued by a driver or a device. `P` is the address space its buffers
+/// are in: the physical memory of the machine that runs the workload, host-physical ([`Hpa`])
+/// on bare metal, guest-physical ([`Gpa`](crate::addr::Gpa)) inside a guest ([`InGuest`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "op")]
-pub enum DmaOp {
+pub enum DmaOp<P: PhysAddr = Hpa> {
     /// `dma_map_single(phys, len, dir)` by `device` on `cpu`, remembered as `slot`.
     Map {
         /// Buffer slot.
@@ -56,8 +60,8 @@ pub enum DmaOp {
         cpu: CpuId,
         /// Device index (0-based, below [`Workload::devices`]).
         device: u16,
-        /// Physical address of the buffer.
-        phys: Hpa,
+        /// Physical address of the buffer, in the workload's address space `P`.
+        phys: P,
         /// Length in bytes.
         len: u64,
         /// Direction.
@@ -102,21 +106,24 @@ pub enum DmaOp {
     },
 }
 
-/// One scatter-gather segment.
+/// One scatter-gather segment, in address space `P` (see [`DmaOp`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Segment {
+pub struct Segment<P: PhysAddr = Hpa> {
     /// Physical address.
-    pub phys: Hpa,
+    pub phys: P,
     /// Length in bytes.
     pub len: u64,
 }
 
 /// A source of DMA operations.
 pub trait Workload {
+    /// The address space of its buffers: the generators and a trace give the physical
+    /// addresses of the machine they run on, [`Hpa`]; [`InGuest`] runs one inside a guest.
+    type Phys: PhysAddr;
     /// The next operation, `Ok(None)` at the end, or an error (a bad trace).
-    fn next_op(&mut self) -> Result<Option<DmaOp>, WorkloadError>;
+    fn next_op(&mut self) -> Result<Option<DmaOp<Self::Phys>>, WorkloadError>;
     /// The segments of the `MapSg` just returned.
-    fn sg_segments(&self) -> &[Segment];
+    fn sg_segments(&self) -> &[Segment<Self::Phys>];
     /// How many slots the workload expects to use at most (a sizing hint; more may come).
     fn slots(&self) -> usize;
     /// How many devices the workload drives (device indices are below this).
@@ -314,7 +321,7 @@ pub(crate) mod check {
     /// unmaps and accesses only of mapped ones, accesses the mapping's direction allows,
     /// non-empty segments, devices in range, a monotonic clock, `total_ios` unmaps, no slot
     /// left mapped, and `None` for ever after the end.
-    pub fn run_checked<W: Workload>(w: &mut W) -> Checked {
+    pub fn run_checked<W: Workload<Phys = crate::addr::Hpa>>(w: &mut W) -> Checked {
         let mut c = Checked::default();
         let mut live: HashMap<u32, DmaDirection> = HashMap::new();
         let note = |c: &mut Checked, phys: u64, len: u64| {

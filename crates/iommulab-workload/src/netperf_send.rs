@@ -716,6 +716,7 @@ impl NetperfSend {
 macro_rules! nic_workload {
     ($sender:ty) => {
         impl Workload for $sender {
+            type Phys = Hpa;
             fn next_op(&mut self) -> Result<Option<DmaOp>, WorkloadError> {
                 loop {
                     if let Some(op) = self.tx.pop_op() {

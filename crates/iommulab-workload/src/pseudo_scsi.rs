@@ -125,6 +125,7 @@ impl PseudoScsi {
 }
 
 impl Workload for PseudoScsi {
+    type Phys = Hpa;
     fn next_op(&mut self) -> Result<Option<DmaOp>, WorkloadError> {
         Ok(self.step())
     }

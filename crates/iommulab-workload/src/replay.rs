@@ -319,6 +319,7 @@ impl<S: EventSource> TraceWorkload<S> {
 }
 
 impl<S: EventSource> Workload for TraceWorkload<S> {
+    type Phys = Hpa;
     fn next_op(&mut self) -> Result<Option<DmaOp>, WorkloadError> {
         while self.out.is_empty() {
             let Some(e) = self.next_raw()? else {

@@ -240,6 +240,7 @@ impl UniformRandom {
 }
 
 impl Workload for UniformRandom {
+    type Phys = Hpa;
     fn next_op(&mut self) -> Result<Option<DmaOp>, WorkloadError> {
         if let Some(op) = self.pending.take() {
             return Ok(Some(op));

@@ -16,11 +16,11 @@
 use std::hint::black_box;
 
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
-use iommulab::addr::{CpuId, DmaDirection, Hpa};
+use iommulab::addr::{CpuId, DmaDirection, Gpa};
 use iommulab::testing::ops::OpsWorkload;
 use iommulab::virt::strategy::OnDemand;
 use iommulab::virt::{Batching, Guest, GuestConfig, Lru, LruConfig, run_guest};
-use iommulab::workload::{DmaOp, NetperfSend, NetperfSendConfig, Workload};
+use iommulab::workload::{DmaOp, InGuest, NetperfSend, NetperfSendConfig, Workload};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
@@ -65,7 +65,7 @@ fn cfg(batching: Batching, oracle: bool) -> GuestConfig {
 }
 
 /// The stream as driver calls: one-page buffers, the nested map in its own slot.
-fn ops(evs: &[Ev]) -> Vec<DmaOp> {
+fn ops(evs: &[Ev]) -> Vec<DmaOp<Gpa>> {
     let mut depth = 0u32;
     let cpu = CpuId::new(0);
     evs.iter()
@@ -76,7 +76,7 @@ fn ops(evs: &[Ev]) -> Vec<DmaOp> {
                     slot: depth - 1,
                     cpu,
                     device: 0,
-                    phys: Hpa::new(p << 12),
+                    phys: Gpa::new(p << 12),
                     len: 4096,
                     dir: DmaDirection::ToDevice,
                     dma_alloc: false,
@@ -90,7 +90,7 @@ fn ops(evs: &[Ev]) -> Vec<DmaOp> {
         .collect()
 }
 
-fn drive(g: &mut Guest<OnDemand<Lru>>, ops: &[DmaOp]) {
+fn drive(g: &mut Guest<OnDemand<Lru>>, ops: &[DmaOp<Gpa>]) {
     let w = OpsWorkload::default();
     for &op in ops {
         g.step(&w, op).unwrap();
@@ -134,7 +134,7 @@ fn guest(c: &mut Criterion) {
     grp.throughput(Throughput::Elements(ops));
     grp.bench_function("netperf_run_guest", |bch| {
         bch.iter(|| {
-            let mut w = NetperfSend::new(np).unwrap();
+            let mut w = InGuest::new(NetperfSend::new(np).unwrap());
             let gc = GuestConfig {
                 quota: 8,
                 protection_oracle: false,

@@ -14,7 +14,9 @@ use iommulab::trace::{TraceFormat, open};
 use iommulab::virt::{
     EvictionConfig, GuestConfig, Lookahead, OptConfig, Strategy, guest_page_refs, run_guest,
 };
-use iommulab::workload::{NetperfSend, NetperfSendConfig, PseudoScsiConfig, WorkloadConfig};
+use iommulab::workload::{
+    InGuest, NetperfSend, NetperfSendConfig, PseudoScsiConfig, WorkloadConfig,
+};
 
 fn trace_path() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -133,11 +135,13 @@ fn a_guest_experiment_is_the_guest_model() {
         ..GuestConfig::default()
     };
     let w = || {
-        NetperfSend::new(NetperfSendConfig {
-            packets: 3000,
-            ..NetperfSendConfig::default()
-        })
-        .unwrap()
+        InGuest::new(
+            NetperfSend::new(NetperfSendConfig {
+                packets: 3000,
+                ..NetperfSendConfig::default()
+            })
+            .unwrap(),
+        )
     };
     let la = Arc::new(Lookahead::from_refs(
         &guest_page_refs(&mut w(), cfg.cache_only).unwrap(),

@@ -15,7 +15,7 @@
 
 use std::sync::Arc;
 
-use iommulab::addr::{Access, CpuId, DmaDirection, Hpa, Perm, Pfn};
+use iommulab::addr::{Access, CpuId, DmaDirection, Gpa, Perm, Pfn};
 use iommulab::testing::ops::OpsWorkload;
 use iommulab::trace::pages::MAX_PAGES_PER_MAP;
 use iommulab::virt::strategy::{Direct, OnDemand, Persistent, Shared, SingleUse};
@@ -187,7 +187,7 @@ fn drive<S: GuestStrategy>(ops: &[Op], cfg: &GuestConfig, s: S) -> Result<(), Te
                     slot: slot_id(slot),
                     cpu,
                     device: 0,
-                    phys: Hpa::new(page << 12),
+                    phys: Gpa::new(page << 12),
                     len: (end - page) << 12,
                     dir: dir_of(dir),
                     // Even slots hold DMA-allocated buffers (S1.11).
@@ -314,7 +314,7 @@ fn a_huge_map_length_is_capped() {
         slot: 0,
         cpu: CpuId::new(0),
         device: 0,
-        phys: Hpa::new(0x1000),
+        phys: Gpa::new(0x1000),
         len: 1 << 60,
         dir: DmaDirection::ToDevice,
         dma_alloc: false,

@@ -13,7 +13,7 @@
 
 use std::collections::HashMap;
 
-use iommulab::addr::DmaDirection;
+use iommulab::addr::{DmaDirection, Hpa};
 use iommulab::workload::{
     ApacheSendfile, ApacheSendfileConfig, Block, BlockBuffers, BlockConfig, DmaOp, NetperfSend,
     NetperfSendConfig, PageAllocConfig, Pattern, PseudoScsi, PseudoScsiConfig, Segment, TxMapping,
@@ -28,7 +28,7 @@ static ALLOC: alloc_counter::CountingAlloc = alloc_counter::CountingAlloc::new()
 type Step = (DmaOp, Vec<Segment>);
 
 /// Replays `w` to the end under the invariants of the module doc; returns the stream.
-fn checked<W: Workload>(w: &mut W) -> Result<Vec<Step>, TestCaseError> {
+fn checked<W: Workload<Phys = Hpa>>(w: &mut W) -> Result<Vec<Step>, TestCaseError> {
     let mut live: HashMap<u32, DmaDirection> = HashMap::new();
     let mut steps = Vec::new();
     let mut now = 0;
@@ -92,7 +92,9 @@ fn checked<W: Workload>(w: &mut W) -> Result<Vec<Step>, TestCaseError> {
 }
 
 /// Checks a stream twice from the same config: the ops must be identical.
-fn check_twice<W: Workload>(mut make: impl FnMut() -> W) -> Result<Vec<Step>, TestCaseError> {
+fn check_twice<W: Workload<Phys = Hpa>>(
+    mut make: impl FnMut() -> W,
+) -> Result<Vec<Step>, TestCaseError> {
     let a = checked(&mut make())?;
     let b = checked(&mut make())?;
     prop_assert!(a == b, "same seed, different streams");

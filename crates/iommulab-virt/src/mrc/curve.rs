@@ -31,7 +31,7 @@ use super::{
     opt_one_pass, page_sequence, pinning_free,
 };
 use crate::trace::EventSource;
-use crate::workload::TraceWorkload;
+use crate::workload::{InGuest, TraceWorkload};
 use crate::workload::{ParamError, WorkloadError};
 use crate::{CacheOnly, EvictionConfig, PageRef, guest_page_refs};
 
@@ -130,7 +130,7 @@ impl HitRateCurve {
 /// [`TraceWorkload`] (so `iommu:` events duplicating `dma:` ones are skipped, scatter-gather
 /// segments are expanded, and so on, exactly as `iommulab replay` does).
 pub fn trace_page_refs<S: EventSource>(src: S) -> Result<Vec<PageRef>, WorkloadError> {
-    let mut w = TraceWorkload::new(src);
+    let mut w = InGuest::new(TraceWorkload::new(src));
     guest_page_refs(&mut w, CacheOnly::All)
 }
 

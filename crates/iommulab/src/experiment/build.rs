@@ -2,7 +2,7 @@
 //! style L4). Everything below [`run_bench`] is monomorphised: the per-I/O loop has no
 //! dynamic dispatch and no allocation.
 
-use crate::addr::{Iova, Pfn};
+use crate::addr::{Hpa, Iova, Pfn};
 use crate::clock::{ClockRate, Cycles};
 use crate::device::DeviceMode;
 use crate::dma::{DmaApi, DmaConfig, Native};
@@ -56,7 +56,7 @@ pub fn run_experiment(
             }
             impl WorkloadVisitor for Run<'_> {
                 type Output = RunResult;
-                fn visit<W: Workload>(self, mut w: W) -> Result<RunResult, Error> {
+                fn visit<W: Workload<Phys = Hpa>>(self, mut w: W) -> Result<RunResult, Error> {
                     Go {
                         cfg: self.cfg,
                         resolved: self.resolved,
@@ -159,7 +159,7 @@ pub fn labels_of(cfg: &ExperimentConfig) -> RunLabels {
 /// Runs any workload (a generator or a trace) through the configuration `cfg` names: its
 /// mechanisms, hardware, device mode and clocks (`cfg.workload` is not used). The stale-access
 /// oracle runs when `oracle` is set or the device is malicious.
-pub fn run_workload<W: Workload>(
+pub fn run_workload<W: Workload<Phys = Hpa>>(
     cfg: &ExperimentConfig,
     workload: &mut W,
     labels: RunLabels,
@@ -190,7 +190,7 @@ struct Go<'a, W> {
     progress: &'a mut dyn FnMut(u64, u64),
 }
 
-impl<W: Workload> Go<'_, W> {
+impl<W: Workload<Phys = Hpa>> Go<'_, W> {
     /// The one place the resolved allocator and flush policy become types.
     fn run(mut self) -> Result<RunResult, Error> {
         let cfg = self.cfg;
@@ -261,7 +261,7 @@ pub trait WorkloadVisitor {
     /// What the visit returns.
     type Output;
     /// Called once with the built generator.
-    fn visit<W: Workload>(self, workload: W) -> Result<Self::Output, Error>;
+    fn visit<W: Workload<Phys = Hpa>>(self, workload: W) -> Result<Self::Output, Error>;
 }
 
 /// Builds the generator `cfg` names and hands it to `visitor`.

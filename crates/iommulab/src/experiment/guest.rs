@@ -7,9 +7,10 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use crate::addr::{Gpa, Hpa};
 use crate::error::Error;
 use crate::virt::{GuestConfig, Lookahead, guest_page_refs, run_guest};
-use crate::workload::{TraceWorkload, Workload, WorkloadConfig};
+use crate::workload::{InGuest, TraceWorkload, Workload, WorkloadConfig};
 
 use super::build::{WorkloadVisitor, labels_of, with_workload};
 use super::config::{ExperimentConfig, TraceSpec};
@@ -29,8 +30,8 @@ pub(super) fn run_on_generator(
     struct Refs<'a>(&'a GuestConfig);
     impl WorkloadVisitor for Refs<'_> {
         type Output = Arc<Lookahead>;
-        fn visit<W: Workload>(self, mut w: W) -> Result<Arc<Lookahead>, Error> {
-            let refs = guest_page_refs(&mut w, self.0.cache_only)?;
+        fn visit<W: Workload<Phys = Hpa>>(self, w: W) -> Result<Arc<Lookahead>, Error> {
+            let refs = guest_page_refs(&mut InGuest::new(w), self.0.cache_only)?;
             Ok(Arc::new(Lookahead::from_refs(&refs)))
         }
     }
@@ -41,8 +42,8 @@ pub(super) fn run_on_generator(
     }
     impl WorkloadVisitor for Run<'_> {
         type Output = RunResult;
-        fn visit<W: Workload>(self, mut w: W) -> Result<RunResult, Error> {
-            run(self.cfg, self.g, &mut w, self.lookahead)
+        fn visit<W: Workload<Phys = Hpa>>(self, w: W) -> Result<RunResult, Error> {
+            run(self.cfg, self.g, &mut InGuest::new(w), self.lookahead)
         }
     }
     let lookahead = if needs_lookahead(g) {
@@ -60,9 +61,9 @@ pub(super) fn run_on_trace(
     t: &TraceSpec,
 ) -> Result<RunResult, Error> {
     let open = || -> Result<_, Error> {
-        Ok(TraceWorkload::new(crate::trace::open(
+        Ok(InGuest::new(TraceWorkload::new(crate::trace::open(
             &t.trace, t.format, t.lenient,
-        )?))
+        )?)))
     };
     let lookahead = if needs_lookahead(g) {
         let refs = guest_page_refs(&mut open()?, g.cache_only)?;
@@ -72,11 +73,11 @@ pub(super) fn run_on_trace(
     };
     let mut w = open()?;
     let mut r = run(cfg, g, &mut w, lookahead)?;
-    r.replay = Some(w.report());
+    r.replay = Some(w.inner().report());
     Ok(r)
 }
 
-fn run<W: Workload>(
+fn run<W: Workload<Phys = Gpa>>(
     cfg: &ExperimentConfig,
     g: &GuestConfig,
     w: &mut W,

@@ -9,7 +9,7 @@
 //! operation.
 
 use super::{WorkloadVisitor, with_workload};
-use crate::addr::{Access, CpuId, Iova, PAGE_4K, Pfn};
+use crate::addr::{Access, CpuId, Iova, PAGE_4K, Pfn, PhysAddr};
 use crate::error::Error;
 use crate::iova::{IovaAllocator, RbTree};
 use crate::trace::{Event, EventKind, EventSink, TraceDir, TraceError};

@@ -6,7 +6,7 @@
 
 use std::time::Instant;
 
-use crate::addr::{Access, Bdf, CpuId, DmaDirection, Iova, PAGE_4K};
+use crate::addr::{Access, Bdf, CpuId, DmaDirection, Hpa, Iova, PAGE_4K};
 use crate::clock::Cycles;
 use crate::device::{AccessOutcome, DeviceMode};
 use crate::dma::{DeviceHandle, DmaApi, DmaError, Native, SgEntry, Translation};
@@ -112,7 +112,8 @@ where
     A: IovaAllocator,
     F: FlushPolicy,
     U: RemapUnit,
-    W: Workload,
+    // Bare metal: the buffers are host-physical (a guest's go through `InGuest`).
+    W: Workload<Phys = Hpa>,
 {
     let cost = *api.unit().cost();
     let mut devs: Vec<DeviceHandle> = Vec::with_capacity(workload.devices().max(1));

@@ -1,19 +1,27 @@
 //! [`OpsWorkload`]: a fixed list of DMA operations as a [`Workload`], for tests and benches
-//! that drive a run loop with exactly the operations they choose.
+//! that drive a run loop with exactly the operations they choose, in address space `P`
+//! (host-physical for bare metal, guest-physical for a guest).
 
+use crate::addr::{Hpa, PhysAddr};
 use crate::workload::{DmaOp, Segment, Workload};
 
 /// Replays `ops` in order (one device; `MapSg` gets no segments).
-#[derive(Debug, Clone, Default)]
-pub struct OpsWorkload {
-    ops: Vec<DmaOp>,
+#[derive(Debug, Clone)]
+pub struct OpsWorkload<P: PhysAddr = Hpa> {
+    ops: Vec<DmaOp<P>>,
     next: usize,
     slots: usize,
 }
 
-impl OpsWorkload {
+impl<P: PhysAddr> Default for OpsWorkload<P> {
+    fn default() -> Self {
+        Self::new(Vec::new())
+    }
+}
+
+impl<P: PhysAddr> OpsWorkload<P> {
     /// A workload of `ops`.
-    pub fn new(ops: Vec<DmaOp>) -> Self {
+    pub fn new(ops: Vec<DmaOp<P>>) -> Self {
         let slots = ops
             .iter()
             .filter_map(|op| match *op {
@@ -33,13 +41,14 @@ impl OpsWorkload {
     }
 }
 
-impl Workload for OpsWorkload {
-    fn next_op(&mut self) -> Result<Option<DmaOp>, crate::workload::WorkloadError> {
+impl<P: PhysAddr> Workload for OpsWorkload<P> {
+    type Phys = P;
+    fn next_op(&mut self) -> Result<Option<DmaOp<P>>, crate::workload::WorkloadError> {
         let op = self.ops.get(self.next).copied();
         self.next += usize::from(op.is_some());
         Ok(op)
     }
-    fn sg_segments(&self) -> &[Segment] {
+    fn sg_segments(&self) -> &[Segment<P>] {
         &[]
     }
     fn slots(&self) -> usize {

@@ -39,7 +39,7 @@ use crate::virt::{
     working_set_pages,
 };
 use crate::workload::{
-    ApacheSendfile, ApacheSendfileConfig, NetperfSend, NetperfSendConfig, TxMapping,
+    ApacheSendfile, ApacheSendfileConfig, InGuest, NetperfSend, NetperfSendConfig, TxMapping,
 };
 
 pub use cpu::CpuCurve;
@@ -230,9 +230,12 @@ impl Spec {
 
     pub(crate) fn refs(&self) -> Result<Vec<PageRef>, Error> {
         match self {
-            Spec::Netperf(c) => Ok(guest_page_refs(&mut NetperfSend::new(*c)?, CacheOnly::All)?),
+            Spec::Netperf(c) => Ok(guest_page_refs(
+                &mut InGuest::new(NetperfSend::new(*c)?),
+                CacheOnly::All,
+            )?),
             Spec::Apache(c) => Ok(guest_page_refs(
-                &mut ApacheSendfile::new(*c)?,
+                &mut InGuest::new(ApacheSendfile::new(*c)?),
                 CacheOnly::All,
             )?),
         }
@@ -244,8 +247,8 @@ impl Spec {
         la: Option<Arc<Lookahead>>,
     ) -> Result<GuestResult, Error> {
         match self {
-            Spec::Netperf(c) => run_guest(&mut NetperfSend::new(*c)?, cfg, la),
-            Spec::Apache(c) => run_guest(&mut ApacheSendfile::new(*c)?, cfg, la),
+            Spec::Netperf(c) => run_guest(&mut InGuest::new(NetperfSend::new(*c)?), cfg, la),
+            Spec::Apache(c) => run_guest(&mut InGuest::new(ApacheSendfile::new(*c)?), cfg, la),
         }
         .map_err(guest_error)
     }
