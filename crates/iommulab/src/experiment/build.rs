@@ -255,7 +255,7 @@ impl<W: Workload<Phys = Hpa>> Go<'_, W> {
 }
 
 /// Something to do with a concrete workload type: the builder hands each
-/// [`WorkloadConfig`](crate::workload::WorkloadConfig) variant to [`WorkloadVisitor::visit`] as
+/// [`WorkloadConfig`] variant to [`WorkloadVisitor::visit`] as
 /// its own type, so the caller's loop is monomorphised per generator.
 pub trait WorkloadVisitor {
     /// What the visit returns.
