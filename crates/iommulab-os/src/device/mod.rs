@@ -16,6 +16,8 @@
 
 use crate::hash::FxHashMap;
 
+use std::collections::hash_map::Entry;
+
 use serde::{Deserialize, Serialize};
 
 use crate::addr::{Iova, PAGE_4K};
@@ -104,10 +106,11 @@ impl StaleOracle {
     pub fn on_unmap(&mut self, device: u16, addr: Iova, pages: u64) {
         let first = addr.pfn(PAGE_4K).get();
         for i in 0..pages {
-            if let Some(e) = self.live.get_mut(&(device, first + i)) {
-                e.count -= 1;
-                if e.count == 0 {
-                    self.live.remove(&(device, first + i));
+            // One lookup per page: the entry is decremented and, at zero, removed in place.
+            if let Entry::Occupied(mut e) = self.live.entry((device, first + i)) {
+                e.get_mut().count -= 1;
+                if e.get().count == 0 {
+                    e.remove();
                 }
             }
         }
