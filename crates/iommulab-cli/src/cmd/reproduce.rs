@@ -1,6 +1,7 @@
 //! `iommulab reproduce`: reruns a paper's experiments (`iommulab::repro`) and writes
 //! `OUT/<paper>/` with JSON, CSV, SVG/PNG figures and a markdown page that puts our numbers
-//! beside the published ones (`iommulab_report`); `all` also writes `OUT/index.md`.
+//! beside the published ones (`iommulab_report`); `all` also writes `OUT/index.md` and
+//! `OUT/index.html` (every reproduction on one self-contained page).
 
 use std::ops::ControlFlow;
 
@@ -32,6 +33,8 @@ pub fn run(args: &ReproduceArgs, quiet: bool) -> Result<()> {
     if args.paper == Paper::All {
         let index = iommulab_report::write_index(&args.out, selected, args.quick)?;
         crate::print_stdout(&format!("index: {}\n", index.display()))?;
+        let html = iommulab_report::index_html_path(&args.out);
+        crate::print_stdout(&format!("html: {}\n", html.display()))?;
     }
     Ok(())
 }
