@@ -185,8 +185,7 @@ impl Page<'_> {
             let t = line.trim_end();
             if t.is_empty() {
                 i += 1;
-            } else if let Some(fence) = t.strip_prefix("```") {
-                let _ = fence;
+            } else if t.starts_with("```") {
                 let mut code = String::new();
                 i += 1;
                 while i < lines.len() && !lines[i].starts_with("```") {
@@ -195,7 +194,7 @@ impl Page<'_> {
                     i += 1;
                 }
                 i += 1;
-                let _ = write!(o, "<pre><code>{}</code></pre>\n", escape(&code));
+                let _ = writeln!(o, "<pre><code>{}</code></pre>", escape(&code));
             } else if t.starts_with('#') {
                 let level = t.chars().take_while(|&c| c == '#').count();
                 let text = t[level..].trim();
