@@ -1,5 +1,5 @@
 """The Python API: runs, replays, traces, hit-rate curves and the exception tree. Doubles as
-the tutorial (style L12)."""
+the tutorial."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 //! Command-line arguments (clap derive). CLI-only value enums convert into core types; the
-//! core never depends on clap (style L11).
+//! core never depends on clap.
 
 use std::path::PathBuf;
 

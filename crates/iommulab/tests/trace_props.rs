@@ -1,4 +1,4 @@
-//! Property tests of the trace formats (style L9): arbitrary valid event sequences round-trip
+//! Property tests of the trace formats: arbitrary valid event sequences round-trip
 //! exactly through native and CSV (and gzip); damaged input — arbitrary bytes, truncation,
 //! a flipped byte — is an error, never a panic and never a shorter trace.
 

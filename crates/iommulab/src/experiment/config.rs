@@ -1,5 +1,5 @@
 //! The configuration schema (TOML/JSON through serde): one schema for the CLI, configs on
-//! disk and, later, Python. `resolve` validates everything up front (style L11).
+//! disk and, later, Python. `resolve` validates everything up front.
 //!
 //! ```toml
 //! # a bench configuration; every key is optional

@@ -20,7 +20,7 @@ use crate::flush::FlushStats;
 use crate::hw::IommuStats;
 use crate::iova::IovaStats;
 
-/// The per-component counters of a run (style L13).
+/// The per-component counters of a run.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct ComponentStats {
     /// The IOMMU model.

@@ -11,7 +11,8 @@
 //!   + `free` + `unmap_sg`.
 //! - **Mappings outstanding**: mapped and not yet unmapped. A single mapping is keyed by
 //!   (device, DMA address), which `unmap`/`free` name; a scatter-gather mapping by (device,
-//!   physical address of its first segment), which `unmap_sg` repeats (reference §5.2).
+//!   physical address of its first segment), which `unmap_sg` repeats (Linux's
+//!   `dma_unmap_sg` tracepoint records no DMA addresses).
 //!   `mean_outstanding` is **time-weighted** over `[first_ns, last_ns]` (per-event when the
 //!   trace spans no time).
 //! - **Pages** are 4 KiB; a mapping counts at most 2^20 pages (4 GiB), see
