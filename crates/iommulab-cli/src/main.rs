@@ -27,8 +27,14 @@ fn run(cli: Cli) -> Result<()> {
         Command::Bench(a) => cmd::bench::run(&a, cli.quiet),
         Command::Reproduce(a) => cmd::reproduce::run(&a, cli.quiet),
         Command::Replay(a) => cmd::replay::run(&a, cli.quiet),
-        Command::Mrc(a) => cmd::mrc::run(&a),
-        Command::Trace { command } => cmd::trace::run(&command),
+        Command::Mrc(a) => cmd::mrc::run(&a, cli.quiet),
+        Command::Trace { command } => cmd::trace::run(&command, cli.quiet),
+        Command::Completions { shell } => {
+            use clap::CommandFactory;
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut Cli::command(), "iommulab", &mut script);
+            print_stdout(&String::from_utf8_lossy(&script))
+        }
     }
 }
 

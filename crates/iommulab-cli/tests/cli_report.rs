@@ -118,7 +118,7 @@ fn the_html_report_renders_in_chromium_with_every_figure_and_link() {
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("results");
     let assert = iommulab()
-        .args(["reproduce", "all", "--quick", "-q", "--out"])
+        .args(["reproduce", "all", "--quick", "--out"])
         .arg(&out)
         .assert()
         .success();
