@@ -410,11 +410,13 @@ markdown pages and the data files linked from each section{}.</p>\n\
         );
         let body_html = page.blocks(body, 1);
         let files = crate::files(r);
-        let figures: Vec<&str> = files
+        // By file name: the papers' figure numbers lead their names.
+        let mut figures: Vec<&str> = files
             .iter()
             .filter_map(|f| f.strip_prefix(&prefix))
             .filter(|f| f.ends_with(".svg") && !page.shown.iter().any(|s| s == f))
             .collect();
+        figures.sort_unstable();
         h.push_str("<details open><summary>Data files</summary><ul class=\"files\">\n");
         for f in &files {
             let _ = writeln!(
