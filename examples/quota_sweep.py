@@ -32,7 +32,7 @@ else:
     if not trace.exists():
         iommulab.trace.generate("apache-sendfile", 20_000, trace, seed=7)
 stats = iommulab.trace.stats(trace)
-print(f"{trace}: {stats['events']} events, {stats['maps']} maps")
+print(f"{trace}: {stats['events']} records, {stats['dma_api']['maps']} DMA-API maps")
 
 # %% One curve per policy over every quota, on the page sequence (the paper's method: every
 # page map an independent reference; LRU and OPT in one pass), plus LRU on the pinned map cache

@@ -136,7 +136,8 @@ def reproduce(
 
     `name` is `"fujita2008"`, `"yassour2010"` or `"all"` (a dict of both, by name). With
     `out`, writes exactly the CLI's files: `OUT/<name>/` (results.json, CSV, SVG/PNG figures,
-    README.md) and, for `"all"`, `OUT/index.md` and `OUT/index.html`. `progress`: `True` for
+    README.md) and, for `"all"`, `OUT/index.md` and `OUT/index.html` (one self-contained page over both: figures inline,
+    tables, explanations, links to the files). `progress`: `True` for
     a tqdm bar, `False` for none, or a callable receiving a `ReproProgress` before each step
     (an exception it raises stops the run and propagates, as does Ctrl-C). The run releases
     the GIL.

@@ -9,7 +9,11 @@ from iommulab import _native
 
 
 def stats(path: Union[str, os.PathLike[str]], format: str = "auto", lenient: bool = False) -> dict[str, Any]:
-    """`iommulab trace stats --json` as a dict. A missing file raises `FileNotFoundError`."""
+    """`iommulab trace stats --json` as a dict: `events`, `devices`, times, then the layers apart
+    (never summed): `dma_api` (the `dma:*` records of every device), `dma_api_by_device` (a list,
+    one dict per device with its `device` name) and `iommu` (the `iommu:map`/`unmap` page-table
+    records counted by IOVA page, or None). Fields: docs/trace-format.md, "Statistics". A missing
+    file raises `FileNotFoundError`."""
     return _native.trace_stats(path, format=format, lenient=lenient)
 
 

@@ -1,5 +1,5 @@
 """The Python API: runs, replays, traces, hit-rate curves and the exception tree. Doubles as
-the tutorial (style L12)."""
+the tutorial."""
 
 from __future__ import annotations
 
@@ -96,8 +96,10 @@ def test_bench_unknown_configuration() -> None:
 
 def test_trace_stats(trace_path: Path) -> None:
     s = iommulab.trace.stats(trace_path)
-    assert s["maps"] == s["unmaps"] > 0
+    assert s["dma_api"]["maps"] == s["dma_api"]["unmaps"] > 0
     assert s["devices"] == ["sim0"]
+    assert [d["device"] for d in s["dma_api_by_device"]] == ["sim0"]
+    assert s["iommu"] is None  # no iommu:map/unmap records in a generated trace
 
 
 def test_missing_trace_is_file_not_found() -> None:
@@ -118,7 +120,7 @@ def test_corrupt_trace_is_trace_error(tmp_path: Path) -> None:
 def test_replay_default_is_modern(trace_path: Path) -> None:
     r = iommulab.replay(trace_path)
     assert (r.config, r.cost_preset) == ("modern", "modern")
-    assert r.ops == iommulab.trace.stats(trace_path)["maps"]
+    assert r.ops == iommulab.trace.stats(trace_path)["dma_api"]["maps"]
 
 
 def test_replay_with_config_and_formats(trace_path: Path, block_trace: Path) -> None:

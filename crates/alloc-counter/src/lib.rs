@@ -1,5 +1,5 @@
 //! A counting global allocator, for tests that prove "no heap allocation per operation in
-//! steady state" (style L10). It wraps [`std::alloc::System`] and counts every `alloc`,
+//! steady state". It wraps [`std::alloc::System`] and counts every `alloc`,
 //! `alloc_zeroed` and `realloc`, process-wide and per thread (the test harness runs tests on
 //! several threads, so a test compares its own thread's count).
 //!

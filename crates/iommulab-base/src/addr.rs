@@ -1,7 +1,7 @@
 //! Address newtypes: I/O virtual, guest-physical and host-physical byte addresses, page
 //! (frame) numbers in each of those spaces, page sizes, DMA directions and permissions.
 //!
-//! Conventions (style L2): the fields are private, there is no arithmetic between two
+//! Conventions: the fields are private, there is no arithmetic between two
 //! addresses, and a page number never turns into a byte address without a [`PageSize`].
 //! All ranges in this crate are half-open: `[start, start + len)`.
 

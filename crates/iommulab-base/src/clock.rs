@@ -1,7 +1,7 @@
 //! The modeled clock: [`Cycles`] of the modeled CPU and its [`ClockRate`], with the one set of
 //! conversions between cycles and simulated time.
 //!
-//! A run keeps two clocks (design.md, style L5). The **modeled** one counts [`Cycles`]: every
+//! A run keeps two clocks. The **modeled** one counts [`Cycles`]: every
 //! counted primitive (hardware work, kernel software, device page walks) adds its price from
 //! the cost model, and the flush and magazine timers fire by it, so runs are deterministic.
 //! Workloads and traces keep their own time in nanoseconds (`DmaOp::Tick`); timeouts are

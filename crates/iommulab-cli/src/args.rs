@@ -1,5 +1,5 @@
 //! Command-line arguments (clap derive). CLI-only value enums convert into core types; the
-//! core never depends on clap (style L11).
+//! core never depends on clap. Every command's `--help` is meant to be enough to use it.
 
 use std::path::PathBuf;
 
@@ -8,16 +8,46 @@ use iommulab::experiment::{NamedConfig, SoftwareClock};
 use iommulab::hw::cost::CostPreset;
 use iommulab::hw::invalidate::InvalidationInterface;
 
+/// `--version`: the crate version and the git revision it was built from (build.rs).
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (git ",
+    env!("IOMMULAB_GIT_REV"),
+    ")"
+);
+
+const LONG_ABOUT: &str = "\
+iommulab models IOMMU hardware (Intel VT-d tables, IOTLB, invalidation, faults) and the OS
+software that drives it (the DMA API, IOVA allocators, IOTLB flush policies), with a modeled
+cycle clock and a measured wall clock, and reruns published experiments on the model.
+
+Every command that prints results takes --json (machine-readable, on stdout) and -q/--quiet
+(no progress bar, no informational lines). Progress bars are drawn on stderr, only when it is
+a terminal. Errors go to stderr with a non-zero exit status (2 for a bad argument).";
+
+const AFTER_HELP: &str = "\
+Examples:
+  iommulab reproduce all                       # every paper; open results/index.html
+  iommulab bench --config default,strict       # the pseudo-driver benchmark, one row each
+  iommulab replay my.iot --config strict,modern
+  iommulab trace stats my.iot                  # DMA-API and IOMMU layers, apart
+  iommulab mrc my.iot --policy lru             # hit rate vs map-cache quota
+  iommulab completions bash > ~/.local/share/bash-completion/completions/iommulab
+
+Docs: README.md, docs/configuration.md, docs/trace-format.md, docs/capture.md.";
+
 /// IOMMU and DMA-mapping lab.
 #[derive(Debug, Parser)]
 #[command(
     name = "iommulab",
-    version,
+    version = VERSION,
     about = "IOMMU and DMA-mapping lab",
+    long_about = LONG_ABOUT,
+    after_help = AFTER_HELP,
     propagate_version = true
 )]
 pub struct Cli {
-    /// No progress bar.
+    /// No progress bar and no informational lines (results and errors are still printed).
     #[arg(long, short, global = true)]
     pub quiet: bool,
     /// The subcommand.
@@ -29,16 +59,60 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the pseudo-driver benchmark (S0.8) and print a table.
+    #[command(
+        long_about = "Run Fujita & Mori's pseudo SCSI driver benchmark (S0.8): each I/O maps a \
+buffer, lets the device use it and unmaps it, through the chosen configurations (IOVA \
+allocator + IOTLB flush policy) on the modeled VT-d hardware. Prints one row per run: \
+measured software ns/op, modeled ns/op (total and hardware), modeled IOPS, IOPS relative to \
+`disabled`, IOTLB invalidations and flushes, peak allocator metadata, stale accesses (a device \
+reaching a buffer after its unmap through a stale IOTLB entry; use --malicious) and faults.",
+        after_help = "Examples:\n  iommulab bench\n  iommulab bench --config modern --ops 1000000 --json\n  \
+iommulab bench --config default,strict --malicious --repeats 5 --csv out.csv\n  \
+iommulab bench --config-file my.toml      # docs/configuration.md"
+    )]
     Bench(BenchArgs),
     /// Run one experiment file (TOML or JSON): hardware × system (bare metal or a guest) ×
     /// workload (a generator or a trace) × device, as docs/configuration.md describes.
+    #[command(
+        after_help = "Examples:\n  iommulab run examples/guest-netperf.toml\n  \
+iommulab run examples/bare-metal-trace.toml --json"
+    )]
     Run(RunArgs),
-    /// Rerun a paper's experiments and write its report.
+    /// Rerun a paper's experiments and write its report (JSON, CSV, figures, markdown, HTML).
+    #[command(
+        long_about = "Rerun a paper's experiments on the model and write OUT/<paper>/: \
+results.json, CSV tables, SVG and PNG figures, and README.md, which puts our numbers beside \
+the published ones and explains each difference from the mechanisms. `all` runs every \
+reproduction and also writes OUT/index.md and OUT/index.html, one self-contained page \
+(no network needed) with every figure, table, explanation and data file. A full run takes a \
+few minutes; --quick a few seconds.",
+        after_help = "Examples:\n  iommulab reproduce all                 # then open results/index.html\n  \
+iommulab reproduce fujita2008 --quick --out /tmp/r\n  iommulab reproduce yassour2010 --json"
+    )]
     Reproduce(ReproduceArgs),
     /// Replay a DMA trace (native, CSV or Linux ftrace text) through a configuration.
+    #[command(
+        long_about = "Replay a recorded or generated DMA trace through bare-metal \
+configurations (IOVAs re-allocated by the configuration's allocator; buffers, sizes and timing \
+kept), or with --strategy through the guest model of direct device assignment (Yassour et al. \
+2010). A Linux trace with both dma:* and iommu:map/unmap records is replayed from its \
+DMA-API layer; the iommu records are skipped and counted.",
+        after_help = "Examples:\n  iommulab replay my.iot --config default,strict,modern --malicious\n  \
+iommulab replay trace.txt.zst --strategy on-demand --quota 512 --eviction lru --json"
+    )]
     Replay(ReplayArgs),
     /// Hit rate of the guest map cache against its quota over a trace, for one eviction
     /// policy (Yassour et al. 2010's Figures 3-4 method, on any trace).
+    #[command(
+        long_about = "The hit rate of the guest map cache against its quota (in 4 KiB pages) \
+over a trace, for one eviction policy. Default view: the page sequence (every page a mapped \
+buffer spans is an independent reference, S1.9; LRU and OPT in one pass over stack distances, \
+equal to libCacheSim on the trace's .oracleGeneral export). --pinning: the pinned map cache \
+(pages stay pinned while their DMA is in flight, so maps can be refused; one simulation per \
+quota). Columns: quota, quota as % of the distinct pages, hits, misses, refused maps, hit rate.",
+        after_help = "Examples:\n  iommulab mrc my.iot --policy opt\n  \
+iommulab mrc my.iot --policy lru --pinning --quotas 8,64,512 --json"
+    )]
     Mrc(MrcArgs),
     /// dma-debug for a recorded trace: the checks of Linux's kernel/dma/debug.c on what the
     /// trace's drivers did, and iommu:map/unmap against the DMA layer. Exit 0 when clean,
@@ -49,6 +123,18 @@ pub enum Command {
         /// The trace subcommand.
         #[command(subcommand)]
         command: TraceCommand,
+    },
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell) to stdout.
+    #[command(
+        long_about = "Print a completion script for the shell to stdout.",
+        after_help = "Install:\n  bash: iommulab completions bash > ~/.local/share/bash-completion/completions/iommulab\n  \
+zsh:  iommulab completions zsh > ~/.zfunc/_iommulab   (with fpath+=~/.zfunc before compinit)\n  \
+fish: iommulab completions fish > ~/.config/fish/completions/iommulab.fish"
+    )]
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
     },
 }
 
@@ -70,7 +156,9 @@ pub struct RunArgs {
 pub enum TraceCommand {
     /// Import a Linux ftrace text trace (or CSV) into the native format.
     Import(TraceImportArgs),
-    /// Describe a trace: events by kind, devices, pages, working set, reuse distances.
+    /// Describe a trace: its DMA-API layer (all devices and per device) and its IOMMU
+    /// page-table layer, apart.
+    #[command(long_about = STATS_LONG_ABOUT)]
     Stats(TraceStatsArgs),
     /// Convert between formats, chosen by the output's extension: `.iot` (native), `.csv`,
     /// `.oracleGeneral` (libCacheSim binary), `.oracleGeneral.csv` (libCacheSim CSV).
@@ -78,6 +166,36 @@ pub enum TraceCommand {
     /// Write a built-in workload out as a trace.
     Generate(TraceGenerateArgs),
 }
+
+const STATS_LONG_ABOUT: &str = "\
+Describe a trace in one pass. A Linux trace can record the same mappings in two layers, reported
+apart and never added up:
+
+DMA API layer (dma:* records: the buffers drivers mapped; what replay, mrc and the
+.oracleGeneral export use), for all devices and per device:
+  maps                 map + alloc + map_sg calls (a scatter-gather list counts once)
+  unmaps               unmap + free + unmap_sg calls
+  unmatched unmaps     unmaps of no live mapping (e.g. mapped before the trace began)
+  bytes mapped         sum of the maps' lengths
+  page maps            4 KiB physical pages the maps covered, once per map (the page sequence)
+  distinct pages       4 KiB physical pages ever mapped
+  distinct iova pages  4 KiB DMA-address pages ever mapped
+  working set          most distinct physical pages mapped at once
+  max/mean outstanding live mappings (the mean weighted by time)
+  outstanding at end   mappings never unmapped
+  <kind> records       records per kind (sg_seg: one per scatter-gather segment)
+  reuse distance       for each page a map covers, distinct other pages mapped since its last
+                       map (log2 buckets; cold = first time)
+  map size             log2 buckets of the maps' lengths
+
+IOMMU page-table layer (iommu:map/iommu:unmap records, device `iommu`: what the IOMMU driver
+wrote), counted by 4 KiB IOVA page rather than matched call by call:
+  map/unmap records, bytes mapped/unmapped, pages mapped/unmapped, distinct iova and phys
+  pages, max mapped pages, mapped pages at end, pages unmapped that were not mapped, pages
+  remapped while mapped.
+
+--json prints the same as an object: dma_api, dma_api_by_device, iommu (null without an iommu
+device); docs/trace-format.md, \"Statistics\", defines every field.";
 
 /// The format of a trace to read.
 #[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
@@ -106,6 +224,9 @@ pub struct TraceImportArgs {
     /// The output file; its extension picks the format (`.iot` native, `.csv`).
     #[arg(short, long)]
     pub output: PathBuf,
+    /// Print the import report (events, lines, skipped and unknown lines) as JSON.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// `iommulab trace stats`.
@@ -138,6 +259,9 @@ pub struct TraceConvertArgs {
     /// The output; its extension picks the format.
     #[arg(short, long)]
     pub output: PathBuf,
+    /// Print a JSON summary (input, output, events) instead of a line.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// `iommulab trace generate`.
@@ -155,6 +279,9 @@ pub struct TraceGenerateArgs {
     /// The output; its extension picks the format (`.iot`, `.csv`, `.oracleGeneral`).
     #[arg(short, long)]
     pub output: PathBuf,
+    /// Print a JSON summary (workload, output, events, operations) instead of a line.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// A built-in workload.
@@ -545,4 +672,7 @@ pub struct ReproduceArgs {
     /// Where the results go (a folder per paper inside).
     #[arg(long, default_value = "results")]
     pub out: PathBuf,
+    /// Print the paths written and each reproduction's results as JSON.
+    #[arg(long)]
+    pub json: bool,
 }

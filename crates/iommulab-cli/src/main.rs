@@ -30,8 +30,14 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Reproduce(a) => cmd::reproduce::run(&a, cli.quiet).and(done),
         Command::Run(a) => cmd::run::run(&a, cli.quiet).and(done),
         Command::Replay(a) => cmd::replay::run(&a, cli.quiet).and(done),
-        Command::Mrc(a) => cmd::mrc::run(&a).and(done),
-        Command::Trace { command } => cmd::trace::run(&command).and(done),
+        Command::Mrc(a) => cmd::mrc::run(&a, cli.quiet).and(done),
+        Command::Trace { command } => cmd::trace::run(&command, cli.quiet).and(done),
+        Command::Completions { shell } => {
+            use clap::CommandFactory;
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut Cli::command(), "iommulab", &mut script);
+            print_stdout(&String::from_utf8_lossy(&script)).and(done)
+        }
     }
 }
 

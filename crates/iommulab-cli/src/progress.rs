@@ -1,8 +1,10 @@
-//! The progress bar: shown on a terminal, hidden with `--quiet` or when stderr is not a TTY.
+//! Progress bars and spinners on stderr: shown on a terminal, hidden with `--quiet` or when
+//! stderr is not a TTY (so pipes, logs and tests see none).
 
 use std::io::IsTerminal;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use iommulab::trace::{Event, EventSource, TraceError, TraceHeader};
 
 /// A progress bar over I/Os for a batch of runs.
 #[derive(Debug)]
@@ -72,5 +74,84 @@ impl Progress {
     /// Clears the bar.
     pub fn finish(&self) {
         self.bar.finish_and_clear();
+    }
+}
+
+/// A spinner counting the records read from a trace (`trace stats|convert|import`, `mrc`):
+/// their length is not known until the end. Hidden as [`Progress`] is.
+#[derive(Debug)]
+pub struct Reading<S> {
+    inner: S,
+    bar: ProgressBar,
+    read: u64,
+}
+
+impl<S: EventSource> Reading<S> {
+    /// Wraps `inner`; the spinner says `what` (`reading trace.iot`).
+    pub fn new(inner: S, what: String, quiet: bool) -> Self {
+        let bar = ProgressBar::new_spinner();
+        if quiet || !std::io::stderr().is_terminal() {
+            bar.set_draw_target(ProgressDrawTarget::hidden());
+        }
+        if let Ok(style) =
+            ProgressStyle::with_template("{spinner} {msg}: {human_pos} records ({per_sec})")
+        {
+            bar.set_style(style);
+        }
+        bar.set_message(what);
+        bar.enable_steady_tick(std::time::Duration::from_millis(200));
+        Self {
+            inner,
+            bar,
+            read: 0,
+        }
+    }
+
+    /// The wrapped source.
+    pub fn inner(&self) -> &S {
+        &self.inner
+    }
+}
+
+impl<S> Drop for Reading<S> {
+    fn drop(&mut self) {
+        self.bar.finish_and_clear();
+    }
+}
+
+impl<S: EventSource> EventSource for Reading<S> {
+    fn header(&self) -> &TraceHeader {
+        self.inner.header()
+    }
+
+    fn next_event(&mut self) -> Result<Option<Event>, TraceError> {
+        let e = self.inner.next_event()?;
+        if e.is_some() {
+            self.read += 1;
+            if self.read.is_multiple_of(4096) {
+                self.bar.set_position(self.read);
+            }
+        }
+        Ok(e)
+    }
+
+    fn read_batch(&mut self, out: &mut Vec<Event>) -> Result<usize, TraceError> {
+        let n = self.inner.read_batch(out)?;
+        self.read += n as u64;
+        self.bar.set_position(self.read);
+        Ok(n)
+    }
+}
+
+/// An empty source, for a [`Reading`] spinner over work that is not reading a trace.
+#[derive(Debug, Default)]
+pub struct NoEvents(TraceHeader);
+
+impl EventSource for NoEvents {
+    fn header(&self) -> &TraceHeader {
+        &self.0
+    }
+    fn next_event(&mut self) -> Result<Option<Event>, TraceError> {
+        Ok(None)
     }
 }

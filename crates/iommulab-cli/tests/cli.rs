@@ -1,4 +1,4 @@
-//! End-to-end tests of the `iommulab` binary (style L11: `assert_cmd` + `predicates`, as
+//! End-to-end tests of the `iommulab` binary (`assert_cmd` + `predicates`, as
 //! hyperfine does): exit codes, stderr wording, JSON/CSV/table shapes, and that output files
 //! are written whole or not at all.
 

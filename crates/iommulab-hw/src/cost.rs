@@ -1,6 +1,6 @@
 //! The cost model: how many CPU cycles each primitive costs, with documented presets.
 //!
-//! A run keeps two clocks (design.md, style L5). The **modeled** clock, in [`Cycles`] (see
+//! A run keeps two clocks. The **modeled** clock, in [`Cycles`] (see
 //! [`crate::clock`]), is
 //! advanced by this model for every counted primitive: hardware work (PTE writes, write-buffer
 //! flushes, IOTLB invalidations, page-walk fetches, hypercalls) and, separately, the kernel
@@ -184,7 +184,7 @@ impl CostModel {
     /// A current x86 server (estimates, documented so they can be argued with):
     /// coherent page walks (`ECAP.C = 1`, so a PTE write is a plain store, ≈ 10 cycles),
     /// no write-buffer flush (`CAP.RWBF = 0`), queued invalidation with ≈ 1,000–2,000 cycles
-    /// per invalidate-and-wait (reference/linux-iommu.md §4: "~1–2 K cycles", unconfirmed),
+    /// per invalidate-and-wait (an estimate, not a measurement),
     /// a hypercall (VM exit + entry) ≈ 1,500 cycles, `io_path` of a fast NVMe-class driver
     /// ≈ 4,000 cycles (≈ 1.3 µs at 3 GHz).
     pub const MODERN: CostModel = CostModel {

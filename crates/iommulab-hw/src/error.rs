@@ -1,5 +1,5 @@
 //! [`MapError`]: a request to change I/O page tables that cannot be carried out (a caller or
-//! configuration bug, style L3), shared by every remapping unit. Nothing changed when one is
+//! configuration bug), shared by every remapping unit. Nothing changed when one is
 //! returned. A device access the tables deny is not an error but a [`super::Fault`].
 
 use crate::addr::{Bdf, PAGE_4K, PageSize};

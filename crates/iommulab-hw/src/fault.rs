@@ -1,8 +1,8 @@
 //! Fault recording: why a device access was blocked, and the bounded fault log.
 //!
-//! A [`Fault`] is an outcome, not an error (style L3): the hardware blocks the access, records
+//! A [`Fault`] is an outcome, not an error: the hardware blocks the access, records
 //! it and the model counts it. VT-d's primary fault logging has a small number of fault
-//! recording registers (QEMU emulates one, reference/simulator-anchors.md §1.1) and sets an
+//! recording registers (QEMU's hw/i386/intel_iommu.c emulates one) and sets an
 //! overflow flag when they are full; the model keeps the first `fault_log_capacity` records
 //! and counts the rest as dropped.
 

@@ -24,8 +24,9 @@ use crate::addr::{DomainId, Iova, Pfn};
 use crate::cost::CostModel;
 
 /// The largest address mask (`IVA.AM`) the modeled hardware accepts for a page-selective
-/// invalidation: 2^18 pages = 1 GiB, as QEMU's `VTD_MAMV` (reference/simulator-anchors.md
-/// §1.1). [`InvRequest::covering`] falls back to a domain-selective request above it.
+/// invalidation: 2^18 pages = 1 GiB, as QEMU's `VTD_MAMV`
+/// (hw/i386/intel_iommu.h). [`InvRequest::covering`] falls back to a domain-selective
+/// request above it.
 pub const MAX_ADDRESS_MASK: u8 = 18;
 
 /// How invalidation requests reach the hardware (S1.10, S3.2).

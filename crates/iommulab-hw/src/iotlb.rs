@@ -4,7 +4,7 @@
 //! Model: `sets × ways` entries, true LRU inside each set (a per-entry timestamp; the victim is
 //! the first invalid way, else the least recently used one). An entry maps one 4 KiB page or
 //! one 2 MiB / 1 GiB super-page; a lookup probes the 4 KiB, 2 MiB and 1 GiB tags in turn, as
-//! QEMU probes its levels (reference/simulator-anchors.md §1.1). The set index is the low bits
+//! QEMU's hw/i386/intel_iommu.c probes its levels. The set index is the low bits
 //! of the entry's page number in its own size (`pfn >> 9k`); the domain is part of the tag,
 //! not of the index. Real IOTLB geometry and replacement are not published (S2.8), so the
 //! default 32 × 8 = 256 entries is an estimate, a parameter to sweep.
@@ -94,7 +94,7 @@ pub enum IotlbConfigError {
     },
 }
 
-/// Counters of one [`Iotlb`] (style L13). Invariant: `hits + misses == lookups`.
+/// Counters of one [`Iotlb`]. Invariant: `hits + misses == lookups`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct IotlbStats {
     /// Translation lookups (one per device access that reached the IOTLB, whatever the size
@@ -419,8 +419,8 @@ impl Iotlb {
         n
     }
 
-    /// The valid entries of set `set`, most recently used first (a test-only style `Dump`,
-    /// style L8). Allocates; not for the hot path.
+    /// The valid entries of set `set`, most recently used first (a test-only `Dump`).
+    /// Allocates; not for the hot path.
     pub fn lru_order(&self, set: usize) -> Vec<IotlbEntry> {
         let mut v: Vec<&Way> = self.ways[self.set_range(set)]
             .iter()

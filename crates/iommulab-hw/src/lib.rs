@@ -14,7 +14,7 @@
 //! | [`stats`] | `IommuStats` | every unit |
 //! | [`cost`] | `CostModel` and its presets (cycles are `crate::clock::Cycles`) | everything |
 //!
-//! A [`Fault`] is an outcome, not an error (style L3): a device access that the tables deny
+//! A [`Fault`] is an outcome, not an error: a device access that the tables deny
 //! is recorded in the fault log and counted, as VT-d's primary fault logging does. A
 //! [`MapError`] is a caller bug (overlap, not mapped, misaligned).
 

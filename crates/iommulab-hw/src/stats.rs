@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::iotlb::IotlbStats;
 
-/// Counters of the remapping unit (style L13).
+/// Counters of the remapping unit.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct IommuStats {
     /// Leaf PTEs written present (one per 4 KiB page of `map_range`, one per `map`).

@@ -1,6 +1,6 @@
 //! Values crossing the boundary. Configs arrive as TOML strings or dicts and always go through
 //! the core's TOML schema (`ExperimentConfig::from_toml`), so Python, the CLI and config files share
-//! one schema and one set of error messages (style L12). Results leave as dicts via JSON.
+//! one schema and one set of error messages. Results leave as dicts via JSON.
 
 use iommulab::experiment::{ConfigError, ExperimentConfig};
 use pyo3::prelude::*;

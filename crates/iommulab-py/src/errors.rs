@@ -1,4 +1,4 @@
-//! The exception tree (style L6): `IommulabError` and one subclass per kind of core error.
+//! The exception tree: `IommulabError` and one subclass per kind of core error.
 //! Messages are the CLI's: the error and its causes joined by `": "` (anyhow's `{e:#}`).
 
 use std::io::ErrorKind;

@@ -1,5 +1,5 @@
-//! `iommulab._native`: the private native module under the `iommulab` Python package
-//! (style L1, L12). Wrappers only convert and delegate to the core; configs cross as dicts or
+//! `iommulab._native`: the private native module under the `iommulab` Python package.
+//! Wrappers only convert and delegate to the core; configs cross as dicts or
 //! TOML through the core's serde schema; the GIL is released during runs.
 
 mod convert;

@@ -15,6 +15,7 @@
 
 mod files;
 mod fujita2008;
+mod html;
 mod plot;
 mod table;
 mod yassour2010;
@@ -91,6 +92,11 @@ impl ReportError {
     }
 }
 
+/// The path of the HTML report [`write_index`] writes under `out`.
+pub fn index_html_path(out: &Path) -> PathBuf {
+    out.join("index.html")
+}
+
 /// Writes `out/<name>/` for one reproduction's results; returns the markdown page's path.
 pub fn render(out: &Path, results: &ReproResults) -> Result<PathBuf, ReportError> {
     let dir = out.join(results.reproduction().name());
@@ -144,8 +150,10 @@ pub fn files(reproduction: Reproduction) -> Vec<String> {
     v.into_iter().map(|f| format!("{name}/{f}")).collect()
 }
 
-/// Writes `out/index.md` and `out/index.html` linking every reproduction's page; returns
-/// the markdown's path.
+/// Writes `out/index.md` linking every reproduction's page and `out/index.html`, one
+/// self-contained page with every reproduction's figures, tables and explanations (rendered
+/// from the markdown pages [`render`] wrote, so call it after them); returns the markdown's
+/// path. Use [`index_html_path`] for the HTML page's.
 pub fn write_index(
     out: &Path,
     reproductions: &[Reproduction],
@@ -158,11 +166,8 @@ pub fn write_index(
     };
     let mut md = format!(
         "# iommulab reproductions\n\nRegenerate with `{cmd}`. Each page puts our numbers beside the published ones \
-and explains the differences from the mechanisms.\n\n| paper | report | data |\n|---|---|---|\n"
-    );
-    let mut html = String::from(
-        "<!doctype html><html><head><meta charset=\"utf-8\"><title>iommulab reproductions</title></head><body>\
-<h1>iommulab reproductions</h1><ul>",
+and explains the differences from the mechanisms. [index.html](index.html) shows them all on one page, with \
+every figure.\n\n| paper | report | data |\n|---|---|---|\n"
     );
     for r in reproductions {
         let (name, title) = (r.name(), r.title());
@@ -170,13 +175,9 @@ and explains the differences from the mechanisms.\n\n| paper | report | data |\n
             md,
             "| {title} | [{name}/README.md]({name}/README.md) | [{name}/results.json]({name}/results.json) |"
         );
-        let _ = write!(
-            html,
-            "<li>{title}: <a href=\"{name}/README.md\">report</a>, <a href=\"{name}/results.json\">results.json</a></li>"
-        );
     }
     let _ = writeln!(md, "\nCommand: `{cmd}`.");
-    html.push_str("</ul></body></html>\n");
+    let html = html::index_html(out, reproductions, quick);
     write_atomic(&out.join("index.html"), html.as_bytes())?;
     let index = out.join("index.md");
     write_atomic(&index, md.as_bytes())?;

@@ -4,7 +4,8 @@
 //! measured on this machine's wall clock.
 //!
 //! To refresh after a deliberate change of the science: `iommulab reproduce all --quick
-//! --out /tmp/q` and copy its `*.json`, `*.csv`, `*.md` and `index.html` here.
+//! --out /tmp/q` and copy its `*.json`, `*.csv` and `*.md` here (index.html embeds measured numbers;
+//! `check_html` below checks it against the pages).
 
 use std::cell::RefCell;
 use std::fs;
@@ -173,6 +174,7 @@ fn run_and_render(r: Reproduction) -> tempfile::TempDir {
     let out = tempfile::tempdir().unwrap();
     let page = iommulab_report::render(out.path(), &results).unwrap();
     assert_eq!(page, out.path().join(r.name()).join("README.md"));
+    check_html(out.path(), r);
 
     // Progress: one report per step, in order, then `done`.
     let reports = reports.into_inner();
@@ -219,11 +221,20 @@ fn the_index_matches_the_golden_one() {
     let out = tempfile::tempdir().unwrap();
     let index = iommulab_report::write_index(out.path(), &Reproduction::ALL, true).unwrap();
     assert_eq!(index, out.path().join("index.md"));
-    for f in ["index.md", "index.html"] {
-        assert_eq!(
-            fs::read_to_string(out.path().join(f)).unwrap(),
-            fs::read_to_string(golden().join(f)).unwrap(),
-            "{f}"
+    assert_eq!(
+        fs::read_to_string(out.path().join("index.md")).unwrap(),
+        fs::read_to_string(golden().join("index.md")).unwrap(),
+    );
+    // index.html is rendered from the pages, which this folder does not have: it says so
+    // and names the command (`check_html` checks a full one).
+    let html = fs::read_to_string(iommulab_report::index_html_path(out.path())).unwrap();
+    for r in Reproduction::ALL {
+        assert!(
+            html.contains(&format!(
+                "Not rendered yet: run <code>iommulab reproduce {} --quick",
+                r.name()
+            )),
+            "{html}"
         );
     }
 }
@@ -244,4 +255,48 @@ fn masking_blanks_only_the_measured_column() {
     );
     assert_eq!(removed, 2);
     assert_eq!(v, serde_json::json!([{"iops": 1.0, "stats": {}}]));
+}
+
+/// `index.html` over one rendered reproduction carries what its markdown page does: every
+/// table (row for row), every figure inline as a data URI, every data file linked, and
+/// every relative link names a file that exists. (The CLI's `cli_report` test opens the
+/// page in a browser.)
+fn check_html(out: &Path, r: Reproduction) {
+    iommulab_report::write_index(out, &[r], true).unwrap();
+    let html = fs::read_to_string(iommulab_report::index_html_path(out)).unwrap();
+    let md = fs::read_to_string(out.join(r.name()).join("README.md")).unwrap();
+    assert!(!html.contains("Not rendered yet"), "{r}");
+    assert!(
+        !html.contains("http://") && !html.contains("https://"),
+        "{r}: no network"
+    );
+    let md_rows = md
+        .lines()
+        .filter(|l| l.starts_with('|') && !l.starts_with("|---"))
+        .count();
+    assert_eq!(html.matches("<tr>").count(), md_rows, "{r}: table rows");
+    let svgs: Vec<String> = iommulab_report::files(r)
+        .into_iter()
+        .filter(|f| f.ends_with(".svg"))
+        .collect();
+    assert!(!svgs.is_empty());
+    assert_eq!(
+        html.matches("src=\"data:image/svg+xml;base64,").count(),
+        svgs.len(),
+        "{r}: every figure once"
+    );
+    for f in iommulab_report::files(r) {
+        assert!(html.contains(&format!("href=\"{f}\"")), "{r}: link to {f}");
+    }
+    let mut links = 0;
+    for part in html.split("href=\"").skip(1) {
+        let target = &part[..part.find('"').unwrap()];
+        if target.starts_with('#') {
+            continue;
+        }
+        assert!(out.join(target).is_file(), "{r}: {target} does not exist");
+        links += 1;
+    }
+    assert!(links > svgs.len(), "{r}: {links} links");
+    assert!(html.contains(&format!("iommulab reproduce {} --quick", r.name())));
 }

@@ -3,7 +3,8 @@
 //!
 //! A scatter-gather call is a `MapSg`/`UnmapSg` record with `nents` set, followed by exactly
 //! `nents` `SgSeg` records carrying each segment's DMA address, physical address and length.
-//! `dma_unmap_sg` in Linux carries only physical addresses (reference §5.2), so its segments
+//! `dma_unmap_sg` in Linux carries only physical addresses (its tracepoint records no DMA
+//! addresses), so its segments
 //! may have `dma = None`; replay matches it to its map by device and physical addresses.
 
 use serde::{Deserialize, Serialize};

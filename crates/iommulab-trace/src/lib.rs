@@ -20,6 +20,7 @@ pub mod io;
 pub mod open;
 pub mod pages;
 pub mod stats;
+mod stats_iommu;
 
 use std::path::PathBuf;
 
@@ -30,7 +31,7 @@ pub use event::{Event, EventKind, TraceDir};
 pub use format::{NativeReader, NativeWriter};
 pub use io::{EventSink, OutputFile, convert, copy_events, create_trace, open_text, open_trace};
 pub use open::{TraceFormat, detect, open, open_ftrace};
-pub use stats::{Log2Histogram, TraceStats, stats};
+pub use stats::{DeviceStats, DmaApiStats, IommuLayerStats, Log2Histogram, TraceStats, stats};
 
 /// Errors reading or writing traces. Messages name the file, the line (text) or byte offset
 /// (binary), and what was expected.

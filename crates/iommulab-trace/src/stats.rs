@@ -1,17 +1,27 @@
 //! Trace statistics in one streaming pass ([`stats`]): event counts, mappings outstanding,
 //! working set, page reuse distances, mapping sizes.
 //!
+//! A Linux trace can hold two **layers** of the same mappings: the DMA API (`dma:*`
+//! tracepoints: what drivers asked for, one record per call, on the device that made it) and
+//! the IOMMU page tables (`iommu:map`/`iommu:unmap`: what the IOMMU driver wrote, filed under
+//! the device [`IOMMU_DEVICE`]). A `dma_map_page` through an IOMMU shows up in both, so the
+//! layers are reported apart and never summed: [`TraceStats::dma_api`] (all devices) and
+//! [`TraceStats::dma_api_by_device`], and [`TraceStats::iommu`] ([`IommuLayerStats`],
+//! page-granular, see `stats_iommu.rs`). Replay and the `.oracleGeneral` export use the
+//! DMA-API layer when there is one, the IOMMU layer only when it is alone.
+//!
 //! Memory is bounded by the trace's distinct pages, not its length: a hash map entry per
 //! distinct physical page (reuse tracking), per distinct IOVA page, per live page and per
 //! live mapping, and a Fenwick tree of at most twice the distinct physical pages.
 //!
-//! Definitions (also in docs/trace-format.md, "Statistics"):
+//! Definitions of the DMA-API layer (also in docs/trace-format.md, "Statistics"):
 //!
 //! - **maps**: `map` + `alloc` + `map_sg` (one per call, not per segment). **unmaps**: `unmap`
 //!   + `free` + `unmap_sg`.
 //! - **Mappings outstanding**: mapped and not yet unmapped. A single mapping is keyed by
 //!   (device, DMA address), which `unmap`/`free` name; a scatter-gather mapping by (device,
-//!   physical address of its first segment), which `unmap_sg` repeats (reference §5.2).
+//!   physical address of its first segment), which `unmap_sg` repeats (Linux's
+//!   `dma_unmap_sg` tracepoint records no DMA addresses).
 //!   `mean_outstanding` is **time-weighted** over `[first_ns, last_ns]` (per-event when the
 //!   trace spans no time).
 //! - **Pages** are 4 KiB; a mapping counts at most 2^20 pages (4 GiB), see
@@ -29,7 +39,10 @@ use std::fmt::Write as _;
 
 use serde::{Deserialize, Serialize};
 
+use super::ftrace::IOMMU_DEVICE;
 use super::pages::{MAX_PAGES_PER_MAP, PAGE_BYTES, pages};
+use super::stats_iommu::IommuLayer;
+pub use super::stats_iommu::IommuLayerStats;
 use super::{Event, EventKind, EventSource, TraceError};
 
 /// Counts in log2 buckets: bucket 0 holds the value 0, bucket `i ≥ 1` holds `[2^(i-1), 2^i)`.
@@ -74,22 +87,55 @@ impl Log2Histogram {
 /// What [`stats`] reports. Serialises to JSON with these field names.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct TraceStats {
-    /// Events read.
+    /// Records read, of both layers (a scatter-gather segment is a record).
     pub events: u64,
-    /// Events per kind ([`EventKind::name`]), every kind present.
-    pub by_kind: BTreeMap<String, u64>,
     /// The device table (names), as it stood at the end.
     pub devices: Vec<String>,
+    /// Time of the first record.
+    pub first_ns: Option<u64>,
+    /// Latest record time.
+    pub last_ns: Option<u64>,
+    /// `last_ns - first_ns`.
+    pub duration_ns: u64,
+    /// The DMA-API layer (`dma:*` records) of every device but [`IOMMU_DEVICE`].
+    pub dma_api: DmaApiStats,
+    /// The DMA-API layer of each device, in device-table order (devices with records only).
+    pub dma_api_by_device: Vec<DeviceStats>,
+    /// The IOMMU page-table layer (`iommu:map`/`iommu:unmap`), if the trace has the device
+    /// [`IOMMU_DEVICE`].
+    pub iommu: Option<IommuLayerStats>,
+}
+
+/// One device's DMA-API layer.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct DeviceStats {
+    /// The device's name (a PCI address for Linux traces).
+    pub device: String,
+    /// Its statistics.
+    #[serde(flatten)]
+    pub stats: DmaApiStats,
+}
+
+/// The DMA-API layer of a set of devices (module doc for the definitions).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct DmaApiStats {
+    /// Records of the layer.
+    pub events: u64,
+    /// Records per kind ([`EventKind::name`]), every kind present.
+    pub by_kind: BTreeMap<String, u64>,
     /// `map` + `alloc` + `map_sg` (a scatter-gather call counts once).
     pub maps: u64,
     /// `unmap` + `free` + `unmap_sg`.
     pub unmaps: u64,
-    /// Unmaps that matched no outstanding mapping.
+    /// Unmaps that matched no outstanding mapping (for example mapped before the trace began).
     pub unmatched_unmaps: u64,
     /// Bytes mapped (sum of `len` over maps).
     pub bytes_mapped: u64,
     /// Maps longer than 4 GiB, whose pages beyond the first 2^20 are not counted.
     pub oversized_maps: u64,
+    /// 4 KiB physical pages the maps covered, counted once per map (`reuse_cold` + the reuse
+    /// histogram's total).
+    pub page_maps: u64,
     /// Distinct 4 KiB physical pages ever mapped.
     pub distinct_pages: u64,
     /// Distinct 4 KiB DMA-address (IOVA) pages ever mapped.
@@ -98,7 +144,8 @@ pub struct TraceStats {
     pub working_set_pages: u64,
     /// Most mappings outstanding at once.
     pub max_outstanding: u64,
-    /// Time-weighted mean of mappings outstanding (per-event mean if the trace spans no time).
+    /// Time-weighted mean of mappings outstanding over the layer's first to last record
+    /// (per-record mean if they span no time).
     pub mean_outstanding: f64,
     /// Mappings still outstanding at the end.
     pub outstanding_at_end: u64,
@@ -108,12 +155,6 @@ pub struct TraceStats {
     pub reuse_cold: u64,
     /// Mapping sizes (`len` of maps), log2 buckets of bytes.
     pub map_size: Log2Histogram,
-    /// Time of the first event.
-    pub first_ns: Option<u64>,
-    /// Latest event time.
-    pub last_ns: Option<u64>,
-    /// `last_ns - first_ns`.
-    pub duration_ns: u64,
 }
 
 /// LRU stack distances with a Fenwick tree over access slots; one slot per distinct page is
@@ -211,7 +252,8 @@ struct SgGroup {
 
 #[derive(Debug, Default)]
 struct Acc {
-    s: TraceStats,
+    s: DmaApiStats,
+    first_ns: Option<u64>,
     reuse: Reuse,
     iovas: HashSet<u64>,
     live_pages: HashMap<u64, u32>,
@@ -300,12 +342,11 @@ impl Acc {
         // Time: the integral of outstanding mappings up to this event.
         let outstanding = self.live.len() as u128;
         match self.prev_ns {
-            None => s.first_ns = Some(e.time_ns),
+            None => self.first_ns = Some(e.time_ns),
             Some(p) if e.time_ns > p => self.weighted += outstanding * u128::from(e.time_ns - p),
             Some(_) => {}
         }
         self.prev_ns = Some(self.prev_ns.map_or(e.time_ns, |p| p.max(e.time_ns)));
-        s.last_ns = self.prev_ns;
 
         if e.kind == EventKind::SgSeg {
             if let Some(g) = self.sg.as_mut() {
@@ -371,22 +412,22 @@ impl Acc {
         self.per_event += self.live.len() as u128;
     }
 
-    fn finish(mut self, devices: &[String]) -> TraceStats {
+    fn finish(mut self) -> DmaApiStats {
         self.close_sg();
         let mut s = self.s;
         for k in EventKind::ALL {
             s.by_kind.entry(k.name().to_owned()).or_insert(0);
         }
-        s.devices = devices.to_vec();
         s.distinct_pages = self.reuse.last.len() as u64;
         s.distinct_iovas = self.iovas.len() as u64;
         s.outstanding_at_end = self.live.len() as u64;
-        s.duration_ns = match (s.first_ns, s.last_ns) {
+        s.page_maps = s.reuse_cold + s.reuse_distance.total();
+        let duration_ns = match (self.first_ns, self.prev_ns) {
             (Some(a), Some(b)) => b.saturating_sub(a),
             _ => 0,
         };
-        s.mean_outstanding = if s.duration_ns > 0 {
-            self.weighted as f64 / s.duration_ns as f64
+        s.mean_outstanding = if duration_ns > 0 {
+            self.weighted as f64 / duration_ns as f64
         } else if s.events > 0 {
             self.per_event as f64 / s.events as f64
         } else {
@@ -414,61 +455,148 @@ impl Acc {
 /// w.write(&u).unwrap();
 /// let bytes = w.finish().unwrap();
 /// let s = stats(&mut NativeReader::new(&bytes[..], "t.iot".into()).unwrap()).unwrap();
-/// assert_eq!((s.maps, s.unmaps, s.distinct_pages, s.working_set_pages), (1, 1, 2, 2));
+/// let d = &s.dma_api;
+/// assert_eq!((d.maps, d.unmaps, d.distinct_pages, d.working_set_pages), (1, 1, 2, 2));
+/// assert!(s.iommu.is_none()); // no `iommu` device: no IOMMU page-table layer
 /// ```
 pub fn stats(src: &mut dyn EventSource) -> Result<TraceStats, TraceError> {
-    let mut acc = Acc::default();
+    let mut t = TraceStats::default();
+    let mut dma = Acc::default();
+    let mut by_device: BTreeMap<u16, Acc> = BTreeMap::new();
+    let mut iommu: Option<IommuLayer> = None;
     let mut batch = Vec::new();
     while src.read_batch(&mut batch)? != 0 {
+        // Text readers grow the device table as they read; after a batch it names every
+        // device of the batch.
+        let iommu_device = src
+            .header()
+            .devices
+            .iter()
+            .position(|d| d == IOMMU_DEVICE)
+            .and_then(|i| u16::try_from(i).ok());
         for e in &batch {
-            acc.event(e);
+            t.events += 1;
+            if t.first_ns.is_none() {
+                t.first_ns = Some(e.time_ns);
+            }
+            t.last_ns = Some(t.last_ns.map_or(e.time_ns, |p| p.max(e.time_ns)));
+            if Some(e.device) == iommu_device {
+                iommu.get_or_insert_with(IommuLayer::default).event(e);
+            } else {
+                dma.event(e);
+                by_device.entry(e.device).or_default().event(e);
+            }
         }
     }
-    Ok(acc.finish(&src.header().devices))
+    let devices = &src.header().devices;
+    if iommu.is_none() && devices.iter().any(|d| d == IOMMU_DEVICE) {
+        iommu = Some(IommuLayer::default());
+    }
+    t.devices = devices.clone();
+    t.duration_ns = match (t.first_ns, t.last_ns) {
+        (Some(a), Some(b)) => b.saturating_sub(a),
+        _ => 0,
+    };
+    t.dma_api = dma.finish();
+    t.dma_api_by_device = by_device
+        .into_iter()
+        .map(|(d, acc)| DeviceStats {
+            device: devices
+                .get(usize::from(d))
+                .cloned()
+                .unwrap_or_else(|| format!("#{d}")),
+            stats: acc.finish(),
+        })
+        .collect();
+    t.iommu = iommu.map(IommuLayer::finish);
+    Ok(t)
 }
 
 impl TraceStats {
-    /// A table for people.
+    /// A table for people: the records, then the DMA-API layer (all devices, then one
+    /// column per device), then the IOMMU page-table layer, each under its own heading.
     pub fn to_table(&self) -> String {
         let mut t = String::new();
-        let mut row = |k: &str, v: String| {
-            let _ = writeln!(t, "{k:<22} {v}");
+        let _ = writeln!(t, "{:<26} {}", "records (both layers)", self.events);
+        let _ = writeln!(t, "{:<26} {}", "devices", self.devices.join(", "));
+        let _ = writeln!(t, "{:<26} {} ns", "duration", self.duration_ns);
+        let _ = writeln!(
+            t,
+            "\nDMA API layer (dma:* records: the buffers drivers mapped; what replay, mrc and \
+             the .oracleGeneral export use)"
+        );
+        let d = &self.dma_api;
+        let mut cols: Vec<(&str, &DmaApiStats)> = vec![("all devices", d)];
+        if self.dma_api_by_device.len() > 1 {
+            cols.extend(
+                self.dma_api_by_device
+                    .iter()
+                    .map(|x| (x.device.as_str(), &x.stats)),
+            );
+        }
+        let width = cols.iter().map(|(n, _)| n.len()).max().unwrap_or(0).max(10);
+        let _ = write!(t, "  {:<24}", "");
+        for (n, _) in &cols {
+            let _ = write!(t, " {n:>width$}");
+        }
+        t.push('\n');
+        let mut line = |label: &str, f: &dyn Fn(&DmaApiStats) -> String| {
+            let _ = write!(t, "  {label:<24}");
+            for (_, c) in &cols {
+                let _ = write!(t, " {:>width$}", f(c));
+            }
+            t.push('\n');
         };
-        row("events", self.events.to_string());
-        row("devices", self.devices.join(", "));
-        row("duration", format!("{} ns", self.duration_ns));
-        row("maps", self.maps.to_string());
-        row("unmaps", self.unmaps.to_string());
-        row("unmatched unmaps", self.unmatched_unmaps.to_string());
-        row("bytes mapped", self.bytes_mapped.to_string());
-        row("distinct pages", self.distinct_pages.to_string());
-        row("distinct iova pages", self.distinct_iovas.to_string());
-        row("working set (pages)", self.working_set_pages.to_string());
-        row("max outstanding", self.max_outstanding.to_string());
-        row("mean outstanding", format!("{:.2}", self.mean_outstanding));
-        row("outstanding at end", self.outstanding_at_end.to_string());
-        for (k, v) in &self.by_kind {
-            if *v > 0 {
-                row(&format!("  {k}"), v.to_string());
+        line("maps", &|c| c.maps.to_string());
+        line("unmaps", &|c| c.unmaps.to_string());
+        line("unmatched unmaps", &|c| c.unmatched_unmaps.to_string());
+        line("bytes mapped", &|c| c.bytes_mapped.to_string());
+        line("page maps (4 KiB)", &|c| c.page_maps.to_string());
+        line("distinct pages", &|c| c.distinct_pages.to_string());
+        line("distinct iova pages", &|c| c.distinct_iovas.to_string());
+        line("working set (pages)", &|c| c.working_set_pages.to_string());
+        line("max outstanding", &|c| c.max_outstanding.to_string());
+        line("mean outstanding", &|c| {
+            format!("{:.2}", c.mean_outstanding)
+        });
+        line("outstanding at end", &|c| c.outstanding_at_end.to_string());
+        for k in EventKind::ALL {
+            let name = k.name();
+            if cols
+                .iter()
+                .any(|(_, c)| c.by_kind.get(name).copied().unwrap_or(0) > 0)
+            {
+                line(&format!("{name} records"), &|c| {
+                    c.by_kind.get(name).copied().unwrap_or(0).to_string()
+                });
             }
         }
         let mut hist = |title: &str, h: &Log2Histogram, extra: Option<(&str, u64)>| {
-            let _ = writeln!(t, "{title}");
+            let _ = writeln!(t, "  {title}");
             for (i, c) in h.buckets.iter().enumerate() {
                 if *c > 0 {
-                    let _ = writeln!(t, "  {:<20} {c}", Log2Histogram::label(i));
+                    let _ = writeln!(t, "    {:<22} {c}", Log2Histogram::label(i));
                 }
             }
             if let Some((k, v)) = extra {
-                let _ = writeln!(t, "  {k:<20} {v}");
+                let _ = writeln!(t, "    {k:<22} {v}");
             }
         };
         hist(
-            "reuse distance (pages)",
-            &self.reuse_distance,
-            Some(("cold", self.reuse_cold)),
+            "reuse distance (pages, all devices)",
+            &d.reuse_distance,
+            Some(("cold", d.reuse_cold)),
         );
-        hist("map size (bytes)", &self.map_size, None);
+        hist("map size (bytes, all devices)", &d.map_size, None);
+        match &self.iommu {
+            None => {
+                let _ = writeln!(
+                    t,
+                    "\nIOMMU page-table layer: none (no `{IOMMU_DEVICE}` device: no iommu:map/unmap records)"
+                );
+            }
+            Some(i) => t.push_str(&i.to_table()),
+        }
         t
     }
 }
@@ -533,6 +661,7 @@ mod tests {
             ev(EventKind::Unmap, 10, Some(0xc000), None, 8192),
             ev(EventKind::Unmap, 10, Some(0xe000), None, 8192),
         ]);
+        let (all, s) = (&s, &s.dma_api);
         assert_eq!((s.maps, s.unmaps, s.unmatched_unmaps), (2, 3, 1));
         assert_eq!(s.distinct_pages, 3);
         assert_eq!(s.distinct_iovas, 4);
@@ -545,9 +674,12 @@ mod tests {
         assert_eq!(s.reuse_distance.buckets, [1]);
         assert_eq!(s.map_size.buckets[Log2Histogram::bucket(8192)], 2);
         assert_eq!(
-            (s.first_ns, s.last_ns, s.duration_ns),
+            (all.first_ns, all.last_ns, all.duration_ns),
             (Some(0), Some(10), 10)
         );
+        assert_eq!(s.page_maps, 4);
+        assert_eq!(all.dma_api_by_device.len(), 1);
+        assert_eq!(all.dma_api_by_device[0].stats, *s);
     }
 
     #[test]
@@ -564,6 +696,7 @@ mod tests {
             ev(EventKind::SgSeg, 5, None, Some(0x5000), 4096),
             ev(EventKind::SgSeg, 5, None, Some(0x9000), 4096),
         ]);
+        let s = &s.dma_api;
         assert_eq!((s.maps, s.unmaps, s.unmatched_unmaps), (1, 1, 0));
         assert_eq!(s.distinct_pages, 2);
         assert_eq!(s.outstanding_at_end, 0);
@@ -575,12 +708,73 @@ mod tests {
     fn table_and_json_carry_required_fields() {
         let s = run(vec![ev(EventKind::Alloc, 0, Some(0), Some(0), 4096)]);
         let json = serde_json::to_value(&s).unwrap();
-        for k in ["maps", "unmaps", "distinct_pages"] {
-            assert!(json.get(k).is_some(), "{k}");
+        for k in ["maps", "unmaps", "distinct_pages", "page_maps"] {
+            assert!(json["dma_api"].get(k).is_some(), "{k}");
+            assert!(json["dma_api_by_device"][0].get(k).is_some(), "{k}");
+            assert!(json.get(k).is_none(), "{k} is per layer, not summed");
         }
+        assert_eq!(json["dma_api_by_device"][0]["device"], "d");
+        assert!(json["iommu"].is_null());
         let t = s.to_table();
         assert!(t.contains("distinct pages"));
         assert!(t.contains("cold"));
         assert_eq!(Log2Histogram::label(3), "4-7");
+    }
+}
+
+#[cfg(test)]
+mod layer_tests {
+    use super::*;
+    use crate::TraceHeader;
+
+    struct VecSource(TraceHeader, std::vec::IntoIter<Event>);
+    impl EventSource for VecSource {
+        fn header(&self) -> &TraceHeader {
+            &self.0
+        }
+        fn next_event(&mut self) -> Result<Option<Event>, TraceError> {
+            Ok(self.1.next())
+        }
+    }
+
+    /// A `dma_map_page` through an IOMMU is recorded twice (`iommu:map` first, then the
+    /// `dma:` record): the layers report it once each, never summed.
+    #[test]
+    fn the_dma_api_and_iommu_layers_are_apart() {
+        let h = TraceHeader {
+            devices: vec![IOMMU_DEVICE.into(), "nvme0".into(), "eth0".into()],
+            source: String::new(),
+        };
+        let rec = |kind, device, dma, phys: Option<u64>, len| {
+            let mut e = Event::new(kind);
+            (e.device, e.dma, e.phys, e.len) = (device, Some(dma), phys, len);
+            e
+        };
+        let events = vec![
+            rec(EventKind::Map, 0, 0xf000, Some(0x1000), 4096),
+            rec(EventKind::Map, 1, 0xf000, Some(0x1000), 4096),
+            rec(EventKind::Map, 0, 0xc000, Some(0x2000), 8192),
+            rec(EventKind::Map, 2, 0xc000, Some(0x2000), 8192),
+            rec(EventKind::Unmap, 1, 0xf000, None, 4096),
+            rec(EventKind::Unmap, 0, 0xf000, None, 4096),
+        ];
+        let s = stats(&mut VecSource(h, events.into_iter())).unwrap();
+        assert_eq!(s.events, 6);
+        assert_eq!((s.dma_api.maps, s.dma_api.unmaps), (2, 1));
+        assert_eq!(s.dma_api.by_kind["map"], 2);
+        let names: Vec<_> = s
+            .dma_api_by_device
+            .iter()
+            .map(|d| d.device.as_str())
+            .collect();
+        assert_eq!(names, ["nvme0", "eth0"]);
+        assert_eq!(s.dma_api_by_device[0].stats.maps, 1);
+        assert_eq!(s.dma_api_by_device[1].stats.page_maps, 2);
+        let i = s.iommu.as_ref().expect("the iommu layer");
+        assert_eq!((i.map_events, i.unmap_events, i.pages_mapped), (2, 1, 3));
+        assert_eq!(i.mapped_pages_at_end, 2);
+        let table = s.to_table();
+        assert!(table.contains("DMA API layer") && table.contains("IOMMU page-table layer"));
+        assert!(table.contains("nvme0") && table.contains("eth0"), "{table}");
     }
 }

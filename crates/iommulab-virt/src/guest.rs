@@ -80,7 +80,7 @@ impl Default for GuestConfig {
     }
 }
 
-/// What one guest run measured (style L13). Counts after setup (`direct`'s up-front
+/// What one guest run measured. Counts after setup (`direct`'s up-front
 /// mapping is in `setup_*`).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct GuestResult {

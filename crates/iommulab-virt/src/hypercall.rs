@@ -80,7 +80,7 @@ pub enum HypercallError {
     },
 }
 
-/// Counters of the host side of one guest (style L13).
+/// Counters of the host side of one guest.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HostStats {
     /// Hypercalls served (refused ones not included).

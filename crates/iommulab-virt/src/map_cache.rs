@@ -32,7 +32,7 @@ use super::page_index::PageIndex;
 use super::{Error, Lookahead, Result};
 use crate::addr::{Gpa, Pfn};
 
-/// Counters of one map cache (style L13).
+/// Counters of one map cache.
 ///
 /// `hits + misses + refused == maps`; `misses` is also the number of map hypercalls.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -550,7 +550,7 @@ impl<E: EvictionPolicy> MapCache<E> {
 
 #[cfg(any(test, feature = "test-utils"))]
 impl<E: EvictionPolicy + super::eviction::Dump> MapCache<E> {
-    /// The evictable pages in the order the policy would evict them (test-only, style L8).
+    /// The evictable pages in the order the policy would evict them (test-only).
     pub fn eviction_order(&self) -> Vec<Pfn<Gpa>> {
         self.policy
             .dump()

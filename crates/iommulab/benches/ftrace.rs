@@ -1,4 +1,4 @@
-//! Wall-clock speed of the Linux ftrace importer (style L10).
+//! Wall-clock speed of the Linux ftrace importer.
 //!
 //! Cases:
 //! - `ftrace/import`: a generated in-memory `/sys/kernel/tracing/trace` text of 100 000

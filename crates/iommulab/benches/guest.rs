@@ -1,4 +1,4 @@
-//! Wall-clock speed of the full guest path (style L10): driver map/unmap → the guest's
+//! Wall-clock speed of the full guest path: driver map/unmap → the guest's
 //! `DmaApi` (identity addressing) → `HypercallBackend` (strategy, map cache, batching) →
 //! hypercalls → host checks, pin table and VT-d page tables.
 //!

@@ -1,4 +1,4 @@
-//! Wall-clock speed of the IOVA allocators (style L10; quality numbers come from the CLI).
+//! Wall-clock speed of the IOVA allocators (quality numbers come from the CLI).
 //!
 //! Cases:
 //! - `iova/alloc_free/{rbtree,bitmap,magazine+rbtree,magazine+bitmap,vm-allocator}`: 1-page

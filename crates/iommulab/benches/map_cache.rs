@@ -1,4 +1,4 @@
-//! Wall-clock speed of the guest map cache and the one-pass hit-rate curves (style L10;
+//! Wall-clock speed of the guest map cache and the one-pass hit-rate curves (the
 //! hit rates themselves come from the CLI / reproduction, not from here).
 //!
 //! Cases:

@@ -1,4 +1,4 @@
-//! Trace storage throughput (style L10). Cases:
+//! Trace storage throughput. Cases:
 //!
 //! - `trace/read_native`: decode 1 M events of the synthetic trace from an in-memory `.iot`,
 //!   one `next_event` call per event.

@@ -1,4 +1,4 @@
-//! Wall-clock speed of the VT-d model's hot paths (style L10). Cases:
+//! Wall-clock speed of the VT-d model's hot paths. Cases:
 //!
 //! - `vtd/map_unmap_4k`: `map` + `unmap` of one 4 KiB page on a 4-level table whose
 //!   intermediate tables already exist (the steady state: no allocation).

@@ -1,4 +1,4 @@
-//! The crate-wide error: one variant per module error (style L6).
+//! The crate-wide error: one variant per module error.
 
 use crate::dma::DmaError;
 use crate::experiment::ConfigError;

@@ -2,7 +2,7 @@
 //!
 //! A software model of IOMMU hardware (Intel VT-d page tables, IOTLB, invalidation) and of
 //! the OS software that drives it (the DMA API, IOVA allocators, IOTLB flush policies), with
-//! a modeled cycle clock and a measured wall clock (design.md).
+//! a modeled cycle clock and a measured wall clock.
 //!
 //! ```text
 //!  workload ──► DMA operations ──► DmaApi ──────────────────► IOMMU model ──► statistics

@@ -1,4 +1,4 @@
-//! No heap allocation per operation in steady state, for the whole DMA path (style L10): every
+//! No heap allocation per operation in steady state, for the whole DMA path: every
 //! allocator × flush-policy combination the configurations use, with map, device access,
 //! unmap and timer ticks. Warm-up first (tables, magazines, queues reach their size), then
 //! 100 000 more I/Os must not allocate at all. The dma-debug checker and the stale-access

@@ -1,4 +1,4 @@
-//! Linux ftrace import (`trace::ftrace`) end to end and under random input (style L9).
+//! Linux ftrace import (`trace::ftrace`) end to end and under random input.
 //!
 //! - The sample files in `tests/data/ftrace/` (written by hand from the kernel's printk
 //!   formats, not captured) import to exactly the listed records and report counts.

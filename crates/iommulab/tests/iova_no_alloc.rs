@@ -1,4 +1,4 @@
-//! "No heap allocation per operation in steady state" (style L10), proved with a counting
+//! "No heap allocation per operation in steady state", proved with a counting
 //! `#[global_allocator]` (the `alloc-counter` crate, the one place in the workspace allowed
 //! unsafe code). Each allocator runs a warm-up of alloc/free pairs over a ring of 32
 //! outstanding ranges of 1–4 pages, then 100 000 more pairs must not allocate at all.

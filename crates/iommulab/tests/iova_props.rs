@@ -1,4 +1,4 @@
-//! Model-based property tests of the IOVA allocators (style L9, S0.5): a proptest `Op`
+//! Model-based property tests of the IOVA allocators (S0.5): a proptest `Op`
 //! sequence drives rbtree, bitmap, magazine<rbtree> and magazine<bitmap> side by side with
 //! the naive oracle `NaiveIovaSpace`, and every step checks:
 //!

@@ -1,4 +1,4 @@
-//! Model-based tests of the guest map cache (S1.2, S1.5; style L9): random `Map` / `Unmap` /
+//! Model-based tests of the guest map cache (S1.2, S1.5): random `Map` / `Unmap` /
 //! `SetQuota` sequences over a small page universe drive every eviction policy, and after
 //! each step the cache must keep the invariants the `virt` docs promise:
 //!

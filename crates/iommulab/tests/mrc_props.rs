@@ -1,4 +1,4 @@
-//! The one-pass hit-rate curves (S1.9) against per-quota simulation (style L9): on streams
+//! The one-pass hit-rate curves (S1.9) against per-quota simulation: on streams
 //! without pinning, one-pass LRU (Fenwick stack distances) and OPT (truncated Mattson
 //! stack) give the same hits, misses and refusals as running the map cache — and the
 //! naive caches — once per quota, for every quota. With pinning, `mrc` falls back to

@@ -1,4 +1,4 @@
-//! Property tests of the trace formats (style L9): arbitrary valid event sequences round-trip
+//! Property tests of the trace formats: arbitrary valid event sequences round-trip
 //! exactly through native and CSV (and gzip); damaged input — arbitrary bytes, truncation,
 //! a flipped byte — is an error, never a panic and never a shorter trace.
 
@@ -205,12 +205,19 @@ proptest! {
         }
         let bytes = to_native(&h, &ev);
         let s = iommulab::trace::stats(&mut NativeReader::new(&bytes[..], "p.iot".into()).unwrap()).unwrap();
-        prop_assert_eq!(s.reuse_cold, s.distinct_pages);
         prop_assert_eq!(s.events, ev.len() as u64);
-        prop_assert_eq!(s.by_kind.values().sum::<u64>(), s.events);
+        // Generated device names are never `iommu`: everything is the DMA-API layer.
+        prop_assert!(s.iommu.is_none());
+        let d = &s.dma_api;
+        prop_assert_eq!(d.reuse_cold, d.distinct_pages);
+        prop_assert_eq!(d.page_maps, d.reuse_cold + d.reuse_distance.total());
+        prop_assert_eq!(d.by_kind.values().sum::<u64>(), s.events);
         let maps = ev.iter().filter(|e| matches!(e.kind, EventKind::Map | EventKind::Alloc | EventKind::MapSg)).count();
-        prop_assert_eq!(s.maps, maps as u64);
-        prop_assert!(s.working_set_pages <= s.distinct_pages);
+        prop_assert_eq!(d.maps, maps as u64);
+        prop_assert!(d.working_set_pages <= d.distinct_pages);
+        // The devices' layers add up to the whole layer.
+        prop_assert_eq!(s.dma_api_by_device.iter().map(|x| x.stats.maps).sum::<u64>(), d.maps);
+        prop_assert_eq!(s.dma_api_by_device.iter().map(|x| x.stats.events).sum::<u64>(), d.events);
     }
 }
 

@@ -1,5 +1,5 @@
 //! Model-based property tests: random map/unmap/translate sequences run through the VT-d
-//! model ([`Vtd`]) and the naive `HashMap` oracle ([`NaiveTable`]) (style L9, S0.1, S0.3).
+//! model ([`Vtd`]) and the naive `HashMap` oracle ([`NaiveTable`]) (S0.1, S0.3).
 //!
 //! After every step: `lookup` agrees with the oracle on every touched page; translations
 //! agree whenever the IOTLB cannot be stale (every unmap is followed by an invalidation that

@@ -1,4 +1,4 @@
-//! Property tests of the built-in workload generators (style L9): proptest draws small
+//! Property tests of the built-in workload generators: proptest draws small
 //! configurations and seeds of every generator, and an independent checker replays each op
 //! stream, asserting after every op that
 //!

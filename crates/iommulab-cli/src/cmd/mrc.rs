@@ -9,15 +9,19 @@ use iommulab::mrc::{
     CurveRequest, HitRateCurve, MrcMethod, Quotas, hit_rate_curve, trace_page_refs,
 };
 
+use clap::ValueEnum;
+
 use crate::args::MrcArgs;
 use crate::cmd::trace::open_input;
+use crate::progress::{NoEvents, Reading};
 
 /// Longest curve the table prints whole; longer `0..=N` curves print a subset.
 const FULL_TABLE_ROWS: usize = 41;
 
 /// `iommulab mrc`.
-pub fn run(args: &MrcArgs) -> Result<()> {
+pub fn run(args: &MrcArgs, quiet: bool) -> Result<()> {
     let src = open_input(&args.trace, args.format, args.lenient)?;
+    let src = Reading::new(src, format!("reading {}", args.trace.display()), quiet);
     let refs = trace_page_refs(src).with_context(|| format!("reading {}", args.trace.display()))?;
     let quotas = match (&args.quotas, args.max_quota) {
         (Some(list), _) => Some(Quotas::List(list.clone())),
@@ -29,7 +33,19 @@ pub fn run(args: &MrcArgs) -> Result<()> {
         pinning: args.pinning,
         quotas,
     };
+    // A spinner while the curve is computed (a pinned curve simulates every quota).
+    let policy = args
+        .policy
+        .to_possible_value()
+        .map(|v| v.get_name().to_owned())
+        .unwrap_or_default();
+    let spinner = Reading::new(
+        NoEvents::default(),
+        format!("{policy} curve over {} page maps", refs.len()),
+        quiet,
+    );
     let curve = hit_rate_curve(&refs, &req)?;
+    drop(spinner);
     let text = if args.json {
         let mut t = serde_json::to_string_pretty(&curve)?;
         t.push('\n');

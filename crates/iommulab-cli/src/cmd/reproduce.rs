@@ -1,11 +1,13 @@
 //! `iommulab reproduce`: reruns a paper's experiments (`iommulab::repro`) and writes
 //! `OUT/<paper>/` with JSON, CSV, SVG/PNG figures and a markdown page that puts our numbers
-//! beside the published ones (`iommulab_report`); `all` also writes `OUT/index.md`.
+//! beside the published ones (`iommulab_report`); `all` also writes `OUT/index.md` and
+//! `OUT/index.html` (every reproduction on one self-contained page).
 
 use std::ops::ControlFlow;
 
 use anyhow::{Context, Result};
 use iommulab::repro::{ReproOptions, Reproduction};
+use serde_json::json;
 
 use crate::args::{Paper, ReproduceArgs};
 use crate::progress::Progress;
@@ -17,6 +19,15 @@ pub fn run(args: &ReproduceArgs, quiet: bool) -> Result<()> {
         Paper::Yassour2010 => &[Reproduction::Yassour2010],
         Paper::All => &Reproduction::ALL,
     };
+    // Lines for people as each report is written; with --json one object at the end.
+    let say = |line: String| -> Result<()> {
+        if quiet || args.json {
+            Ok(())
+        } else {
+            crate::print_stdout(&line)
+        }
+    };
+    let mut done = Vec::new();
     for &r in selected {
         let bar = Progress::steps(r.name(), quiet);
         let report = |p: &iommulab::repro::Progress<'_>| {
@@ -27,11 +38,39 @@ pub fn run(args: &ReproduceArgs, quiet: bool) -> Result<()> {
         let results = r.run(&opts).with_context(|| format!("reproducing {r}"))?;
         bar.finish();
         let page = iommulab_report::render(&args.out, &results)?;
-        crate::print_stdout(&format!("report: {}\n", page.display()))?;
+        say(format!("report: {}\n", page.display()))?;
+        if args.json {
+            done.push(json!({
+                "name": r.name(),
+                "title": r.title(),
+                "quick": args.quick,
+                "report": page.display().to_string(),
+                "files": iommulab_report::files(r)
+                    .iter()
+                    .map(|f| args.out.join(f).display().to_string())
+                    .collect::<Vec<_>>(),
+                "results": results,
+            }));
+        }
     }
+    let mut index = serde_json::Value::Null;
+    let mut html = serde_json::Value::Null;
     if args.paper == Paper::All {
-        let index = iommulab_report::write_index(&args.out, selected, args.quick)?;
-        crate::print_stdout(&format!("index: {}\n", index.display()))?;
+        let md = iommulab_report::write_index(&args.out, selected, args.quick)?;
+        let page = iommulab_report::index_html_path(&args.out);
+        say(format!(
+            "index: {}\nhtml: {}\n",
+            md.display(),
+            page.display()
+        ))?;
+        index = md.display().to_string().into();
+        html = page.display().to_string().into();
+    }
+    if args.json {
+        let out = json!({ "reproductions": done, "index_md": index, "index_html": html });
+        let mut text = serde_json::to_string_pretty(&out)?;
+        text.push('\n');
+        crate::print_stdout(&text)?;
     }
     Ok(())
 }

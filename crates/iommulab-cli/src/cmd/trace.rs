@@ -12,6 +12,7 @@ use iommulab::workload::WorkloadConfig;
 use serde::Serialize;
 
 use crate::args::{TraceCommand, TraceFormatArg, TraceGenerateArgs, TraceImportArgs, WorkloadArg};
+use crate::progress::Reading;
 
 impl From<TraceFormatArg> for TraceFormat {
     fn from(f: TraceFormatArg) -> Self {
@@ -33,13 +34,38 @@ pub fn open_input(
     Ok(open(path, format.into(), lenient)?)
 }
 
+/// Prints `text` unless `quiet` (informational lines; results print regardless).
+fn say(quiet: bool, text: &str) -> Result<()> {
+    if quiet {
+        Ok(())
+    } else {
+        crate::print_stdout(text)
+    }
+}
+
+/// `value` as pretty JSON and a newline.
+fn json_line<T: Serialize>(value: &T) -> Result<String> {
+    let mut t = serde_json::to_string_pretty(value)?;
+    t.push('\n');
+    Ok(t)
+}
+
+#[derive(Serialize)]
+struct ConvertSummary {
+    input: String,
+    output: String,
+    events: u64,
+}
+
 /// `iommulab trace ...`.
-pub fn run(command: &TraceCommand) -> Result<()> {
+pub fn run(command: &TraceCommand, quiet: bool) -> Result<()> {
     match command {
-        TraceCommand::Import(a) => import(a),
+        TraceCommand::Import(a) => import(a, quiet),
         TraceCommand::Stats(a) => {
-            let mut src = open_input(&a.input, a.format, a.lenient)?;
-            let s = stats(&mut *src)?;
+            let src = open_input(&a.input, a.format, a.lenient)?;
+            let mut src = Reading::new(src, format!("reading {}", a.input.display()), quiet);
+            let s = stats(&mut src)?;
+            drop(src);
             let text = if a.json {
                 let mut t = serde_json::to_string_pretty(&s)?;
                 t.push('\n');
@@ -50,13 +76,26 @@ pub fn run(command: &TraceCommand) -> Result<()> {
             crate::print_stdout(&text)
         }
         TraceCommand::Convert(a) => {
-            let mut src = open_input(&a.input, a.format, a.lenient)?;
+            let src = open_input(&a.input, a.format, a.lenient)?;
+            let mut src = Reading::new(src, format!("converting {}", a.input.display()), quiet);
             let mut dst = create_trace(&a.output, src.header())?;
-            let n = copy_events(&mut *src, &mut *dst)?;
+            let n = copy_events(&mut src, &mut *dst)?;
             dst.finish()?;
-            crate::print_stdout(&format!("{n} events written to {}\n", a.output.display()))
+            drop(src);
+            if a.json {
+                crate::print_stdout(&json_line(&ConvertSummary {
+                    input: a.input.display().to_string(),
+                    output: a.output.display().to_string(),
+                    events: n,
+                })?)
+            } else {
+                say(
+                    quiet,
+                    &format!("{n} events written to {}\n", a.output.display()),
+                )
+            }
         }
-        TraceCommand::Generate(a) => generate(a),
+        TraceCommand::Generate(a) => generate(a, quiet),
     }
 }
 
@@ -66,38 +105,69 @@ struct ImportSummary {
     output: String,
     format: TraceFormat,
     events: u64,
+    /// The ftrace reader's report (lines, skipped, lost, per event name), for ftrace input.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ftrace: Option<iommulab::trace::ftrace::ImportReport>,
 }
 
-fn import(a: &TraceImportArgs) -> Result<()> {
+/// The ftrace import report for people: its non-zero counters, then lines per event name.
+fn report_text(r: &iommulab::trace::ftrace::ImportReport) -> Result<String> {
+    let mut t = String::new();
+    if let serde_json::Value::Object(m) = serde_json::to_value(r)? {
+        for (k, v) in &m {
+            if let Some(n) = v.as_u64().filter(|&n| n > 0) {
+                t.push_str(&format!("  {:<28} {n}\n", k.replace('_', " ")));
+            }
+        }
+    }
+    if !r.by_event.is_empty() {
+        t.push_str("  lines per event:\n");
+        for (k, n) in &r.by_event {
+            t.push_str(&format!("    {k:<28} {n}\n"));
+        }
+    }
+    Ok(t)
+}
+
+fn import(a: &TraceImportArgs, quiet: bool) -> Result<()> {
     let format = match a.format {
         TraceFormatArg::Auto => detect(&a.input)?,
         f => f.into(),
     };
-    if format == TraceFormat::Ftrace {
-        let mut src = open_ftrace(&a.input, a.lenient)?;
+    let what = format!("importing {}", a.input.display());
+    let (n, ftrace) = if format == TraceFormat::Ftrace {
+        let mut src = Reading::new(open_ftrace(&a.input, a.lenient)?, what, quiet);
         let mut dst = create_trace(&a.output, src.header())?;
         let n = copy_events(&mut src, &mut *dst)?;
         dst.finish()?;
-        let r = src.report();
-        let mut text = format!(
-            "{n} events from {} lines written to {}\n",
-            r.lines,
-            a.output.display()
-        );
-        text.push_str(&format!("{r:#?}\n"));
-        return crate::print_stdout(&text);
-    }
-    let mut src = open(&a.input, format, a.lenient)?;
-    let mut dst = create_trace(&a.output, src.header())?;
-    let n = copy_events(&mut *src, &mut *dst)?;
-    dst.finish()?;
+        (n, Some(src.inner().report()))
+    } else {
+        let mut src = Reading::new(open(&a.input, format, a.lenient)?, what, quiet);
+        let mut dst = create_trace(&a.output, src.header())?;
+        let n = copy_events(&mut src, &mut *dst)?;
+        dst.finish()?;
+        (n, None)
+    };
     let summary = ImportSummary {
         input: a.input.display().to_string(),
         output: a.output.display().to_string(),
         format,
         events: n,
+        ftrace,
     };
-    crate::print_stdout(&format!("{}\n", serde_json::to_string(&summary)?))
+    if a.json {
+        return crate::print_stdout(&json_line(&summary)?);
+    }
+    let mut text = format!("{n} events written to {}\n", a.output.display());
+    if let Some(r) = &summary.ftrace {
+        text = format!(
+            "{n} events from {} lines written to {}\n{}",
+            r.lines,
+            a.output.display(),
+            report_text(r)?
+        );
+    }
+    say(quiet, &text)
 }
 
 fn workload_config(w: WorkloadArg, seed: u64) -> WorkloadConfig {
@@ -117,7 +187,16 @@ fn workload_config(w: WorkloadArg, seed: u64) -> WorkloadConfig {
     cfg
 }
 
-fn generate(a: &TraceGenerateArgs) -> Result<()> {
+#[derive(Serialize)]
+struct GenerateSummary {
+    workload: String,
+    seed: u64,
+    output: String,
+    events: u64,
+    ops: u64,
+}
+
+fn generate(a: &TraceGenerateArgs, quiet: bool) -> Result<()> {
     if a.events == 0 {
         bail!("--events must be at least 1");
     }
@@ -130,10 +209,22 @@ fn generate(a: &TraceGenerateArgs) -> Result<()> {
     let summary = generate_trace(&cfg, &mut *sink, a.events)
         .with_context(|| format!("generating {}", cfg.name()))?;
     sink.finish()?;
-    crate::print_stdout(&format!(
-        "{} events ({} workload operations) written to {}\n",
-        summary.events,
-        summary.ops,
-        a.output.display()
-    ))
+    if a.json {
+        return crate::print_stdout(&json_line(&GenerateSummary {
+            workload: cfg.name().to_string(),
+            seed: a.seed,
+            output: a.output.display().to_string(),
+            events: summary.events,
+            ops: summary.ops,
+        })?);
+    }
+    say(
+        quiet,
+        &format!(
+            "{} events ({} workload operations) written to {}\n",
+            summary.events,
+            summary.ops,
+            a.output.display()
+        ),
+    )
 }

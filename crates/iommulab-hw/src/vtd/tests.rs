@@ -1,4 +1,4 @@
-//! Behaviour tests of the remapping unit (style L8).
+//! Behaviour tests of the remapping unit.
 
 use super::*;
 

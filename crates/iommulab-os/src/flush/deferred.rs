@@ -1,5 +1,5 @@
-//! Deferred flushing as in Linux 2.6.25/26 VT-d (S0.6, reference/linux-iommu.md §2.4, Mark
-//! Gross's "PCI: iommu: iotlb flushing"): unmapped ranges go into one array; when the array
+//! Deferred flushing as in Linux 2.6.25/26 VT-d (S0.6, Linux's drivers/pci/intel-iommu.c,
+//! Mark Gross's "PCI: iommu: iotlb flushing"): unmapped ranges go into one array; when the array
 //! already holds `entries` (250, the `HIGH_WATER_MARK`) ranges, or `timeout_ms` (10 ms) after
 //! the first range entered it, one **global** IOTLB invalidation is issued and every range in
 //! the array is freed. The array and the timer sit under one lock (`async_umap_flush_lock`).

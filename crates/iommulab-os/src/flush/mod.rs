@@ -153,7 +153,7 @@ pub trait FlushPolicy {
 }
 
 /// Which flush policy a configuration asks for, with its parameters (the configuration
-/// boundary, style L4).
+/// boundary).
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
 pub enum FlushConfig {

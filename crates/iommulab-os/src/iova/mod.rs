@@ -148,7 +148,7 @@ pub trait IovaAllocator {
     fn name(&self) -> &'static str;
 }
 
-/// Which allocator a configuration asks for (the configuration boundary, style L4).
+/// Which allocator a configuration asks for (the configuration boundary).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum AllocatorKind {

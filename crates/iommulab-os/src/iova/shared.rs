@@ -13,8 +13,8 @@
 //! Lock order, as in Linux: a CPU's lock, then the depot's, then the backing allocator's; the
 //! backing lock is never held while taking another. Deviations: the depot is one lock for all
 //! bins (Linux: one per bin); Linux spinlocks with IRQs off, this uses `std::sync::Mutex`.
-//! Counters are plain `u64`s kept under the lock they describe (no atomics on the hot path,
-//! style L13) and summed by `stats()`, which takes every lock.
+//! Counters are plain `u64`s kept under the lock they describe (no atomics on the hot path)
+//! and summed by `stats()`, which takes every lock.
 //!
 //! Complexity: as the single-threaded types; a cache hit takes one uncontended lock.
 

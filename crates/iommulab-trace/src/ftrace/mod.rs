@@ -1,6 +1,7 @@
 //! Linux ftrace import: turns the text of `/sys/kernel/tracing/trace` (or `trace_pipe`) and of
 //! `trace-cmd report` into [`Event`]s, from the `dma:` tracepoints (v6.12+) and
-//! `iommu:map`/`iommu:unmap` (reference §5; recording recipe in docs/capture.md).
+//! `iommu:map`/`iommu:unmap` (Linux's include/trace/events/dma.h and iommu.h; recording
+//! recipe in docs/capture.md).
 //!
 //! # Line shapes
 //!

@@ -1,4 +1,4 @@
-//! Eviction policies of the guest map cache (S1.3, S1.4; style L4): which evictable page to
+//! Eviction policies of the guest map cache (S1.3, S1.4): which evictable page to
 //! give up when a miss finds the cache at its quota, and — for batching policies — which
 //! extra pages to map in the same hypercall.
 //!
@@ -174,7 +174,7 @@ pub trait EvictionPolicy: Sized {
     }
 }
 
-/// Test-only view of a policy's queue (style L8, foyer's `Dump`): lets FIFO/LRU tests
+/// Test-only view of a policy's queue (after foyer's `Dump`): lets FIFO/LRU tests
 /// assert the exact eviction order.
 #[cfg(any(test, feature = "test-utils"))]
 pub trait Dump {
@@ -247,8 +247,8 @@ impl EvictionConfig {
 }
 
 /// Runs `$body` with `$E` a type alias for the concrete policy of `$cfg: &EvictionConfig`
-/// and `$c` bound to its `&E::Config` — the one place a config enum becomes a policy type
-/// (style L4). Each arm is monomorphised.
+/// and `$c` bound to its `&E::Config` — the one place a config enum becomes a policy type.
+/// Each arm is monomorphised.
 ///
 /// ```
 /// use iommulab_virt::{EvictionConfig, EvictionPolicy};

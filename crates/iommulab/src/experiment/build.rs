@@ -1,5 +1,5 @@
-//! The one place where configuration enums become concrete generic types (design.md,
-//! style L4). Everything below [`run_bench`] is monomorphised: the per-I/O loop has no
+//! The one place where configuration enums become concrete generic types (the configuration
+//! boundary). Everything below [`run_bench`] is monomorphised: the per-I/O loop has no
 //! dynamic dispatch and no allocation.
 
 use crate::addr::{Hpa, Iova, Pfn};

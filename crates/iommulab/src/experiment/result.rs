@@ -32,7 +32,7 @@ use crate::iova::IovaStats;
 use crate::virt::GuestResult;
 use crate::workload::ReplayReport;
 
-/// The per-component counters of a run (style L13).
+/// The per-component counters of a run.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct ComponentStats {
     /// The IOMMU model.

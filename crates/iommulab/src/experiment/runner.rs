@@ -1,6 +1,6 @@
 //! The runner: drives a [`Workload`] through a [`DmaApi`] and keeps the two clocks.
 //!
-//! This is the only module that reads a wall clock (style L5). The modeled clock is derived
+//! This is the only module that reads a wall clock. The modeled clock is derived
 //! from counters: `io_path × I/Os + IOMMU CPU cycles + modeled kernel software`, and it
 //! drives the flush timers, so a run is deterministic for a given configuration and seed.
 

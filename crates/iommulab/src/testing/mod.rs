@@ -1,4 +1,4 @@
-//! Naive oracles and fixtures (feature `test-utils`), reused by tests and benches (style L8/L9).
+//! Naive oracles and fixtures (feature `test-utils`), reused by tests and benches.
 
 pub mod flat_unit;
 pub mod naive;

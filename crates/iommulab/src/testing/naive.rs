@@ -1,4 +1,4 @@
-//! Deliberately simple oracles for the clever structures (style L9).
+//! Deliberately simple oracles for the clever structures.
 //!
 //! [`NaiveTable`] is a `HashMap` from 4 KiB I/O page to `(frame, permission)`: the
 //! observable behaviour of one domain's second-level page table (S0.1) without levels,

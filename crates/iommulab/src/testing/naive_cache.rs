@@ -1,4 +1,4 @@
-//! Deliberately simple models of the guest map cache (S1.2, S1.5; style L9), checked
+//! Deliberately simple models of the guest map cache (S1.2, S1.5), checked
 //! against [`crate::virt::MapCache`] and the one-pass curves of [`crate::mrc`].
 //!
 //! [`NaiveCache`] keeps the cached pages in a `Vec` and finds victims by linear scans:
@@ -53,7 +53,7 @@ pub struct NaiveCache {
     pub counts: (u64, u64, u64, u64),
 }
 
-/// The naive LRU map cache (style L9's `NaiveLru`).
+/// The naive LRU map cache (`NaiveLru`).
 pub type NaiveLru = NaiveCache;
 
 impl NaiveCache {

@@ -1,4 +1,4 @@
-//! [`NaiveIovaSpace`]: a deliberately slow model of an IOVA space (style L9, S0.5), checked
+//! [`NaiveIovaSpace`]: a deliberately slow model of an IOVA space (S0.5), checked
 //! against the rbtree, bitmap and magazine allocators by `tests/iova_props.rs`.
 //!
 //! It keeps a `BTreeSet` of used pages and a `BTreeMap` of live ranges and answers every
