@@ -118,6 +118,19 @@ fn json_on_every_command_that_prints_results() {
     assert_eq!(s["events"], i["events"]);
     let r = json(&["replay", &d("b.iot"), "--json"]);
     assert_eq!(r["config"], "modern");
+    let k = json(&["check", &d("b.iot"), "--json"]);
+    assert!(k.is_object(), "{k}");
+    std::fs::write(
+        dir.path().join("e.toml"),
+        format!(
+            "[system]\nkind = \"guest\"\nquota = 16\n[workload]\ntrace = {:?}\n",
+            d("b.iot")
+        ),
+    )
+    .unwrap();
+    let e = json(&["run", &d("e.toml"), "--json"]);
+    assert_eq!(e["config"], "guest-on-demand");
+    assert!(e["guest"]["maps"].as_u64().unwrap() > 0, "{e}");
     let m = json(&["mrc", &d("b.iot"), "--quotas", "4,16", "--json"]);
     assert_eq!(m["quota"], serde_json::json!([4, 16]));
     let p = json(&[
@@ -188,6 +201,7 @@ fn help_is_enough_to_use_each_command() {
         &["reproduce"],
         &["replay"],
         &["mrc"],
+        &["run"],
         &["completions"],
     ] {
         let mut args = cmd.to_vec();
