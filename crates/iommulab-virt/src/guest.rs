@@ -149,7 +149,7 @@ pub struct GuestResult {
 pub enum GuestError {
     /// The map cache could not be built (e.g. an offline policy without a lookahead).
     #[error(transparent)]
-    Cache(#[from] super::Error),
+    Cache(Box<super::Error>),
     /// The workload failed (a bad trace).
     #[error(transparent)]
     Workload(#[from] WorkloadError),
@@ -158,13 +158,26 @@ pub enum GuestError {
     Host(#[from] HypercallError),
     /// The guest's DMA layer refused a driver call (a model bug or a bad trace).
     #[error(transparent)]
-    Dma(#[from] DmaError),
+    Dma(Box<DmaError>),
     /// A page released more often than it was mapped (a model bug).
     #[error("guest page {gfn:#x} released but not in flight")]
     NotInFlight {
         /// The page.
         gfn: u64,
     },
+}
+
+// The cold variants are boxed: strategies return `Result<_, GuestError>` for every page.
+impl From<super::Error> for GuestError {
+    fn from(e: super::Error) -> Self {
+        GuestError::Cache(Box::new(e))
+    }
+}
+
+impl From<DmaError> for GuestError {
+    fn from(e: DmaError) -> Self {
+        GuestError::Dma(Box::new(e))
+    }
 }
 
 /// The guest's DMA layer: [`DmaApi`] over a [`HypercallBackend`].
@@ -330,22 +343,29 @@ impl<S: GuestStrategy> Guest<S> {
                 }
             }
             DmaOp::Unmap { slot, cpu } => {
-                let live = self
-                    .slots
-                    .get_mut(slot as usize)
-                    .and_then(|s| s.mapped.take());
-                if let Some(attrs) = live {
-                    let s = std::mem::take(&mut self.slots[slot as usize]);
-                    if s.is_sg {
-                        self.api.unmap_sg(self.dev, cpu, &s.sg, attrs.dir)?;
-                    } else {
-                        self.api
-                            .unmap_single_attrs(self.dev, cpu, s.addr, s.len, attrs)?;
-                    }
+                let Some(s) = self.slots.get_mut(slot as usize) else {
+                    return Ok(());
+                };
+                let Some(attrs) = s.mapped.take() else {
+                    return Ok(());
+                };
+                if s.is_sg {
+                    // The list goes back to its slot afterwards, so its buffer is reused.
+                    let sg = std::mem::take(&mut s.sg);
+                    self.api.unmap_sg(self.dev, cpu, &sg, attrs.dir)?;
                     if self.cfg.protection_oracle {
-                        self.probe(&s)?;
+                        for e in &sg {
+                            self.probe(e.dma, e.len)?;
+                        }
                     }
-                    self.slots[slot as usize] = s;
+                    self.slots[slot as usize].sg = sg;
+                } else {
+                    let (addr, len) = (s.addr, s.len);
+                    self.api
+                        .unmap_single_attrs(self.dev, cpu, addr, len, attrs)?;
+                    if self.cfg.protection_oracle {
+                        self.probe(addr, len)?;
+                    }
                 }
             }
             DmaOp::Tick { now_ns } => {
@@ -374,17 +394,16 @@ impl<S: GuestStrategy> Guest<S> {
     }
 
     /// S1.11's protection check: after the driver's unmap, the device tries to read and then
-    /// to write each page of the buffer that no DMA uses any more; each page it still
-    /// reaches through the host IOMMU is a stale access (a stale write if it could write).
-    fn probe(&mut self, s: &Slot) -> Result<(), GuestError> {
-        for (addr, len) in Self::extents(s) {
-            let first = addr.pfn(PAGE_4K);
-            for i in 0..PAGE_4K.pages_spanned(addr.page_offset(PAGE_4K), len) {
-                let page = first.add(i).base(PAGE_4K);
-                if let Some((read, write)) = self.api.probe_unmapped(self.dev, page)? {
-                    self.stale_accesses += u64::from(read || write);
-                    self.stale_writes += u64::from(write);
-                }
+    /// to write each page of the buffer `[addr, addr + len)` that no DMA uses any more; each
+    /// page it still reaches through the host IOMMU is a stale access (a stale write if it
+    /// could write).
+    fn probe(&mut self, addr: Iova, len: u64) -> Result<(), GuestError> {
+        let first = addr.pfn(PAGE_4K);
+        for i in 0..PAGE_4K.pages_spanned(addr.page_offset(PAGE_4K), len) {
+            let page = first.add(i).base(PAGE_4K);
+            if let Some((read, write)) = self.api.probe_unmapped(self.dev, page)? {
+                self.stale_accesses += u64::from(read || write);
+                self.stale_writes += u64::from(write);
             }
         }
         Ok(())

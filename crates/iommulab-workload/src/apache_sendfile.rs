@@ -289,7 +289,7 @@ impl ApacheSendfile {
     fn send(&mut self, j: usize, file: u32, len: u64) -> Result<(), WorkloadError> {
         let conn = self.conns[j];
         let head = self.slab.alloc(&mut self.mem, conn.cpu).ok_or_else(|| {
-            WorkloadError::Param(invalid("workload.memory.pages", "too few", "more pages"))
+            WorkloadError::from(invalid("workload.memory.pages", "too few", "more pages"))
         })?;
         let head_len = if conn.off == 0 {
             HEADER_LEN + self.cfg.http_header

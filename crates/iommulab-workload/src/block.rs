@@ -255,7 +255,7 @@ impl Block {
         let e = &mut self.cache[idx(page)];
         if e.get() == 0 {
             *e = self.mem.alloc(cpu).ok_or_else(|| {
-                WorkloadError::Param(invalid("workload.memory.pages", "too few", "more pages"))
+                WorkloadError::from(invalid("workload.memory.pages", "too few", "more pages"))
             })?;
         }
         Ok(*e)

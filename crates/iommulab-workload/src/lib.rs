@@ -258,10 +258,23 @@ pub enum WorkloadError {
     /// A parameter that cannot work (found when building, or when a generator runs out of
     /// the memory its parameters gave it).
     #[error(transparent)]
-    Param(#[from] ParamError),
+    Param(Box<ParamError>),
     /// A trace that cannot be read.
     #[error(transparent)]
-    Trace(#[from] TraceError),
+    Trace(Box<TraceError>),
+}
+
+// Boxed: every `next_op` returns a `Result` of this type, so it stays two words wide.
+impl From<ParamError> for WorkloadError {
+    fn from(e: ParamError) -> Self {
+        WorkloadError::Param(Box::new(e))
+    }
+}
+
+impl From<TraceError> for WorkloadError {
+    fn from(e: TraceError) -> Self {
+        WorkloadError::Trace(Box::new(e))
+    }
 }
 
 /// A [`ParamError`] for `key` (spelled as in the experiment TOML, `workload.…`).

@@ -600,7 +600,7 @@ impl NetperfSend {
     }
 
     fn out_of_memory() -> WorkloadError {
-        WorkloadError::Param(invalid(
+        WorkloadError::from(invalid(
             "workload.memory.pages",
             "too few",
             "more pages for the send buffers",

@@ -180,7 +180,7 @@ impl<W: Write> OracleGeneralWriter<W> {
         };
         let t = u32::try_from(t / self.time_unit_ns).unwrap_or(u32::MAX);
         while let Some(op) = self.replay.next_op().map_err(|e| match e {
-            crate::WorkloadError::Trace(t) => t,
+            crate::WorkloadError::Trace(t) => *t,
             other => TraceError::Invalid {
                 path: self.path.clone(),
                 what: other.to_string(),

@@ -66,7 +66,7 @@ impl From<crate::virt::GuestError> for Error {
     fn from(e: crate::virt::GuestError) -> Self {
         use crate::virt::GuestError;
         match e {
-            GuestError::Cache(e) => Error::Virt(e),
+            GuestError::Cache(e) => Error::Virt(*e),
             GuestError::Workload(e) => e.into(),
             e => Error::Guest(Box::new(e)),
         }
@@ -77,8 +77,8 @@ impl From<WorkloadError> for Error {
     /// A workload's errors are configuration or trace errors, as the façade reports them.
     fn from(e: WorkloadError) -> Self {
         match e {
-            WorkloadError::Param(e) => e.into(),
-            WorkloadError::Trace(e) => Error::Trace(e),
+            WorkloadError::Param(e) => (*e).into(),
+            WorkloadError::Trace(e) => Error::Trace(*e),
         }
     }
 }

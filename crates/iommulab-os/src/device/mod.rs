@@ -16,8 +16,6 @@
 
 use crate::hash::FxHashMap;
 
-use std::collections::hash_map::Entry;
-
 use serde::{Deserialize, Serialize};
 
 use crate::addr::{Iova, PAGE_4K};
@@ -60,20 +58,49 @@ impl AccessOutcome {
     }
 }
 
-#[derive(Clone, Copy, Debug)]
+/// One live page: 8 bytes, so a chunk of them is 4 KiB. `count == 0`: not live.
+#[derive(Clone, Copy, Debug, Default)]
 struct LivePage {
     /// Live buffers that touch this page.
     count: u32,
-    /// Byte extent inside the page covered by live buffers: `[lo, hi)`.
-    lo: u64,
-    hi: u64,
+    /// Byte extent inside the page covered by live buffers: `[lo, hi)` (at most 4096).
+    lo: u16,
+    hi: u16,
+}
+
+/// Pages per chunk of the live table: one 4 KiB chunk covers 2 MiB of DMA addresses.
+const CHUNK_PAGES: usize = 512;
+
+/// The chunk of device `device` holding page `pfn`.
+type ChunkKey = (u16, u64);
+
+fn chunk_key(device: u16, pfn: u64) -> ChunkKey {
+    (device, pfn / CHUNK_PAGES as u64)
+}
+
+/// `pfn`'s index inside its chunk.
+fn in_chunk(pfn: u64) -> usize {
+    // Below CHUNK_PAGES, a usize.
+    #[expect(clippy::cast_possible_truncation, reason = "below CHUNK_PAGES")]
+    let i = (pfn % CHUNK_PAGES as u64) as usize;
+    i
 }
 
 /// Tracks live mappings per device and page, and classifies accesses.
+///
+/// The live table is two-level, like a page table: a hash of (device, 2 MiB chunk) to a
+/// directly indexed chunk of 512 pages, with the last chunk used remembered. The DMA API
+/// updates it on every map and unmap and the probes read it once per page, and DMA
+/// addresses cluster (allocators hand out neighbouring IOVAs, a guest's identity addresses
+/// are its buffers'), so most updates index the remembered chunk without hashing. Chunks
+/// are kept once made: memory is 4 KiB per 2 MiB of DMA address space ever mapped.
 #[derive(Debug, Default, Clone)]
 pub struct StaleOracle {
-    // Fx, not SipHash: one lookup per translated page on the probe paths.
-    live: FxHashMap<(u16, u64), LivePage>,
+    index: FxHashMap<ChunkKey, u32>,
+    chunks: Vec<[LivePage; CHUNK_PAGES]>,
+    /// The chunk the last update used.
+    last: Option<(ChunkKey, u32)>,
+    live_pages: usize,
     totals: AccessOutcome,
 }
 
@@ -83,34 +110,74 @@ impl StaleOracle {
         Self::default()
     }
 
+    /// The chunk of `key`, if it was ever made.
+    fn find_chunk(&self, key: ChunkKey) -> Option<u32> {
+        match self.last {
+            Some((k, c)) if k == key => Some(c),
+            _ => self.index.get(&key).copied(),
+        }
+    }
+
+    /// The chunk of `key`, made if needed, remembered as the last one used.
+    fn chunk_mut(&mut self, key: ChunkKey) -> &mut [LivePage; CHUNK_PAGES] {
+        let c = match self.find_chunk(key) {
+            Some(c) => c,
+            None => {
+                // Fewer chunks than 2^32: each covers 2 MiB of one device's addresses.
+                let c = u32::try_from(self.chunks.len()).unwrap_or(u32::MAX);
+                self.chunks.push([LivePage::default(); CHUNK_PAGES]);
+                self.index.insert(key, c);
+                c
+            }
+        };
+        self.last = Some((key, c));
+        &mut self.chunks[c as usize]
+    }
+
+    fn page(&self, device: u16, addr: Iova) -> Option<&LivePage> {
+        let pfn = addr.pfn(PAGE_4K).get();
+        let c = self.find_chunk(chunk_key(device, pfn))?;
+        Some(&self.chunks[c as usize][in_chunk(pfn)]).filter(|p| p.count > 0)
+    }
+
     /// Records a live buffer `[addr, addr + len)` spanning `pages` pages.
     pub fn on_map(&mut self, device: u16, addr: Iova, len: u64, pages: u64) {
         let first = addr.pfn(PAGE_4K).get();
         let start = addr.get();
         let end = start.saturating_add(len);
-        for i in 0..pages {
-            let page_base = (first + i) << PAGE_4K.shift();
+        for pfn in first..first.saturating_add(pages) {
+            let page_base = pfn << PAGE_4K.shift();
             let lo = start.max(page_base) - page_base;
             let hi = end.min(page_base + PAGE_4K.bytes()) - page_base;
-            let e = self
-                .live
-                .entry((device, first + i))
-                .or_insert(LivePage { count: 0, lo, hi });
-            e.count += 1;
-            e.lo = e.lo.min(lo);
-            e.hi = e.hi.max(hi);
+            // Both bounds lie in [0, 4096]: the buffer is clipped to the page.
+            #[expect(clippy::cast_possible_truncation, reason = "at most 4096")]
+            let (lo, hi) = (lo as u16, hi as u16);
+            let p = &mut self.chunk_mut(chunk_key(device, pfn))[in_chunk(pfn)];
+            if p.count == 0 {
+                *p = LivePage { count: 1, lo, hi };
+                self.live_pages += 1;
+            } else {
+                p.count += 1;
+                p.lo = p.lo.min(lo);
+                p.hi = p.hi.max(hi);
+            }
         }
     }
 
     /// Forgets a buffer at `addr` spanning `pages` pages.
     pub fn on_unmap(&mut self, device: u16, addr: Iova, pages: u64) {
         let first = addr.pfn(PAGE_4K).get();
-        for i in 0..pages {
-            // One lookup per page: the entry is decremented and, at zero, removed in place.
-            if let Entry::Occupied(mut e) = self.live.entry((device, first + i)) {
-                e.get_mut().count -= 1;
-                if e.get().count == 0 {
-                    e.remove();
+        for pfn in first..first.saturating_add(pages) {
+            let key = chunk_key(device, pfn);
+            let Some(c) = self.find_chunk(key) else {
+                continue;
+            };
+            self.last = Some((key, c));
+            let p = &mut self.chunks[c as usize][in_chunk(pfn)];
+            if p.count > 0 {
+                p.count -= 1;
+                if p.count == 0 {
+                    self.live_pages -= 1;
                 }
             }
         }
@@ -118,7 +185,7 @@ impl StaleOracle {
 
     /// Whether any live buffer of `device` touches the page holding `addr`.
     pub fn is_live(&self, device: u16, addr: Iova) -> bool {
-        self.live.contains_key(&(device, addr.pfn(PAGE_4K).get()))
+        self.page(device, addr).is_some()
     }
 
     /// Classifies one page access at `addr` that the IOMMU let through (`ok`) or refused.
@@ -128,11 +195,11 @@ impl StaleOracle {
             o.faulted = 1;
         } else {
             o.succeeded = 1;
-            match self.live.get(&(device, addr.pfn(PAGE_4K).get())) {
+            match self.page(device, addr) {
                 None => o.stale = 1,
                 Some(p) => {
                     let off = addr.page_offset(PAGE_4K);
-                    if off < p.lo || off >= p.hi {
+                    if off < u64::from(p.lo) || off >= u64::from(p.hi) {
                         o.subpage = 1;
                     }
                 }
@@ -162,7 +229,7 @@ impl StaleOracle {
 
     /// Live pages tracked now.
     pub fn live_pages(&self) -> usize {
-        self.live.len()
+        self.live_pages
     }
 }
 
@@ -213,5 +280,83 @@ mod tests {
         o.on_unmap(0, Iova::new(0x1800), 1);
         assert!(!o.is_live(0, Iova::new(0x1800)));
         assert_eq!(o.live_pages(), 0);
+    }
+
+    /// The chunked live table against a plain map of (device, page) → (count, lo, hi): the
+    /// same answers for buffers of any length and offset, across chunk boundaries and
+    /// devices, in any order of maps, unmaps and accesses.
+    mod against_naive {
+        use super::*;
+        use proptest::prelude::*;
+        use std::collections::HashMap;
+
+        #[derive(Clone, Debug)]
+        enum Op {
+            Map(u16, u64, u64),
+            Unmap(usize),
+            Access(u16, u64),
+        }
+
+        fn op() -> impl Strategy<Value = Op> {
+            // Addresses around a 2 MiB chunk boundary and far away, so chunks are made,
+            // shared and missed.
+            let addr = prop_oneof![0x1f_f000u64..0x20_2000, 0x7fff_0000u64..0x7fff_4000];
+            prop_oneof![
+                3 => (0u16..3, addr.clone(), 1u64..9000).prop_map(|(d, a, l)| Op::Map(d, a, l)),
+                2 => any::<usize>().prop_map(Op::Unmap),
+                4 => (0u16..3, addr).prop_map(|(d, a)| Op::Access(d, a)),
+            ]
+        }
+
+        proptest! {
+            #[test]
+            fn oracle_matches_naive_model(ops in proptest::collection::vec(op(), 1..200)) {
+                let mut o = StaleOracle::new();
+                let mut naive: HashMap<(u16, u64), (u32, u64, u64)> = HashMap::new();
+                let mut live: Vec<(u16, u64, u64, u64)> = Vec::new();
+                for op in ops {
+                    match op {
+                        Op::Map(d, a, len) => {
+                            let pages = PAGE_4K.pages_spanned(a % 4096, len);
+                            o.on_map(d, Iova::new(a), len, pages);
+                            for i in 0..pages {
+                                let base = ((a >> 12) + i) << 12;
+                                let lo = a.max(base) - base;
+                                let hi = (a + len).min(base + 4096) - base;
+                                let e = naive.entry((d, (a >> 12) + i)).or_insert((0, lo, hi));
+                                e.0 += 1;
+                                e.1 = e.1.min(lo);
+                                e.2 = e.2.max(hi);
+                            }
+                            live.push((d, a, len, pages));
+                        }
+                        Op::Unmap(k) if !live.is_empty() => {
+                            let (d, a, _, pages) = live.swap_remove(k % live.len());
+                            o.on_unmap(d, Iova::new(a), pages);
+                            for i in 0..pages {
+                                let key = (d, (a >> 12) + i);
+                                let e = naive.get_mut(&key).unwrap();
+                                e.0 -= 1;
+                                if e.0 == 0 {
+                                    naive.remove(&key);
+                                }
+                            }
+                        }
+                        Op::Unmap(_) => {}
+                        Op::Access(d, a) => {
+                            let mut out = AccessOutcome::default();
+                            o.classify(d, Iova::new(a), true, &mut out);
+                            let expect = match naive.get(&(d, a >> 12)) {
+                                None => (1, 0),
+                                Some(&(_, lo, hi)) => (0, u64::from(a % 4096 < lo || a % 4096 >= hi)),
+                            };
+                            prop_assert_eq!((out.stale, out.subpage), expect);
+                            prop_assert_eq!(o.is_live(d, Iova::new(a)), naive.contains_key(&(d, a >> 12)));
+                        }
+                    }
+                    prop_assert_eq!(o.live_pages(), naive.len());
+                }
+            }
+        }
     }
 }

@@ -194,7 +194,7 @@ pub enum ReproError {
 /// A guest run's error as the crate's.
 pub(crate) fn guest_error(e: GuestError) -> Error {
     match e {
-        GuestError::Cache(e) => Error::Virt(e),
+        GuestError::Cache(e) => Error::Virt(*e),
         GuestError::Workload(e) => e.into(),
         GuestError::Host(h) => ReproError::Host(h).into(),
         e => Error::Guest(Box::new(e)),
