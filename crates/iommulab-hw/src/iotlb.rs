@@ -371,7 +371,7 @@ impl Iotlb {
         let m = meta(entry.domain, entry.size);
         // One pass over the set: the way with this tag, else the first invalid way, else the
         // least recently used one.
-        let (mut same, mut free, mut lru) = (None, None, 0);
+        let (mut same, mut free, mut lru, mut lru_stamp) = (None, None, 0, u64::MAX);
         for (i, w) in set.iter().enumerate() {
             if w.is(m, vpn) {
                 same = Some(i);
@@ -379,8 +379,8 @@ impl Iotlb {
             }
             if !w.valid() {
                 free = free.or(Some(i));
-            } else if w.stamp < set[lru].stamp {
-                lru = i;
+            } else if w.stamp < lru_stamp {
+                (lru, lru_stamp) = (i, w.stamp);
             }
         }
         let slot = match (same, free) {

@@ -399,6 +399,7 @@ impl<S: GuestStrategy> MapBackend for HypercallBackend<S> {
     fn detach(&mut self, _bdf: Bdf) -> Result<(), MapError> {
         Ok(())
     }
+    #[inline]
     fn map(
         &mut self,
         _domain: DomainId,
@@ -412,6 +413,7 @@ impl<S: GuestStrategy> MapBackend for HypercallBackend<S> {
         self.call_attrs = Some(attrs);
         Ok(())
     }
+    #[inline]
     fn after_map(&mut self) -> Result<(), BackendError> {
         let (pages, attrs) = self.take_call()?;
         let refused_before = self.counters.refused;
@@ -425,6 +427,7 @@ impl<S: GuestStrategy> MapBackend for HypercallBackend<S> {
             }),
         }
     }
+    #[inline]
     fn unmap(
         &mut self,
         _domain: DomainId,
@@ -437,6 +440,7 @@ impl<S: GuestStrategy> MapBackend for HypercallBackend<S> {
         self.call_attrs = Some(attrs);
         Ok(())
     }
+    #[inline]
     fn after_unmap(&mut self) -> Result<(), BackendError> {
         let (pages, attrs) = self.take_call()?;
         let r = self.unmap_buffer(&pages, attrs.dir, attrs.dma_alloc);

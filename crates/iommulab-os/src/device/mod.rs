@@ -74,6 +74,19 @@ const CHUNK_PAGES: usize = 512;
 /// The chunk of device `device` holding page `pfn`.
 type ChunkKey = (u16, u64);
 
+/// Chunks remembered, direct-mapped by the chunk number's low bits.
+const MEMO: usize = 16;
+
+/// A memo line that matches no chunk (no device has 2^64 / 512 chunks).
+const NO_CHUNK: (ChunkKey, u32) = ((u16::MAX, u64::MAX), 0);
+
+fn memo_line(key: ChunkKey) -> usize {
+    // The low bits of the chunk number, below MEMO.
+    #[expect(clippy::cast_possible_truncation, reason = "masked below MEMO")]
+    let i = (key.1 % MEMO as u64) as usize;
+    i
+}
+
 fn chunk_key(device: u16, pfn: u64) -> ChunkKey {
     (device, pfn / CHUNK_PAGES as u64)
 }
@@ -89,19 +102,31 @@ fn in_chunk(pfn: u64) -> usize {
 /// Tracks live mappings per device and page, and classifies accesses.
 ///
 /// The live table is two-level, like a page table: a hash of (device, 2 MiB chunk) to a
-/// directly indexed chunk of 512 pages, with the last chunk used remembered. The DMA API
-/// updates it on every map and unmap and the probes read it once per page, and DMA
-/// addresses cluster (allocators hand out neighbouring IOVAs, a guest's identity addresses
-/// are its buffers'), so most updates index the remembered chunk without hashing. Chunks
-/// are kept once made: memory is 4 KiB per 2 MiB of DMA address space ever mapped.
-#[derive(Debug, Default, Clone)]
+/// directly indexed chunk of 512 pages, with the last 16 chunks used remembered (a
+/// direct-mapped memo, like a small TLB). The DMA API updates it on every map and unmap and
+/// the probes read it once per page, and DMA addresses cluster (allocators hand out
+/// neighbouring IOVAs, a guest's identity addresses are its buffers'), so most updates index
+/// a remembered chunk without hashing. Chunks are kept once made: memory is 4 KiB per 2 MiB
+/// of DMA address space ever mapped.
+#[derive(Debug, Clone)]
 pub struct StaleOracle {
     index: FxHashMap<ChunkKey, u32>,
     chunks: Vec<[LivePage; CHUNK_PAGES]>,
-    /// The chunk the last update used.
-    last: Option<(ChunkKey, u32)>,
+    memo: [(ChunkKey, u32); MEMO],
     live_pages: usize,
     totals: AccessOutcome,
+}
+
+impl Default for StaleOracle {
+    fn default() -> Self {
+        Self {
+            index: FxHashMap::default(),
+            chunks: Vec::new(),
+            memo: [NO_CHUNK; MEMO],
+            live_pages: 0,
+            totals: AccessOutcome::default(),
+        }
+    }
 }
 
 impl StaleOracle {
@@ -112,8 +137,8 @@ impl StaleOracle {
 
     /// The chunk of `key`, if it was ever made.
     fn find_chunk(&self, key: ChunkKey) -> Option<u32> {
-        match self.last {
-            Some((k, c)) if k == key => Some(c),
+        match self.memo[memo_line(key)] {
+            (k, c) if k == key => Some(c),
             _ => self.index.get(&key).copied(),
         }
     }
@@ -130,7 +155,7 @@ impl StaleOracle {
                 c
             }
         };
-        self.last = Some((key, c));
+        self.memo[memo_line(key)] = (key, c);
         &mut self.chunks[c as usize]
     }
 
@@ -141,6 +166,7 @@ impl StaleOracle {
     }
 
     /// Records a live buffer `[addr, addr + len)` spanning `pages` pages.
+    #[inline]
     pub fn on_map(&mut self, device: u16, addr: Iova, len: u64, pages: u64) {
         let first = addr.pfn(PAGE_4K).get();
         let start = addr.get();
@@ -165,6 +191,7 @@ impl StaleOracle {
     }
 
     /// Forgets a buffer at `addr` spanning `pages` pages.
+    #[inline]
     pub fn on_unmap(&mut self, device: u16, addr: Iova, pages: u64) {
         let first = addr.pfn(PAGE_4K).get();
         for pfn in first..first.saturating_add(pages) {
@@ -172,7 +199,7 @@ impl StaleOracle {
             let Some(c) = self.find_chunk(key) else {
                 continue;
             };
-            self.last = Some((key, c));
+            self.memo[memo_line(key)] = (key, c);
             let p = &mut self.chunks[c as usize][in_chunk(pfn)];
             if p.count > 0 {
                 p.count -= 1;
@@ -184,6 +211,7 @@ impl StaleOracle {
     }
 
     /// Whether any live buffer of `device` touches the page holding `addr`.
+    #[inline]
     pub fn is_live(&self, device: u16, addr: Iova) -> bool {
         self.page(device, addr).is_some()
     }
@@ -211,6 +239,7 @@ impl StaleOracle {
 
     /// Classifies an access to a page the caller knows no live mapping covers
     /// ([`StaleOracle::is_live`] was false): through the IOMMU it is stale (no lookup).
+    #[inline]
     pub fn classify_unmapped(&mut self, ok: bool, out: &mut AccessOutcome) {
         let o = AccessOutcome {
             succeeded: u64::from(ok),
