@@ -60,7 +60,7 @@ pub use eviction::{
 pub use guest::{
     Guest, GuestConfig, GuestDmaApi, GuestError, GuestResult, guest_page_refs, run_guest,
 };
-pub use host::{Host, HostConfig};
+pub use host::{Host, HostConfig, InvalidationScope};
 pub use hypercall::{HostStats, Hypercall, HypercallError};
 pub use hypercall_backend::{Batching, Channel, HypercallBackend, PageCounters};
 pub use lookahead::Lookahead;

@@ -41,7 +41,7 @@ pub(crate) fn markdown(res: &Results) -> String {
     );
     let _ = writeln!(
         m,
-        "**Method of Figures 3–4 (S1.9).** As in the paper's §4.2, each workload's recorded page-reference sequence (the pages it maps, in order) is replayed through each eviction policy at every quota from 0 to 100% of its working set, \"the total number of pages that are accessed during the run\", and the hit rate is hits / page maps. Each map is unmapped before the next (no pinning), so every cached page is evictable, as in the paper's simulation. `hit_rate` in `results.json` is this curve. The *pinned* view replays the same stream through the map cache with the workload's in-flight DMAs pinned: below the most pages in flight at once, maps are refused (counted as non-hits).\n"
+        "**Method of Figures 3–4 (S1.9).** As in the paper's §4.2, each workload's page-reference sequence (the pages it maps, in order) is replayed through each eviction policy at every quota from 0 to 100% of its working set, \"the total number of pages that are accessed during the run\", and the hit rate is hits / page maps. Each map is unmapped before the next (no pinning), so every cached page is evictable, as in the paper's simulation. `hit_rate` in `results.json` is this curve. The sequences come from iommulab's generators of the two workloads (`netperf-send`, `apache-sendfile`), not from recordings: the paper recorded its own runs, which were not published. The *pinned* view replays the same stream through the map cache with the workload's in-flight DMAs pinned: below the most pages in flight at once, maps are refused (counted as non-hits).\n"
     );
     for w in &res.workloads {
         let ws = w.working_set_pages;

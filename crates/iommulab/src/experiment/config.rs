@@ -60,7 +60,9 @@ use crate::hw::iotlb::IotlbConfig;
 use crate::hw::vtd::VtdConfig;
 use crate::iova::{AllocatorKind, MagazineConfig};
 use crate::trace::TraceFormat;
-use crate::virt::{Batching, CacheOnly, EvictionConfig, GuestConfig, QuotaPolicy, Strategy};
+use crate::virt::{
+    Batching, CacheOnly, EvictionConfig, GuestConfig, InvalidationScope, QuotaPolicy, Strategy,
+};
 use crate::workload::{ParamError, PseudoScsiConfig, WorkloadConfig};
 
 /// A configuration problem, naming the key and what is allowed.
@@ -584,6 +586,7 @@ impl ExperimentConfig {
             link_mbps: g.link_mbps,
             protection_oracle: g.protection_oracle,
             quota_policy: g.quota_policy.clone(),
+            host_invalidation: g.host_invalidation,
         })
     }
 }
@@ -643,6 +646,9 @@ pub struct GuestSystemConfig {
     pub protection_oracle: bool,
     /// Quota over time (`on-demand`), applied at the workload's ticks (S1.7).
     pub quota_policy: Option<QuotaPolicy>,
+    /// How the host invalidates the PTEs one hypercall clears: `call` (one request
+    /// covering them) or `page` (one per page).
+    pub host_invalidation: InvalidationScope,
 }
 
 impl Default for GuestSystemConfig {
@@ -658,6 +664,7 @@ impl Default for GuestSystemConfig {
             link_mbps: g.link_mbps,
             protection_oracle: g.protection_oracle,
             quota_policy: g.quota_policy,
+            host_invalidation: g.host_invalidation,
         }
     }
 }
