@@ -34,7 +34,7 @@
 //!   compacted when full.
 //! - Histograms are log2-bucketed: bucket 0 holds 0, bucket `i ≥ 1` holds `[2^(i-1), 2^i)`.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use serde::{Deserialize, Serialize};
@@ -44,6 +44,7 @@ use super::pages::{MAX_PAGES_PER_MAP, PAGE_BYTES, pages};
 use super::stats_iommu::IommuLayer;
 pub use super::stats_iommu::IommuLayerStats;
 use super::{Event, EventKind, EventSource, TraceError};
+use crate::hash::{FxHashMap, FxHashSet};
 
 /// Counts in log2 buckets: bucket 0 holds the value 0, bucket `i ≥ 1` holds `[2^(i-1), 2^i)`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -159,27 +160,35 @@ pub struct DmaApiStats {
 
 /// LRU stack distances with a Fenwick tree over access slots; one slot per distinct page is
 /// live (its last access), and the tree is compacted when it runs out of slots.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 struct Reuse {
-    last: HashMap<u64, usize>,
+    last: FxHashMap<u64, usize>,
     tree: Vec<u32>,
+    /// The page whose last access is each slot ([`NO_PAGE`] once it was accessed again):
+    /// compaction renumbers the live slots by one scan in slot order, no sort.
+    page_at: Vec<u64>,
     next: usize,
 }
 
+/// A slot no page's last access holds.
+const NO_PAGE: u64 = u64::MAX;
+
 impl Reuse {
+    // The tree is 0-based (node `i` covers `[i & (i + 1), i]`), so every loop index is
+    // checked by its own loop condition.
     fn inc(&mut self, slot: usize) {
-        let mut i = slot + 1;
-        while i <= self.tree.len() {
-            self.tree[i - 1] += 1;
-            i += i & i.wrapping_neg();
+        let mut i = slot;
+        while let Some(t) = self.tree.get_mut(i) {
+            *t += 1;
+            i |= i + 1;
         }
     }
 
     fn dec(&mut self, slot: usize) {
-        let mut i = slot + 1;
-        while i <= self.tree.len() {
-            self.tree[i - 1] -= 1;
-            i += i & i.wrapping_neg();
+        let mut i = slot;
+        while let Some(t) = self.tree.get_mut(i) {
+            *t -= 1;
+            i |= i + 1;
         }
     }
 
@@ -188,29 +197,37 @@ impl Reuse {
         let mut i = k;
         let mut s = 0u64;
         while i > 0 {
-            s += u64::from(self.tree[i - 1]);
-            i &= i - 1;
+            let node = i - 1;
+            s += u64::from(self.tree.get(node).copied().unwrap_or(0));
+            i = node & i;
         }
         s
     }
 
     /// Renumbers the live slots `0..d` in access order and rebuilds the tree.
     fn compact(&mut self) {
-        let mut order: Vec<(usize, u64)> = self.last.iter().map(|(&p, &s)| (s, p)).collect();
-        order.sort_unstable();
-        let d = order.len();
-        for (i, (_, p)) in order.into_iter().enumerate() {
-            self.last.insert(p, i);
+        let mut d = 0;
+        for s in 0..self.next {
+            let p = self.page_at[s];
+            if p != NO_PAGE {
+                if let Some(slot) = self.last.get_mut(&p) {
+                    *slot = d;
+                }
+                self.page_at[d] = p;
+                d += 1;
+            }
         }
         let n = (2 * d).max(1024);
+        self.page_at.truncate(d);
+        self.page_at.resize(n, NO_PAGE);
         self.tree = vec![0; n];
-        for i in 1..=n {
-            if i <= d {
-                self.tree[i - 1] += 1;
+        for i in 0..n {
+            if i < d {
+                self.tree[i] += 1;
             }
-            let j = i + (i & i.wrapping_neg());
-            if j <= n {
-                self.tree[j - 1] += self.tree[i - 1];
+            let parent = i | (i + 1);
+            if parent < n {
+                self.tree[parent] += self.tree[i];
             }
         }
         self.next = d;
@@ -223,11 +240,17 @@ impl Reuse {
         }
         let slot = self.next;
         self.next += 1;
+        // Every live slot lies below `slot` (the newest), and there is one per distinct
+        // page: the live slots in `(prev, slot)` are the distinct pages minus those at or
+        // before `prev`, one tree query instead of two.
+        let distinct = self.last.len() as u64;
         let r = self.last.insert(page, slot).map(|prev| {
-            let d = self.prefix(slot) - self.prefix(prev + 1);
+            let d = distinct - self.prefix(prev + 1);
             self.dec(prev);
+            self.page_at[prev] = NO_PAGE;
             d
         });
+        self.page_at[slot] = page;
         self.inc(slot);
         r
     }
@@ -240,8 +263,25 @@ enum Key {
     Sg(u16, u64),
 }
 
+/// The page runs `(first page, count)` of one mapping: one for a single map (kept inline,
+/// no allocation per map), one per segment for a scatter-gather list.
+#[derive(Clone, Debug)]
+enum Ranges {
+    One((u64, u64)),
+    Many(Vec<(u64, u64)>),
+}
+
+impl Ranges {
+    fn as_slice(&self) -> &[(u64, u64)] {
+        match self {
+            Ranges::One(r) => std::slice::from_ref(r),
+            Ranges::Many(v) => v,
+        }
+    }
+}
+
 /// An open `map_sg`/`unmap_sg` collecting its segments.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 struct SgGroup {
     map: bool,
     device: u16,
@@ -250,14 +290,16 @@ struct SgGroup {
     ranges: Vec<(u64, u64)>,
 }
 
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 struct Acc {
     s: DmaApiStats,
+    /// Events by kind ([`EventKind`] as index), moved into `s.by_kind` at the end.
+    kinds: [u64; EventKind::ALL.len()],
     first_ns: Option<u64>,
     reuse: Reuse,
-    iovas: HashSet<u64>,
-    live_pages: HashMap<u64, u32>,
-    live: HashMap<Key, Vec<(u64, u64)>>,
+    iovas: FxHashSet<u64>,
+    live_pages: FxHashMap<u64, u32>,
+    live: FxHashMap<Key, Ranges>,
     sg: Option<SgGroup>,
     prev_ns: Option<u64>,
     weighted: u128,
@@ -292,17 +334,17 @@ impl Acc {
         }
     }
 
-    fn mapped(&mut self, key: Option<Key>, ranges: Vec<(u64, u64)>) {
-        self.map_pages(&ranges);
+    fn mapped(&mut self, key: Option<Key>, ranges: Ranges) {
+        self.map_pages(ranges.as_slice());
         if let Some(old) = key.and_then(|key| self.live.insert(key, ranges)) {
-            self.unmap_pages(&old);
+            self.unmap_pages(old.as_slice());
         }
         self.s.max_outstanding = self.s.max_outstanding.max(self.live.len() as u64);
     }
 
     fn unmapped(&mut self, key: Option<Key>) {
         match key.and_then(|k| self.live.remove(&k)) {
-            Some(ranges) => self.unmap_pages(&ranges),
+            Some(ranges) => self.unmap_pages(ranges.as_slice()),
             None => self.s.unmatched_unmaps += 1,
         }
     }
@@ -311,19 +353,19 @@ impl Acc {
         let Some(g) = self.sg.take() else { return };
         let key = g.key.map(|a| Key::Sg(g.device, a));
         if g.map {
-            self.mapped(key, g.ranges);
+            self.mapped(key, Ranges::Many(g.ranges));
         } else {
             self.unmapped(key);
         }
     }
 
-    fn range(addr: Option<u64>, len: u64) -> Vec<(u64, u64)> {
+    fn range(addr: Option<u64>, len: u64) -> Ranges {
         match addr {
             Some(a) => {
                 let r = pages(a, len);
-                vec![(*r.start(), r.end() - r.start() + 1)]
+                Ranges::One((*r.start(), r.end() - r.start() + 1))
             }
-            None => Vec::new(),
+            None => Ranges::Many(Vec::new()),
         }
     }
 
@@ -338,7 +380,7 @@ impl Acc {
     fn event(&mut self, e: &Event) {
         let s = &mut self.s;
         s.events += 1;
-        *s.by_kind.entry(e.kind.name().to_owned()).or_insert(0) += 1;
+        self.kinds[e.kind as usize] += 1;
         // Time: the integral of outstanding mappings up to this event.
         let outstanding = self.live.len() as u128;
         match self.prev_ns {
@@ -416,7 +458,8 @@ impl Acc {
         self.close_sg();
         let mut s = self.s;
         for k in EventKind::ALL {
-            s.by_kind.entry(k.name().to_owned()).or_insert(0);
+            s.by_kind
+                .insert(k.name().to_owned(), self.kinds[k as usize]);
         }
         s.distinct_pages = self.reuse.last.len() as u64;
         s.distinct_iovas = self.iovas.len() as u64;
@@ -461,7 +504,10 @@ impl Acc {
 /// ```
 pub fn stats(src: &mut dyn EventSource) -> Result<TraceStats, TraceError> {
     let mut t = TraceStats::default();
-    let mut dma = Acc::default();
+    // While one device has been seen, its statistics are the all-devices ones (the same
+    // events in the same order): the all-devices accumulator starts as a copy of it when a
+    // second device appears, so a one-device trace is accumulated once, not twice.
+    let mut dma: Option<Acc> = None;
     let mut by_device: BTreeMap<u16, Acc> = BTreeMap::new();
     let mut iommu: Option<IommuLayer> = None;
     let mut batch = Vec::new();
@@ -483,7 +529,12 @@ pub fn stats(src: &mut dyn EventSource) -> Result<TraceStats, TraceError> {
             if Some(e.device) == iommu_device {
                 iommu.get_or_insert_with(IommuLayer::default).event(e);
             } else {
-                dma.event(e);
+                if dma.is_none() && !by_device.is_empty() && !by_device.contains_key(&e.device) {
+                    dma = by_device.values().next().cloned();
+                }
+                if let Some(d) = dma.as_mut() {
+                    d.event(e);
+                }
                 by_device.entry(e.device).or_default().event(e);
             }
         }
@@ -497,7 +548,6 @@ pub fn stats(src: &mut dyn EventSource) -> Result<TraceStats, TraceError> {
         (Some(a), Some(b)) => b.saturating_sub(a),
         _ => 0,
     };
-    t.dma_api = dma.finish();
     t.dma_api_by_device = by_device
         .into_iter()
         .map(|(d, acc)| DeviceStats {
@@ -508,6 +558,13 @@ pub fn stats(src: &mut dyn EventSource) -> Result<TraceStats, TraceError> {
             stats: acc.finish(),
         })
         .collect();
+    t.dma_api = match dma {
+        Some(all) => all.finish(),
+        None => match t.dma_api_by_device.as_slice() {
+            [one] => one.stats.clone(),
+            _ => Acc::default().finish(),
+        },
+    };
     t.iommu = iommu.map(IommuLayer::finish);
     Ok(t)
 }
@@ -630,12 +687,67 @@ mod tests {
         e
     }
 
+    /// Three devices whose first records come at different points: the all-devices
+    /// statistics equal one accumulator fed every record (the one-device shortcut and the
+    /// copy made when the second device appears change nothing), and a one-device trace's
+    /// all-devices statistics equal its device's.
+    #[test]
+    fn all_devices_equal_one_accumulator_of_every_record() {
+        let mut events = Vec::new();
+        let mut x = 0x9e37_79b9_u64;
+        for i in 0..3000u64 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            // Device 0 alone for 500 records, then 0 and 1, then all three.
+            let devices = if i < 500 {
+                1
+            } else if i < 1500 {
+                2
+            } else {
+                3
+            };
+            let device = (x % devices) as u16;
+            let page = (x >> 8) % 300;
+            let kind = if x % 3 == 0 {
+                EventKind::Unmap
+            } else {
+                EventKind::Map
+            };
+            let mut e = ev(
+                kind,
+                i * 10,
+                Some(page << 12),
+                Some((page + 7) << 12),
+                4096 + (x >> 20) % 9000,
+            );
+            e.device = device;
+            events.push(e);
+        }
+        let h = TraceHeader {
+            devices: vec!["a".into(), "b".into(), "c".into()],
+            source: String::new(),
+        };
+        let s = stats(&mut VecSource(h, events.clone().into_iter())).unwrap();
+        let mut all = Acc::default();
+        for e in &events {
+            all.event(e);
+        }
+        assert_eq!(s.dma_api, all.finish());
+        assert_eq!(s.dma_api_by_device.len(), 3);
+        let one: Vec<Event> = events[..500].to_vec();
+        let s1 = run(one);
+        assert_eq!(s1.dma_api_by_device.len(), 1);
+        assert_eq!(s1.dma_api, s1.dma_api_by_device[0].stats);
+        assert!(s1.dma_api.maps > 0);
+    }
+
     /// Naive LRU stack distance: distinct pages since the last access.
     fn naive_distances(seq: &[u64]) -> Vec<Option<u64>> {
         (0..seq.len())
             .map(|i| {
                 let prev = seq[..i].iter().rposition(|&p| p == seq[i])?;
-                let between: HashSet<_> = seq[prev + 1..i].iter().collect();
+                let between: std::collections::HashSet<_> = seq[prev + 1..i].iter().collect();
                 Some(between.len() as u64)
             })
             .collect()
