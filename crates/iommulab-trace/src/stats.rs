@@ -199,7 +199,7 @@ impl Reuse {
         while i > 0 {
             let node = i - 1;
             s += u64::from(self.tree.get(node).copied().unwrap_or(0));
-            i = node & i;
+            i &= node;
         }
         s
     }
