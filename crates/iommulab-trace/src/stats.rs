@@ -707,7 +707,7 @@ mod tests {
             } else {
                 3
             };
-            let device = (x % devices) as u16;
+            let device = u16::try_from(x % devices).unwrap();
             let page = (x >> 8) % 300;
             let kind = if x % 3 == 0 {
                 EventKind::Unmap
