@@ -709,7 +709,7 @@ mod tests {
             };
             let device = u16::try_from(x % devices).unwrap();
             let page = (x >> 8) % 300;
-            let kind = if x % 3 == 0 {
+            let kind = if x.is_multiple_of(3) {
                 EventKind::Unmap
             } else {
                 EventKind::Map
