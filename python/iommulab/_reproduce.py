@@ -13,7 +13,7 @@ from iommulab import _native
 from iommulab.results import to_frame
 
 #: The reproductions that exist, in the order `"all"` runs them.
-REPRODUCTIONS = ("fujita2008", "yassour2010")
+REPRODUCTIONS = ("fujita2008", "yassour2010", "iosup")
 
 
 class ReproProgress(NamedTuple):
@@ -31,11 +31,13 @@ class Reproduction:
     """One reproduction's results.
 
     `results` is the content of its `results.json` (a list of per-configuration aggregates
-    for `fujita2008`, a dict with `workloads` and `sensitivity` for `yassour2010`); `paper`
+    for `fujita2008`, a dict with `workloads` and `sensitivity` for `yassour2010`, the whole
+    results object for `iosup`); `paper`
     holds the numbers the paper published; `tables` the report's tables as DataFrames (the
     CSV files' rows at full precision — `figure4` is `results.csv`, `hit_rate` and `cpu` the
-    Yassour CSVs — plus `runs` for Fujita & Mori and `prefetch`, `protection` and
-    `sensitivity` for Yassour et al.); `data` everything the library returned. With `out`,
+    Yassour CSVs, `runs` and `groups` for IOSUP — plus `runs` for Fujita & Mori and
+    `prefetch`, `protection` and `sensitivity` for Yassour et al.); `data` everything the
+    library returned. With `out`,
     `report` is the markdown page written and `files` every file of the report folder.
     """
 
@@ -90,13 +92,13 @@ def _native_progress(
 def _reproduction(item: dict[str, Any], out: Optional[Path]) -> Reproduction:
     data: dict[str, Any] = item["data"]
     tables = {name: pd.DataFrame(cols) for name, cols in item["tables"].items()}
-    if "runs" in data:
+    if "runs" in data and "runs" not in tables:
         tables["runs"] = to_frame(data["runs"])
     return Reproduction(
         name=item["name"],
         title=item["title"],
         quick=item["quick"],
-        results=data["results"],
+        results=data.get("results", data),
         paper=data["paper"],
         tables=tables,
         data=data,
@@ -107,7 +109,7 @@ def _reproduction(item: dict[str, Any], out: Optional[Path]) -> Reproduction:
 
 @overload
 def reproduce(
-    name: Literal["fujita2008", "yassour2010"],
+    name: Literal["fujita2008", "yassour2010", "iosup"],
     quick: bool = False,
     out: Union[str, os.PathLike[str], None] = None,
     progress: Union[bool, Callable[[ReproProgress], object], None] = True,
@@ -134,7 +136,7 @@ def reproduce(
 ) -> Union[Reproduction, dict[str, Reproduction]]:
     """Reruns a paper's experiments, as `iommulab reproduce NAME [--quick] [--out OUT]`.
 
-    `name` is `"fujita2008"`, `"yassour2010"` or `"all"` (a dict of both, by name). With
+    `name` is `"fujita2008"`, `"yassour2010"`, `"iosup"` or `"all"` (a dict of all, by name). With
     `out`, writes exactly the CLI's files: `OUT/<name>/` (results.json, CSV, SVG/PNG figures,
     README.md) and, for `"all"`, `OUT/index.md` and `OUT/index.html` (one self-contained page over both: figures inline,
     tables, explanations, links to the files). `progress`: `True` for

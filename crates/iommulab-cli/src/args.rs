@@ -656,6 +656,9 @@ pub enum Paper {
     /// Yassour, Ben-Yehuda & Wasserman, "On the DMA mapping problem in direct device
     /// assignment" (SYSTOR 2010): Figures 3–6.
     Yassour2010,
+    /// "Improving I/O performance of all peripheral devices on paravirtualized platforms"
+    /// (IOSUP): Figures 6–9, lmbench fork+exit, netperf.
+    Iosup,
     /// Every reproduction that exists.
     All,
 }

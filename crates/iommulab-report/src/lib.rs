@@ -16,6 +16,7 @@
 mod files;
 mod fujita2008;
 mod html;
+mod iosup;
 mod plot;
 mod table;
 mod yassour2010;
@@ -103,6 +104,7 @@ pub fn render(out: &Path, results: &ReproResults) -> Result<PathBuf, ReportError
     match results {
         ReproResults::Fujita2008(r) => fujita2008::render(&dir, r),
         ReproResults::Yassour2010(r) => yassour2010::render(&dir, r),
+        ReproResults::Iosup(r) => iosup::render(&dir, r),
     }
 }
 
@@ -112,6 +114,7 @@ pub fn tables(results: &ReproResults) -> Vec<Table> {
     match results {
         ReproResults::Fujita2008(r) => fujita2008::tables(r),
         ReproResults::Yassour2010(r) => yassour2010::tables(r),
+        ReproResults::Iosup(r) => iosup::tables(r),
     }
 }
 
@@ -141,6 +144,19 @@ pub fn files(reproduction: Reproduction) -> Vec<String> {
                     for ext in ["svg", "png"] {
                         v.push(format!("figure{}_{w}_{kind}.{ext}", fig + i));
                     }
+                }
+            }
+            v
+        }
+        Reproduction::Iosup => {
+            let mut v = vec![
+                "results.json".to_string(),
+                "runs.csv".into(),
+                "groups.csv".into(),
+            ];
+            for stem in iosup::FIGURES {
+                for ext in ["svg", "png"] {
+                    v.push(format!("{stem}.{ext}"));
                 }
             }
             v

@@ -28,7 +28,7 @@
 
 // The layers below, under the names the code uses (`crate::addr::Iova`): a crate names only
 // what its manifest lists, so the compiler enforces the layering (docs/architecture.md).
-use iommulab_base::{addr, hash};
+use iommulab_base::{addr, clock, hash};
 use iommulab_hw as hw;
 use iommulab_os::{dma, flush, iova};
 use iommulab_trace as trace;
@@ -45,6 +45,7 @@ pub mod map_cache;
 pub mod mrc;
 pub mod page_index;
 pub mod strategy;
+pub mod xen;
 
 use std::sync::Arc;
 

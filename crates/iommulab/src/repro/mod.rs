@@ -7,11 +7,13 @@
 //! |---|---|---|
 //! | `fujita2008` | Fujita & Mori 2008, Figure 4 (S0.6–S0.8) | [`fujita2008`] |
 //! | `yassour2010` | Yassour, Ben-Yehuda & Wasserman 2010, Figures 3–6 (S1.1–S1.11) | [`yassour2010`] |
+//! | `iosup` | Xen PV page tables vs the IOTLB and the IOSUP pool, Figures 6–9 (S3.1–S3.5) | [`iosup`] |
 //!
 //! The library never prints: a run reports where it is through the optional callback of
 //! [`ReproOptions`], which may also stop it.
 
 pub mod fujita2008;
+pub mod iosup;
 pub mod yassour2010;
 
 use std::fmt;
@@ -24,6 +26,7 @@ use crate::experiment::ConfigError;
 use crate::virt::{GuestError, HypercallError};
 
 pub use fujita2008::Fujita2008Results;
+pub use iosup::IosupResults;
 pub use yassour2010::Yassour2010Results;
 
 /// The reproductions that exist, in the order `all` runs them (Fujita & Mori first).
@@ -35,17 +38,25 @@ pub enum Reproduction {
     /// Yassour, Ben-Yehuda & Wasserman, "On the DMA mapping problem in direct device
     /// assignment" (SYSTOR 2010): Figures 3–6 and the intra-guest protection table.
     Yassour2010,
+    /// "Improving I/O performance of all peripheral devices on paravirtualized platforms"
+    /// (IOSUP): Figures 6–9, lmbench fork+exit and netperf.
+    Iosup,
 }
 
 impl Reproduction {
     /// Every reproduction, in the order `all` runs them.
-    pub const ALL: [Reproduction; 2] = [Reproduction::Fujita2008, Reproduction::Yassour2010];
+    pub const ALL: [Reproduction; 3] = [
+        Reproduction::Fujita2008,
+        Reproduction::Yassour2010,
+        Reproduction::Iosup,
+    ];
 
     /// The name on the command line, in Python and as the report's folder.
     pub const fn name(self) -> &'static str {
         match self {
             Reproduction::Fujita2008 => "fujita2008",
             Reproduction::Yassour2010 => "yassour2010",
+            Reproduction::Iosup => "iosup",
         }
     }
 
@@ -54,6 +65,7 @@ impl Reproduction {
         match self {
             Reproduction::Fujita2008 => fujita2008::TITLE,
             Reproduction::Yassour2010 => yassour2010::TITLE,
+            Reproduction::Iosup => iosup::TITLE,
         }
     }
 
@@ -69,7 +81,7 @@ impl Reproduction {
             .ok_or_else(|| ConfigError::Invalid {
                 key: "reproduction".into(),
                 value: name.into(),
-                expected: "one of fujita2008, yassour2010, all".into(),
+                expected: "one of fujita2008, yassour2010, iosup, all".into(),
             })
     }
 
@@ -78,6 +90,7 @@ impl Reproduction {
         Ok(match self {
             Reproduction::Fujita2008 => ReproResults::Fujita2008(fujita2008::run(opts)?),
             Reproduction::Yassour2010 => ReproResults::Yassour2010(yassour2010::run(opts)?),
+            Reproduction::Iosup => ReproResults::Iosup(Box::new(iosup::run(opts)?)),
         })
     }
 }
@@ -96,6 +109,8 @@ pub enum ReproResults {
     Fujita2008(Fujita2008Results),
     /// Yassour et al. 2010.
     Yassour2010(Yassour2010Results),
+    /// IOSUP.
+    Iosup(Box<IosupResults>),
 }
 
 impl ReproResults {
@@ -104,6 +119,7 @@ impl ReproResults {
         match self {
             ReproResults::Fujita2008(_) => Reproduction::Fujita2008,
             ReproResults::Yassour2010(_) => Reproduction::Yassour2010,
+            ReproResults::Iosup(_) => Reproduction::Iosup,
         }
     }
 
@@ -112,6 +128,7 @@ impl ReproResults {
         match self {
             ReproResults::Fujita2008(r) => r.quick,
             ReproResults::Yassour2010(r) => r.results.quick,
+            ReproResults::Iosup(r) => r.quick,
         }
     }
 }
@@ -189,6 +206,9 @@ pub enum ReproError {
     /// The host refused a hypercall the guest model believed valid (a model bug).
     #[error("host refused a hypercall: {0}")]
     Host(#[from] HypercallError),
+    /// The Xen PV model refused a configuration or failed (a model bug).
+    #[error(transparent)]
+    Xen(#[from] crate::virt::xen::XenError),
 }
 
 /// A guest run's error as the crate's.

@@ -1,0 +1,110 @@
+//! Protection coupling (S3.2–S3.3): the I/O page tables of a PV guest with an assigned
+//! device map every writable frame of the guest (gfn → hfn) and no page-table or
+//! descriptor frame. When a frame's type changes from writable to protected, Xen clears its
+//! I/O PTE and invalidates the device's cached translation of it (one page-selective
+//! request through the queued interface: "it is enough for Xen to require several
+//! page-based invalidations using queued invalidation interface", S3.3); when it becomes
+//! writable again the PTE is set back (non-present → present: a write-buffer flush at most,
+//! no invalidation, S1.10).
+//!
+//! The unit is any [`RemapUnit`] (VT-d by default, with root and context entries for the
+//! device); its cycle prices are the cost model's.
+
+use crate::addr::{Access, Bdf, DomainId, Gpa, Hpa, Iova, PAGE_4K, Perm, Pfn};
+use crate::hw::{Fault, InvRequest, RemapUnit};
+
+use super::XenError;
+use super::page_type::{PageType, TypeChange};
+
+/// Counters of the coupling.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct CouplingStats {
+    /// I/O PTEs cleared because their frame became a page or descriptor table.
+    pub unmapped: u64,
+    /// I/O PTEs set back because their frame became writable again.
+    pub remapped: u64,
+    /// IOTLB invalidation requests submitted (S3.3's "IOTLB flushes").
+    pub iotlb_flushes: u64,
+}
+
+/// The device-visible view of one PV guest's memory (see the [module docs](self)).
+#[derive(Clone, Debug)]
+pub struct IoProtection<U> {
+    unit: U,
+    domain: DomainId,
+    bdf: Bdf,
+    hfn_offset: u64,
+    stats: CouplingStats,
+}
+
+impl<U: RemapUnit> IoProtection<U> {
+    /// The guest's domain in `unit`, with device `bdf` attached and `writable` frames
+    /// `[0, writable)` mapped read-write to host frames `hfn_offset + gfn` (boot: Xen maps
+    /// the guest's memory for its device).
+    pub fn new(mut unit: U, bdf: Bdf, writable: u64, hfn_offset: u64) -> Result<Self, XenError> {
+        let domain = DomainId::new(1);
+        unit.create_domain(domain)?;
+        unit.attach(bdf, domain)?;
+        unit.map_range(
+            domain,
+            Pfn::new(0),
+            Pfn::new(hfn_offset),
+            writable,
+            Perm::ReadWrite,
+        )?;
+        unit.after_map();
+        Ok(Self {
+            unit,
+            domain,
+            bdf,
+            hfn_offset,
+            stats: CouplingStats::default(),
+        })
+    }
+
+    /// Mirrors a type change in the I/O page tables.
+    pub fn on_change(&mut self, c: TypeChange) -> Result<(), XenError> {
+        let iova = Pfn::<Iova>::new(c.frame.get());
+        let was = self.unit.lookup(self.domain, iova).is_some();
+        if c.to.protected() && was {
+            self.unit.unmap_range(self.domain, iova, 1)?;
+            let req = self.unit.caps().widen(InvRequest::Page {
+                domain: self.domain,
+                pfn: iova,
+                order: 0,
+            });
+            self.unit.invalidate(&[req]);
+            self.stats.unmapped += 1;
+            self.stats.iotlb_flushes += 1;
+        } else if c.to == PageType::Writable && !was {
+            let hfn = Pfn::<Hpa>::new(self.hfn_offset + c.frame.get());
+            self.unit
+                .map_range(self.domain, iova, hfn, 1, Perm::ReadWrite)?;
+            self.unit.after_map();
+            self.stats.remapped += 1;
+        }
+        Ok(())
+    }
+
+    /// The device accesses guest frame `frame` (through the IOTLB and, on a miss, a walk).
+    pub fn dma(&mut self, frame: Pfn<Gpa>, access: Access) -> Result<Hpa, Fault> {
+        let iova = Iova::new(frame.base(PAGE_4K).get());
+        self.unit.translate(self.bdf, iova, access)
+    }
+
+    /// Whether the device can reach `frame` (software lookup, no caches).
+    pub fn device_can_reach(&self, frame: Pfn<Gpa>) -> bool {
+        let iova = Pfn::<Iova>::new(frame.get());
+        self.unit.lookup(self.domain, iova).is_some() || self.unit.cache_holds(self.domain, iova)
+    }
+
+    /// The unit.
+    pub fn unit(&self) -> &U {
+        &self.unit
+    }
+
+    /// The counters.
+    pub fn stats(&self) -> CouplingStats {
+        self.stats
+    }
+}
