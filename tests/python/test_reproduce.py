@@ -85,6 +85,17 @@ def test_yassour_results_are_the_golden_ones(quick_all: tuple[Path, dict[str, io
     assert [f["id"] for f in r.paper][:2] == ["lru_fifo_low_quota", "opt_batch_at_10"]
 
 
+def test_iosup_tables_and_headline(quick_all: Any) -> None:
+    r = quick_all[1]["iosup"]
+    assert r.name == "iosup" and r.quick
+    runs = r.tables["runs"]
+    assert set(runs["group"]) == {"cache-disabled", "cache-pre-enabled", "cache-dynamic-enabled"}
+    groups = r.tables["groups"].set_index("group")
+    assert groups.loc["cache-pre-enabled", "flushes_per_minute"] < groups.loc["cache-disabled", "flushes_per_minute"] / 100
+    golden = json.loads((GOLDEN / "iosup" / "results.json").read_text())
+    assert r.results["alloc_change"] == golden["alloc_change"]
+
+
 def test_out_writes_the_cli_files(quick_all: tuple[Path, dict[str, iommulab.Reproduction]]) -> None:
     out, runs = quick_all
     assert list(runs) == list(iommulab.REPRODUCTIONS)
