@@ -13,7 +13,7 @@ from iommulab import _native
 from iommulab.results import to_frame
 
 #: The reproductions that exist, in the order `"all"` runs them.
-REPRODUCTIONS = ("fujita2008", "yassour2010")
+REPRODUCTIONS = ("fujita2008", "yassour2010", "benyehuda2007")
 
 
 class ReproProgress(NamedTuple):
@@ -90,14 +90,15 @@ def _native_progress(
 def _reproduction(item: dict[str, Any], out: Optional[Path]) -> Reproduction:
     data: dict[str, Any] = item["data"]
     tables = {name: pd.DataFrame(cols) for name, cols in item["tables"].items()}
-    if "runs" in data:
+    if "runs" in data and "runs" not in tables:
         tables["runs"] = to_frame(data["runs"])
     return Reproduction(
         name=item["name"],
         title=item["title"],
         quick=item["quick"],
-        results=data["results"],
-        paper=data["paper"],
+        # benyehuda2007's results.json is the whole of `data`; its paper's claims `published`.
+        results=data.get("results", data),
+        paper=data.get("paper", data.get("published")),
         tables=tables,
         data=data,
         report=Path(item["report"]) if item["report"] is not None else None,
@@ -107,7 +108,7 @@ def _reproduction(item: dict[str, Any], out: Optional[Path]) -> Reproduction:
 
 @overload
 def reproduce(
-    name: Literal["fujita2008", "yassour2010"],
+    name: Literal["fujita2008", "yassour2010", "benyehuda2007"],
     quick: bool = False,
     out: Union[str, os.PathLike[str], None] = None,
     progress: Union[bool, Callable[[ReproProgress], object], None] = True,
@@ -134,7 +135,7 @@ def reproduce(
 ) -> Union[Reproduction, dict[str, Reproduction]]:
     """Reruns a paper's experiments, as `iommulab reproduce NAME [--quick] [--out OUT]`.
 
-    `name` is `"fujita2008"`, `"yassour2010"` or `"all"` (a dict of both, by name). With
+    `name` is `"fujita2008"`, `"yassour2010"`, `"benyehuda2007"` or `"all"` (a dict of all, by name). With
     `out`, writes exactly the CLI's files: `OUT/<name>/` (results.json, CSV, SVG/PNG figures,
     README.md) and, for `"all"`, `OUT/index.md` and `OUT/index.html` (one self-contained page over both: figures inline,
     tables, explanations, links to the files). `progress`: `True` for

@@ -217,6 +217,12 @@ fn yassour2010_quick_matches_the_golden_files() {
 }
 
 #[test]
+fn benyehuda2007_quick_matches_the_golden_files() {
+    let out = run_and_render(Reproduction::BenYehuda2007);
+    assert_eq!(compare_tree(out.path(), "benyehuda2007"), 4);
+}
+
+#[test]
 fn the_index_matches_the_golden_one() {
     let out = tempfile::tempdir().unwrap();
     let index = iommulab_report::write_index(out.path(), &Reproduction::ALL, true).unwrap();

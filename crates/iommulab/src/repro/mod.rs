@@ -7,10 +7,12 @@
 //! |---|---|---|
 //! | `fujita2008` | Fujita & Mori 2008, Figure 4 (S0.6–S0.8) | [`fujita2008`] |
 //! | `yassour2010` | Yassour, Ben-Yehuda & Wasserman 2010, Figures 3–6 (S1.1–S1.11) | [`yassour2010`] |
+//! | `benyehuda2007` | Ben-Yehuda et al. 2007, Figures 2–7 (S2.1–S2.8) | [`benyehuda2007`] |
 //!
 //! The library never prints: a run reports where it is through the optional callback of
 //! [`ReproOptions`], which may also stop it.
 
+pub mod benyehuda2007;
 pub mod fujita2008;
 pub mod yassour2010;
 
@@ -23,6 +25,7 @@ use crate::Error;
 use crate::experiment::ConfigError;
 use crate::virt::{GuestError, HypercallError};
 
+pub use benyehuda2007::BenYehuda2007Results;
 pub use fujita2008::Fujita2008Results;
 pub use yassour2010::Yassour2010Results;
 
@@ -35,17 +38,25 @@ pub enum Reproduction {
     /// Yassour, Ben-Yehuda & Wasserman, "On the DMA mapping problem in direct device
     /// assignment" (SYSTOR 2010): Figures 3–6 and the intra-guest protection table.
     Yassour2010,
+    /// Ben-Yehuda et al., "The Price of Safety: Evaluating IOMMU Performance" (OLS 2007):
+    /// Figures 2–7.
+    BenYehuda2007,
 }
 
 impl Reproduction {
     /// Every reproduction, in the order `all` runs them.
-    pub const ALL: [Reproduction; 2] = [Reproduction::Fujita2008, Reproduction::Yassour2010];
+    pub const ALL: [Reproduction; 3] = [
+        Reproduction::Fujita2008,
+        Reproduction::Yassour2010,
+        Reproduction::BenYehuda2007,
+    ];
 
     /// The name on the command line, in Python and as the report's folder.
     pub const fn name(self) -> &'static str {
         match self {
             Reproduction::Fujita2008 => "fujita2008",
             Reproduction::Yassour2010 => "yassour2010",
+            Reproduction::BenYehuda2007 => "benyehuda2007",
         }
     }
 
@@ -54,6 +65,7 @@ impl Reproduction {
         match self {
             Reproduction::Fujita2008 => fujita2008::TITLE,
             Reproduction::Yassour2010 => yassour2010::TITLE,
+            Reproduction::BenYehuda2007 => benyehuda2007::TITLE,
         }
     }
 
@@ -69,7 +81,7 @@ impl Reproduction {
             .ok_or_else(|| ConfigError::Invalid {
                 key: "reproduction".into(),
                 value: name.into(),
-                expected: "one of fujita2008, yassour2010, all".into(),
+                expected: "one of fujita2008, yassour2010, benyehuda2007, all".into(),
             })
     }
 
@@ -78,6 +90,7 @@ impl Reproduction {
         Ok(match self {
             Reproduction::Fujita2008 => ReproResults::Fujita2008(fujita2008::run(opts)?),
             Reproduction::Yassour2010 => ReproResults::Yassour2010(yassour2010::run(opts)?),
+            Reproduction::BenYehuda2007 => ReproResults::BenYehuda2007(benyehuda2007::run(opts)?),
         })
     }
 }
@@ -96,6 +109,8 @@ pub enum ReproResults {
     Fujita2008(Fujita2008Results),
     /// Yassour et al. 2010.
     Yassour2010(Yassour2010Results),
+    /// Ben-Yehuda et al. 2007.
+    BenYehuda2007(BenYehuda2007Results),
 }
 
 impl ReproResults {
@@ -104,6 +119,7 @@ impl ReproResults {
         match self {
             ReproResults::Fujita2008(_) => Reproduction::Fujita2008,
             ReproResults::Yassour2010(_) => Reproduction::Yassour2010,
+            ReproResults::BenYehuda2007(_) => Reproduction::BenYehuda2007,
         }
     }
 
@@ -112,6 +128,7 @@ impl ReproResults {
         match self {
             ReproResults::Fujita2008(r) => r.quick,
             ReproResults::Yassour2010(r) => r.results.quick,
+            ReproResults::BenYehuda2007(r) => r.quick,
         }
     }
 }
