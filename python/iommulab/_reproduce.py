@@ -13,7 +13,7 @@ from iommulab import _native
 from iommulab.results import to_frame
 
 #: The reproductions that exist, in the order `"all"` runs them.
-REPRODUCTIONS = ("fujita2008", "yassour2010", "iosup")
+REPRODUCTIONS = ("fujita2008", "yassour2010", "benyehuda2007", "iosup")
 
 
 class ReproProgress(NamedTuple):
@@ -98,8 +98,9 @@ def _reproduction(item: dict[str, Any], out: Optional[Path]) -> Reproduction:
         name=item["name"],
         title=item["title"],
         quick=item["quick"],
+        # benyehuda2007's results.json is the whole of `data`; its paper's claims `published`.
         results=data.get("results", data),
-        paper=data["paper"],
+        paper=data.get("paper", data.get("published")),
         tables=tables,
         data=data,
         report=Path(item["report"]) if item["report"] is not None else None,
@@ -109,7 +110,7 @@ def _reproduction(item: dict[str, Any], out: Optional[Path]) -> Reproduction:
 
 @overload
 def reproduce(
-    name: Literal["fujita2008", "yassour2010", "iosup"],
+    name: Literal["fujita2008", "yassour2010", "benyehuda2007", "iosup"],
     quick: bool = False,
     out: Union[str, os.PathLike[str], None] = None,
     progress: Union[bool, Callable[[ReproProgress], object], None] = True,
@@ -136,7 +137,8 @@ def reproduce(
 ) -> Union[Reproduction, dict[str, Reproduction]]:
     """Reruns a paper's experiments, as `iommulab reproduce NAME [--quick] [--out OUT]`.
 
-    `name` is `"fujita2008"`, `"yassour2010"`, `"iosup"` or `"all"` (a dict of all, by name). With
+    `name` is `"fujita2008"`, `"yassour2010"`, `"benyehuda2007"`, `"iosup"` or `"all"` (a dict of
+    all, by name). With
     `out`, writes exactly the CLI's files: `OUT/<name>/` (results.json, CSV, SVG/PNG figures,
     README.md) and, for `"all"`, `OUT/index.md` and `OUT/index.html` (one self-contained page over both: figures inline,
     tables, explanations, links to the files). `progress`: `True` for

@@ -656,6 +656,10 @@ pub enum Paper {
     /// Yassour, Ben-Yehuda & Wasserman, "On the DMA mapping problem in direct device
     /// assignment" (SYSTOR 2010): Figures 3–6.
     Yassour2010,
+    /// Ben-Yehuda et al., "The Price of Safety: Evaluating IOMMU Performance" (OLS 2007):
+    /// Figures 2–7.
+    #[value(name = "benyehuda2007")]
+    BenYehuda2007,
     /// "Improving I/O performance of all peripheral devices on paravirtualized platforms"
     /// (IOSUP): Figures 6–9, lmbench fork+exit, netperf.
     Iosup,

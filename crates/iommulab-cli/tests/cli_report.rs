@@ -165,7 +165,7 @@ fn the_html_report_renders_in_chromium_with_every_figure_and_link() {
     );
     let lines = probe_lines(&String::from_utf8_lossy(&o.stdout));
 
-    let figures: Vec<String> = ["fujita2008", "yassour2010", "iosup"]
+    let figures: Vec<String> = ["fujita2008", "yassour2010", "benyehuda2007", "iosup"]
         .iter()
         .flat_map(|p| {
             std::fs::read_dir(out.join(p))

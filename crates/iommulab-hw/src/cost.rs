@@ -181,6 +181,16 @@ impl CostModel {
         ..Self::VTD_2008
     };
 
+    /// The Xen 3.x machine of Ben-Yehuda et al. (S2.5–S2.7): the `vtd-2008` Core 2-era prices
+    /// with a Xen paravirtual hypercall instead of a VM exit: ≈ 1,000 cycles for the trap into
+    /// Xen and back (a software interrupt and a privilege switch, no VMCS save/restore; an
+    /// estimate, the paper gives no cycle counts). Not in [`CostPreset::ALL`]: the
+    /// `benyehuda2007` reproduction's dom0 and domU pay it per map and per unmap.
+    pub const XEN_2007: CostModel = CostModel {
+        hypercall: 1000,
+        ..Self::VTD_2008
+    };
+
     /// A current x86 server (estimates, documented so they can be argued with):
     /// coherent page walks (`ECAP.C = 1`, so a PTE write is a plain store, ≈ 10 cycles),
     /// no write-buffer flush (`CAP.RWBF = 0`), queued invalidation with ≈ 1,000–2,000 cycles

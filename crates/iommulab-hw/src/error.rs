@@ -81,6 +81,35 @@ pub enum MapError {
         /// Size of the leaf that maps it.
         size: PageSize,
     },
+    /// A TCE table's size is not a power of two in `[1, 2^52]` entries.
+    #[error("table_entries = {entries}, expected a power of two between 1 and 2^52")]
+    TceTableSize {
+        /// The rejected entry count.
+        entries: u64,
+    },
+    /// A Calgary hub id wider than its 6-bit field (S2.2).
+    #[error("hub_id = {hub}, but a Calgary TCE's hub id field has 6 bits (0..=63)")]
+    TceHubId {
+        /// The rejected hub id.
+        hub: u8,
+    },
+    /// The range reaches past the end of a flat TCE table (S2.1): its index is out of table.
+    #[error("iova {iova:#x} is past the end of the {entries}-entry TCE table")]
+    TceIndexOutOfTable {
+        /// First out-of-table address.
+        iova: u64,
+        /// Entries in the table.
+        entries: u64,
+    },
+    /// A host frame beyond the reach of the TCE's real page number: 36 bits on DART (64 GB),
+    /// 48 on Calgary (S2.2, S2.3). Never silently truncated.
+    #[error("hpa {hpa:#x} is beyond this TCE's {bits}-bit reach")]
+    FrameBeyondTceReach {
+        /// First out-of-reach host address.
+        hpa: u64,
+        /// Host address bits the entry can express.
+        bits: u32,
+    },
 }
 
 /// Byte address of a 4 KiB page number, for messages (saturating: never wraps); any unit's

@@ -6,6 +6,7 @@
 //! |---|---|---|
 //! | [`unit`](mod@unit) | the `RemapUnit` trait and `InvalidationCaps` | every unit |
 //! | [`vtd`] | the Intel VT-d unit: root/context tables, second-level page tables, context cache | — |
+//! | [`tce`] | the TCE units, Calgary and DART: one flat table per bus, bit-exact entries (S2.1–S2.3) | — |
 //! | [`iotlb`] | set-associative, domain-tagged, LRU IOTLB | every unit |
 //! | [`invalidate`] | invalidation requests (global/domain/page+mask), register vs queued | every unit |
 //! | [`fault`] | `Fault`, `FaultReason` and the bounded fault log | every unit |
@@ -32,6 +33,7 @@ pub mod invalidate;
 pub mod iotlb;
 pub mod memory;
 pub mod stats;
+pub mod tce;
 pub mod unit;
 pub mod vtd;
 
@@ -41,5 +43,6 @@ pub use fault::{Fault, FaultReason};
 pub use invalidate::{InvRequest, InvalidationInterface};
 pub use iotlb::{Iotlb, IotlbConfig, IotlbStats};
 pub use stats::IommuStats;
+pub use tce::{Calgary, Dart, TceConfig};
 pub use unit::{InvalidationCaps, RemapUnit};
 pub use vtd::{Vtd, VtdConfig};

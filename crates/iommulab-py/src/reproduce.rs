@@ -26,7 +26,8 @@ struct Done {
     page: Option<PathBuf>,
 }
 
-/// Runs the reproductions `name` selects (`fujita2008`, `yassour2010`, `iosup` or `all`).
+/// Runs the reproductions `name` selects (`fujita2008`, `yassour2010`, `benyehuda2007`,
+/// `iosup` or `all`).
 ///
 /// Returns `{"reproductions": [...], "index": path | None}`; each reproduction is a dict with
 /// `name`, `title`, `quick`, `data` (everything the library returned: `results` is the

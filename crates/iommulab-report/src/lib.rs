@@ -13,6 +13,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations)]
 
+mod benyehuda2007;
 mod files;
 mod fujita2008;
 mod html;
@@ -104,6 +105,7 @@ pub fn render(out: &Path, results: &ReproResults) -> Result<PathBuf, ReportError
     match results {
         ReproResults::Fujita2008(r) => fujita2008::render(&dir, r),
         ReproResults::Yassour2010(r) => yassour2010::render(&dir, r),
+        ReproResults::BenYehuda2007(r) => benyehuda2007::render(&dir, r),
         ReproResults::Iosup(r) => iosup::render(&dir, r),
     }
 }
@@ -114,6 +116,7 @@ pub fn tables(results: &ReproResults) -> Vec<Table> {
     match results {
         ReproResults::Fujita2008(r) => fujita2008::tables(r),
         ReproResults::Yassour2010(r) => yassour2010::tables(r),
+        ReproResults::BenYehuda2007(r) => benyehuda2007::tables(r),
         ReproResults::Iosup(r) => iosup::tables(r),
     }
 }
@@ -144,6 +147,19 @@ pub fn files(reproduction: Reproduction) -> Vec<String> {
                     for ext in ["svg", "png"] {
                         v.push(format!("figure{}_{w}_{kind}.{ext}", fig + i));
                     }
+                }
+            }
+            v
+        }
+        Reproduction::BenYehuda2007 => {
+            let mut v = vec![
+                "results.json".to_string(),
+                "runs.csv".into(),
+                "dma.csv".into(),
+            ];
+            for fig in 2..=7 {
+                for ext in ["svg", "png"] {
+                    v.push(format!("figure{fig}.{ext}"));
                 }
             }
             v

@@ -217,6 +217,12 @@ fn yassour2010_quick_matches_the_golden_files() {
 }
 
 #[test]
+fn benyehuda2007_quick_matches_the_golden_files() {
+    let out = run_and_render(Reproduction::BenYehuda2007);
+    assert_eq!(compare_tree(out.path(), "benyehuda2007"), 4);
+}
+
+#[test]
 fn iosup_quick_matches_the_golden_files() {
     let out = run_and_render(Reproduction::Iosup);
     assert_eq!(compare_tree(out.path(), "iosup"), 4);

@@ -17,6 +17,7 @@ pub fn run(args: &ReproduceArgs, quiet: bool) -> Result<()> {
     let selected: &[Reproduction] = match args.paper {
         Paper::Fujita2008 => &[Reproduction::Fujita2008],
         Paper::Yassour2010 => &[Reproduction::Yassour2010],
+        Paper::BenYehuda2007 => &[Reproduction::BenYehuda2007],
         Paper::Iosup => &[Reproduction::Iosup],
         Paper::All => &Reproduction::ALL,
     };

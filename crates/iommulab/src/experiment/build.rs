@@ -9,12 +9,15 @@ use crate::dma::{DmaApi, DmaConfig, Native};
 use crate::error::Error;
 use crate::flush::{Deferred, FlushConfig, FlushPolicy, FlushQueue, PerLap, Strict};
 use crate::hw::vtd::Vtd;
+use crate::hw::{Calgary, Dart, RemapUnit};
 use crate::iova::{AllocatorKind, Bitmap, IovaAllocator, Magazine, RbTree};
 use crate::workload::{
     PseudoScsi, PseudoScsiConfig, ReplayReport, TraceWorkload, Workload, WorkloadConfig,
 };
 
-use super::config::{ExperimentConfig, Resolved, ResolvedSystem, WorkloadSpec};
+use super::config::{
+    ExperimentConfig, HardwareConfig, Resolved, ResolvedSystem, UnitKind, WorkloadSpec,
+};
 use super::result::RunResult;
 use super::runner::{self, RunLabels};
 
@@ -232,9 +235,29 @@ impl<W: Workload<Phys = Hpa>> Go<'_, W> {
         }
     }
 
+    /// The one place the configured remapping unit becomes a type.
     fn go<A: IovaAllocator, F: FlushPolicy>(self, a: A, f: F) -> Result<RunResult, Error> {
+        let vtd = self.resolved.unit;
+        match self.cfg.hardware.unit {
+            UnitKind::Vtd => self.on(Vtd::new(vtd)?, a, f),
+            UnitKind::Calgary => {
+                let tce = HardwareConfig::tce(&vtd, self.cfg.dma_bits);
+                self.on(Calgary::new(tce)?, a, f)
+            }
+            UnitKind::Dart => {
+                let tce = HardwareConfig::tce(&vtd, self.cfg.dma_bits);
+                self.on(Dart::new(tce)?, a, f)
+            }
+        }
+    }
+
+    fn on<U: RemapUnit, A: IovaAllocator, F: FlushPolicy>(
+        self,
+        iommu: U,
+        a: A,
+        f: F,
+    ) -> Result<RunResult, Error> {
         let cfg = self.cfg;
-        let iommu = Vtd::new(self.resolved.unit)?;
         let dma = DmaConfig {
             translation: self.resolved.mechanisms.translation,
             dma_bits: cfg.dma_bits,

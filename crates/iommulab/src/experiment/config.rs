@@ -15,6 +15,7 @@
 //! levels = 3                         # 3 | 4 | 5 (default: the preset's)
 //! invalidation = "register"          # register | queued (default: the preset's)
 //! iotlb = { sets = 32, ways = 8 }
+//! unit = "vtd"                       # vtd | calgary | dart (TCE units: bare metal)
 //! [hardware.cost_overrides]          # any CostModel field
 //! inv_page = 2500
 //! [workload]
@@ -254,6 +255,43 @@ pub struct HardwareConfig {
     pub write_buffer_flush: Option<bool>,
     /// Per-field overrides of the preset's [`CostModel`].
     pub cost_overrides: toml::Table,
+    /// Which remapping unit (default VT-d). Left out of serialised configs when VT-d, so
+    /// existing outputs stay as they were.
+    #[serde(skip_serializing_if = "UnitKind::is_vtd")]
+    pub unit: UnitKind,
+}
+
+/// The remapping unit an experiment runs on: every experiment runs on any of them
+/// (`[hardware] unit = "vtd" | "calgary" | "dart"`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum UnitKind {
+    /// Intel VT-d: multi-level tables (S3.2).
+    #[default]
+    Vtd,
+    /// IBM Calgary: a flat TCE table, 8-byte entries, whole-cache flush only (S2.1, S2.2).
+    Calgary,
+    /// PowerPC 970 DART: a flat TCE table, 4-byte entries, 36-bit reach (S2.1, S2.3).
+    Dart,
+}
+
+impl UnitKind {
+    /// Every unit, for help texts and sweeps.
+    pub const ALL: [UnitKind; 3] = [UnitKind::Vtd, UnitKind::Calgary, UnitKind::Dart];
+
+    /// The name used in configs (`RemapUnit::KIND`).
+    pub const fn name(self) -> &'static str {
+        match self {
+            UnitKind::Vtd => "vtd",
+            UnitKind::Calgary => "calgary",
+            UnitKind::Dart => "dart",
+        }
+    }
+
+    /// Whether this is the default unit (VT-d).
+    pub fn is_vtd(&self) -> bool {
+        *self == UnitKind::Vtd
+    }
 }
 
 impl Default for HardwareConfig {
@@ -265,6 +303,7 @@ impl Default for HardwareConfig {
             invalidation: None,
             write_buffer_flush: None,
             cost_overrides: toml::Table::new(),
+            unit: UnitKind::Vtd,
         }
     }
 }
@@ -331,6 +370,22 @@ impl HardwareConfig {
             cost: self.cost_model()?,
             ..VtdConfig::default()
         })
+    }
+
+    /// A TCE unit's configuration for a device with a `dma_bits` mask: one table covering
+    /// the device's whole DMA space (`2^(dma_bits - 12)` entries, what the IOVA allocators
+    /// hand out), the same IOTLB geometry and costs as `vtd` would have (`vtd` is
+    /// [`HardwareConfig::resolve`]'s result). `levels`, `invalidation` and
+    /// `write_buffer_flush` are VT-d's and do not apply (a TCE unit invalidates through a
+    /// register and needs no write-buffer flush).
+    pub fn tce(vtd: &VtdConfig, dma_bits: u8) -> crate::hw::TceConfig {
+        let end = super::build::iova_space_end(dma_bits).get();
+        crate::hw::TceConfig {
+            table_entries: end,
+            iotlb: vtd.iotlb,
+            cost: vtd.cost,
+            ..crate::hw::TceConfig::default()
+        }
     }
 }
 
@@ -425,10 +480,15 @@ impl ExperimentConfig {
     /// A label for tables: the named configuration, `custom`, or for a guest
     /// `guest-<strategy>`.
     pub fn label(&self) -> String {
-        match (&self.system, self.mechanisms) {
+        let label = match (&self.system, self.mechanisms) {
             (SystemConfig::Guest(g), _) => format!("guest-{}", g.strategy.name()),
             (SystemConfig::BareMetal, None) => self.configuration.name().to_string(),
             (SystemConfig::BareMetal, Some(_)) => "custom".to_string(),
+        };
+        // VT-d's labels stay as they were; another unit is named after an `@`.
+        match self.hardware.unit {
+            UnitKind::Vtd => label,
+            u => format!("{label}@{}", u.name()),
         }
     }
 
@@ -506,6 +566,15 @@ impl ExperimentConfig {
         }
         let system = match &self.system {
             SystemConfig::BareMetal => ResolvedSystem::BareMetal,
+            SystemConfig::Guest(_) if !self.hardware.unit.is_vtd() => {
+                return Err(ConfigError::Invalid {
+                    key: "hardware.unit".into(),
+                    value: self.hardware.unit.name().into(),
+                    expected: "\"vtd\" with `system.kind = \"guest\"` (the guest model's host \
+                               drives VT-d; a TCE unit runs bare metal)"
+                        .into(),
+                });
+            }
             SystemConfig::Guest(g) => {
                 ResolvedSystem::Guest(Box::new(self.resolve_guest(g, &unit)?))
             }

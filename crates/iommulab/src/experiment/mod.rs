@@ -15,7 +15,7 @@ pub use build::{
 };
 pub use config::{
     ConfigError, ExperimentConfig, GuestSystemConfig, HardwareConfig, Mechanisms, NamedConfig,
-    Resolved, ResolvedSystem, SoftwareClock, SystemConfig, TraceSpec, WorkloadSpec,
+    Resolved, ResolvedSystem, SoftwareClock, SystemConfig, TraceSpec, UnitKind, WorkloadSpec,
 };
 pub use result::{ComponentStats, RunResult};
 pub use runner::RunLabels;

@@ -7,11 +7,13 @@
 //! |---|---|---|
 //! | `fujita2008` | Fujita & Mori 2008, Figure 4 (S0.6–S0.8) | [`fujita2008`] |
 //! | `yassour2010` | Yassour, Ben-Yehuda & Wasserman 2010, Figures 3–6 (S1.1–S1.11) | [`yassour2010`] |
+//! | `benyehuda2007` | Ben-Yehuda et al. 2007, Figures 2–7 (S2.1–S2.8) | [`benyehuda2007`] |
 //! | `iosup` | Xen PV page tables vs the IOTLB and the IOSUP pool, Figures 6–9 (S3.1–S3.5) | [`iosup`] |
 //!
 //! The library never prints: a run reports where it is through the optional callback of
 //! [`ReproOptions`], which may also stop it.
 
+pub mod benyehuda2007;
 pub mod fujita2008;
 pub mod iosup;
 pub mod yassour2010;
@@ -25,6 +27,7 @@ use crate::Error;
 use crate::experiment::ConfigError;
 use crate::virt::{GuestError, HypercallError};
 
+pub use benyehuda2007::BenYehuda2007Results;
 pub use fujita2008::Fujita2008Results;
 pub use iosup::IosupResults;
 pub use yassour2010::Yassour2010Results;
@@ -38,6 +41,9 @@ pub enum Reproduction {
     /// Yassour, Ben-Yehuda & Wasserman, "On the DMA mapping problem in direct device
     /// assignment" (SYSTOR 2010): Figures 3–6 and the intra-guest protection table.
     Yassour2010,
+    /// Ben-Yehuda et al., "The Price of Safety: Evaluating IOMMU Performance" (OLS 2007):
+    /// Figures 2–7.
+    BenYehuda2007,
     /// "Improving I/O performance of all peripheral devices on paravirtualized platforms"
     /// (IOSUP): Figures 6–9, lmbench fork+exit and netperf.
     Iosup,
@@ -45,9 +51,10 @@ pub enum Reproduction {
 
 impl Reproduction {
     /// Every reproduction, in the order `all` runs them.
-    pub const ALL: [Reproduction; 3] = [
+    pub const ALL: [Reproduction; 4] = [
         Reproduction::Fujita2008,
         Reproduction::Yassour2010,
+        Reproduction::BenYehuda2007,
         Reproduction::Iosup,
     ];
 
@@ -56,6 +63,7 @@ impl Reproduction {
         match self {
             Reproduction::Fujita2008 => "fujita2008",
             Reproduction::Yassour2010 => "yassour2010",
+            Reproduction::BenYehuda2007 => "benyehuda2007",
             Reproduction::Iosup => "iosup",
         }
     }
@@ -65,6 +73,7 @@ impl Reproduction {
         match self {
             Reproduction::Fujita2008 => fujita2008::TITLE,
             Reproduction::Yassour2010 => yassour2010::TITLE,
+            Reproduction::BenYehuda2007 => benyehuda2007::TITLE,
             Reproduction::Iosup => iosup::TITLE,
         }
     }
@@ -81,7 +90,7 @@ impl Reproduction {
             .ok_or_else(|| ConfigError::Invalid {
                 key: "reproduction".into(),
                 value: name.into(),
-                expected: "one of fujita2008, yassour2010, iosup, all".into(),
+                expected: "one of fujita2008, yassour2010, benyehuda2007, iosup, all".into(),
             })
     }
 
@@ -90,6 +99,7 @@ impl Reproduction {
         Ok(match self {
             Reproduction::Fujita2008 => ReproResults::Fujita2008(fujita2008::run(opts)?),
             Reproduction::Yassour2010 => ReproResults::Yassour2010(yassour2010::run(opts)?),
+            Reproduction::BenYehuda2007 => ReproResults::BenYehuda2007(benyehuda2007::run(opts)?),
             Reproduction::Iosup => ReproResults::Iosup(Box::new(iosup::run(opts)?)),
         })
     }
@@ -109,6 +119,8 @@ pub enum ReproResults {
     Fujita2008(Fujita2008Results),
     /// Yassour et al. 2010.
     Yassour2010(Yassour2010Results),
+    /// Ben-Yehuda et al. 2007.
+    BenYehuda2007(BenYehuda2007Results),
     /// IOSUP.
     Iosup(Box<IosupResults>),
 }
@@ -119,6 +131,7 @@ impl ReproResults {
         match self {
             ReproResults::Fujita2008(_) => Reproduction::Fujita2008,
             ReproResults::Yassour2010(_) => Reproduction::Yassour2010,
+            ReproResults::BenYehuda2007(_) => Reproduction::BenYehuda2007,
             ReproResults::Iosup(_) => Reproduction::Iosup,
         }
     }
@@ -128,6 +141,7 @@ impl ReproResults {
         match self {
             ReproResults::Fujita2008(r) => r.quick,
             ReproResults::Yassour2010(r) => r.results.quick,
+            ReproResults::BenYehuda2007(r) => r.quick,
             ReproResults::Iosup(r) => r.quick,
         }
     }
