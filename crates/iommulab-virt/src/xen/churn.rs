@@ -229,7 +229,7 @@ impl<U: RemapUnit> PvChurn<U> {
             types.get_type(f, PageType::Writable)?;
             types.put_type(f)?;
         }
-        let io = IoProtection::new(unit, NIC, frames, 1 << 20)?;
+        let io = IoProtection::new(unit, &[NIC], frames, 1 << 20)?;
         let mut pool = PtPool::new(cfg.shrink);
         if cfg.pool == PoolMode::PreEnabled {
             pool.enable();
@@ -371,7 +371,7 @@ impl<U: RemapUnit> PvChurn<U> {
         let f = self.ring[slot];
         // A fault would be a model bug: ring pages are writable and mapped.
         self.io
-            .dma(f, Access::Write)
+            .dma(0, f, Access::Write)
             .map_err(|_| XenError::DeviceFault { frame: f.get() })?;
         self.ring[slot] = self.page()?;
         self.free.push(f);

@@ -7,8 +7,10 @@
 //! writable again the PTE is set back (non-present → present: a write-buffer flush at most,
 //! no invalidation, S1.10).
 //!
-//! The unit is any [`RemapUnit`] (VT-d by default, with root and context entries for the
-//! device); its cycle prices are the cost model's.
+//! The unit is any [`RemapUnit`] (VT-d by default, with root and context entries for each
+//! device); its cycle prices are the cost model's. Every device assigned to the guest is
+//! attached to the guest's one domain, as Xen does, so hiding a frame in the domain's
+//! tables and invalidating it there hides it from all of them.
 
 use crate::addr::{Access, Bdf, DomainId, Gpa, Hpa, Iova, PAGE_4K, Perm, Pfn};
 use crate::hw::{Fault, InvRequest, RemapUnit};
@@ -32,19 +34,26 @@ pub struct CouplingStats {
 pub struct IoProtection<U> {
     unit: U,
     domain: DomainId,
-    bdf: Bdf,
+    devices: Vec<Bdf>,
     hfn_offset: u64,
     stats: CouplingStats,
 }
 
 impl<U: RemapUnit> IoProtection<U> {
-    /// The guest's domain in `unit`, with device `bdf` attached and `writable` frames
-    /// `[0, writable)` mapped read-write to host frames `hfn_offset + gfn` (boot: Xen maps
-    /// the guest's memory for its device).
-    pub fn new(mut unit: U, bdf: Bdf, writable: u64, hfn_offset: u64) -> Result<Self, XenError> {
+    /// The guest's domain in `unit`, with the assigned `devices` attached and `writable`
+    /// frames `[0, writable)` mapped read-write to host frames `hfn_offset + gfn` (boot: Xen
+    /// maps the guest's memory for its devices).
+    pub fn new(
+        mut unit: U,
+        devices: &[Bdf],
+        writable: u64,
+        hfn_offset: u64,
+    ) -> Result<Self, XenError> {
         let domain = DomainId::new(1);
         unit.create_domain(domain)?;
-        unit.attach(bdf, domain)?;
+        for &bdf in devices {
+            unit.attach(bdf, domain)?;
+        }
         unit.map_range(
             domain,
             Pfn::new(0),
@@ -56,7 +65,7 @@ impl<U: RemapUnit> IoProtection<U> {
         Ok(Self {
             unit,
             domain,
-            bdf,
+            devices: devices.to_vec(),
             hfn_offset,
             stats: CouplingStats::default(),
         })
@@ -86,10 +95,12 @@ impl<U: RemapUnit> IoProtection<U> {
         Ok(())
     }
 
-    /// The device accesses guest frame `frame` (through the IOTLB and, on a miss, a walk).
-    pub fn dma(&mut self, frame: Pfn<Gpa>, access: Access) -> Result<Hpa, Fault> {
+    /// Assigned device `device` (an index into the devices given to [`IoProtection::new`])
+    /// accesses guest frame `frame` (through the IOTLB and, on a miss, a walk).
+    pub fn dma(&mut self, device: usize, frame: Pfn<Gpa>, access: Access) -> Result<Hpa, Fault> {
         let iova = Iova::new(frame.base(PAGE_4K).get());
-        self.unit.translate(self.bdf, iova, access)
+        let bdf = self.devices.get(device).copied().unwrap_or_default();
+        self.unit.translate(bdf, iova, access)
     }
 
     /// Whether the device can reach `frame` (software lookup, no caches).
@@ -106,5 +117,44 @@ impl<U: RemapUnit> IoProtection<U> {
     /// The counters.
     pub fn stats(&self) -> CouplingStats {
         self.stats
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hw::{Vtd, VtdConfig};
+    use crate::xen::PageTypes;
+
+    /// Two assigned devices: a frame that becomes a page table is out of reach of both,
+    /// their cached translations included, and back for both once it is writable again.
+    #[test]
+    fn a_table_frame_is_hidden_from_every_assigned_device() {
+        let devs = [Bdf::new(0, 3, 0).unwrap(), Bdf::new(0, 4, 0).unwrap()];
+        let mut io =
+            IoProtection::new(Vtd::new(VtdConfig::default()).unwrap(), &devs, 64, 1 << 20).unwrap();
+        let mut t = PageTypes::new(64);
+        let f = Pfn::<Gpa>::new(9);
+        t.get_type(f, PageType::Writable).unwrap();
+        t.put_type(f).unwrap();
+        for d in 0..2 {
+            io.dma(d, f, Access::Write).unwrap(); // cached in the IOTLB
+        }
+        let c = t.pin_table(f, PageType::L1, &[]).unwrap().unwrap();
+        io.on_change(c).unwrap();
+        assert_eq!(io.stats().iotlb_flushes, 1);
+        for d in 0..2 {
+            assert!(
+                io.dma(d, f, Access::Read).is_err(),
+                "device {d} still reaches it"
+            );
+        }
+        assert!(!io.device_can_reach(f));
+        t.unpin(f).unwrap();
+        let back = t.get_type(f, PageType::Writable).unwrap().unwrap();
+        io.on_change(back).unwrap();
+        for d in 0..2 {
+            io.dma(d, f, Access::Write).unwrap();
+        }
     }
 }
