@@ -6,9 +6,17 @@
 //!   (each pair frees the oldest and allocates a new one, so the pattern is FIFO, not LIFO).
 //!   `vm-allocator` is rust-vmm's `AddressAllocator` (an interval tree, first match) doing
 //!   the same with 4 KiB-aligned 4 KiB ranges, as a peer.
+//! - `iova/alloc_free_40k_live/{rbtree,magazine+rbtree,bitmap}`: the same FIFO pairs with
+//!   40,960 ranges outstanding, so the tree holds 40 K nodes (the 32-range ring above keeps
+//!   it small enough to stay in L1).
+//! - `iova/churn_40k_live/rbtree`: 40,960 ranges live; each step frees a random one and
+//!   allocates one (Linux's 6.x walk from the cached node is linear in the live ranges it
+//!   passes, so this is the slow case).
 //! - `iova/scaling/{shared_magazine,locked_rbtree}/{1,2}`: the same pairs from 1 and 2
 //!   threads (one simulated CPU each) on `SharedMagazine<RbTree>` (per-CPU locks) and
-//!   `Locked<RbTree>` (one lock, Linux before 4.7); the same total pairs per iteration.
+//!   `Locked<RbTree>` (one lock, Linux before 4.7); the same total pairs per iteration. The
+//!   threads are started once per sample and time their own loops after a barrier (the
+//!   slowest thread's time counts), so thread start-up is not measured.
 //!
 //! Throughput is in pairs per second. Targets (the brief): magazine ≲ 20 ns, bitmap ≲ 50 ns,
 //! rbtree ≲ 150 ns per pair.
@@ -20,6 +28,8 @@ use iommulab::addr::{CpuId, Iova, Pfn};
 use iommulab::iova::{
     Bitmap, IovaAllocator, Locked, Magazine, MagazineConfig, RbTree, SharedMagazine,
 };
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
 use vm_allocator::{AddressAllocator, AllocPolicy, RangeInclusive};
 
 /// 4 GiB of 4 KiB pages.
@@ -31,17 +41,26 @@ const OPS: u64 = 1024;
 /// Pairs per iteration of `scaling`, split between the threads.
 const TOTAL: u64 = 1 << 16;
 
+/// Live ranges of the 40 K cases.
+const LIVE_40K: usize = 40_960;
+
 /// Ring of outstanding ranges over any allocator.
 struct Ring<A> {
     a: A,
-    ring: [Pfn<Iova>; RING],
+    ring: Vec<Pfn<Iova>>,
     next: usize,
 }
 
 impl<A: IovaAllocator> Ring<A> {
-    fn new(mut a: A) -> Self {
+    fn new(a: A) -> Self {
+        Self::with_live(a, RING)
+    }
+
+    fn with_live(mut a: A, live: usize) -> Self {
         let cpu = CpuId::new(0);
-        let ring = std::array::from_fn(|_| a.alloc(cpu, 1, Pfn::new(END)).unwrap());
+        let ring = (0..live)
+            .map(|_| a.alloc(cpu, 1, Pfn::new(END)).unwrap())
+            .collect();
         Ring { a, ring, next: 0 }
     }
 
@@ -52,7 +71,17 @@ impl<A: IovaAllocator> Ring<A> {
             let old = self.ring[self.next];
             self.a.free(cpu, black_box(old), 1).unwrap();
             self.ring[self.next] = self.a.alloc(cpu, black_box(1), Pfn::new(END)).unwrap();
-            self.next = (self.next + 1) % RING;
+            self.next = (self.next + 1) % self.ring.len();
+        }
+    }
+
+    /// Frees a random live range and allocates one, `n` times.
+    fn churn(&mut self, n: u64, rng: &mut SmallRng) {
+        let cpu = CpuId::new(0);
+        for _ in 0..n {
+            let i = rng.gen_range(0..self.ring.len());
+            self.a.free(cpu, black_box(self.ring[i]), 1).unwrap();
+            self.ring[i] = self.a.alloc(cpu, black_box(1), Pfn::new(END)).unwrap();
         }
     }
 }
@@ -97,6 +126,54 @@ fn alloc_free(c: &mut Criterion) {
         });
     });
     g.finish();
+
+    let mut g = c.benchmark_group("iova/alloc_free_40k_live");
+    g.throughput(Throughput::Elements(OPS));
+    let mut rb = Ring::with_live(rbtree(), LIVE_40K);
+    g.bench_function("rbtree", |b| b.iter(|| rb.pairs(OPS)));
+    let mut mr = Ring::with_live(
+        Magazine::new(rbtree(), MagazineConfig::default()).unwrap(),
+        LIVE_40K,
+    );
+    g.bench_function("magazine+rbtree", |b| b.iter(|| mr.pairs(OPS)));
+    let mut bm = Ring::with_live(bitmap(), LIVE_40K);
+    g.bench_function("bitmap", |b| b.iter(|| bm.pairs(OPS)));
+    g.finish();
+
+    let mut g = c.benchmark_group("iova/churn_40k_live");
+    const CHURN: u64 = 64;
+    g.throughput(Throughput::Elements(CHURN));
+    g.sample_size(10);
+    let mut rb = Ring::with_live(rbtree(), LIVE_40K);
+    let mut rng = SmallRng::seed_from_u64(40_960);
+    g.bench_function("rbtree", |b| b.iter(|| rb.churn(CHURN, &mut rng)));
+    g.finish();
+}
+
+/// Runs `pairs` on each of `threads` threads started once, timing each thread's loop after a
+/// barrier, `iters` times; the slowest thread's time.
+fn timed_threads(threads: u16, iters: u64, run: impl Fn(CpuId) + Sync) -> std::time::Duration {
+    let barrier = std::sync::Barrier::new(usize::from(threads));
+    std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|t| {
+                let (barrier, run) = (&barrier, &run);
+                s.spawn(move || {
+                    barrier.wait();
+                    let t0 = std::time::Instant::now();
+                    for _ in 0..iters {
+                        run(CpuId::new(t));
+                    }
+                    t0.elapsed()
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap())
+            .max()
+            .unwrap_or_default()
+    })
 }
 
 /// `pairs` alloc/free pairs on CPU `cpu` through `alloc`/`free`, with a ring of `RING`.
@@ -130,37 +207,27 @@ fn scaling(c: &mut Criterion) {
     for threads in [1u16, 2] {
         let per = TOTAL / u64::from(threads);
         g.bench_function(format!("shared_magazine/{threads}"), |b| {
-            b.iter(|| {
-                std::thread::scope(|s| {
-                    for t in 0..threads {
-                        let m = &shared;
-                        s.spawn(move || {
-                            thread_pairs(
-                                CpuId::new(t),
-                                per,
-                                |cpu| m.alloc(cpu, 1, Pfn::new(END)).unwrap(),
-                                |cpu, p| m.free(cpu, p, 1).unwrap(),
-                            );
-                        });
-                    }
-                });
+            b.iter_custom(|iters| {
+                timed_threads(threads, iters, |cpu| {
+                    thread_pairs(
+                        cpu,
+                        per,
+                        |cpu| shared.alloc(cpu, 1, Pfn::new(END)).unwrap(),
+                        |cpu, p| shared.free(cpu, p, 1).unwrap(),
+                    );
+                })
             });
         });
         g.bench_function(format!("locked_rbtree/{threads}"), |b| {
-            b.iter(|| {
-                std::thread::scope(|s| {
-                    for t in 0..threads {
-                        let l = &locked;
-                        s.spawn(move || {
-                            thread_pairs(
-                                CpuId::new(t),
-                                per,
-                                |cpu| l.alloc(cpu, 1, Pfn::new(END)).unwrap(),
-                                |cpu, p| l.free(cpu, p, 1).unwrap(),
-                            );
-                        });
-                    }
-                });
+            b.iter_custom(|iters| {
+                timed_threads(threads, iters, |cpu| {
+                    thread_pairs(
+                        cpu,
+                        per,
+                        |cpu| locked.alloc(cpu, 1, Pfn::new(END)).unwrap(),
+                        |cpu, p| locked.free(cpu, p, 1).unwrap(),
+                    );
+                })
             });
         });
     }
