@@ -8,7 +8,8 @@
 //!
 //! Built-in generators, chosen by [`WorkloadConfig`]: [`PseudoScsi`] (S0.8),
 //! [`NetperfSend`] and [`ApacheSendfile`] (S1.8–S1.9, sharing the NIC transmit path of
-//! [`netperf_send`]), [`Block`] and [`UniformRandom`]. Realistic physical buffers come from
+//! [`netperf_send`]), [`Block`] and [`UniformRandom`]; [`NetRx`], a NIC receive ring under
+//! NAPI (S2.7), is a library generator (not a `kind`) used by the Xen DMA-layer runs. Realistic physical buffers come from
 //! [`page_alloc`] (Linux-like per-CPU LIFO page lists and a kmalloc slab); popularity from
 //! [`zipf`]. Every generator is deterministic for its `seed` and allocates nothing per op
 //! once warm (`tests/workload_props.rs`).
@@ -24,6 +25,7 @@ use iommulab_trace as trace;
 pub mod apache_sendfile;
 pub mod block;
 pub mod in_guest;
+pub mod net_rx;
 pub mod netperf_send;
 pub mod oracle_general;
 pub mod page_alloc;
@@ -40,6 +42,7 @@ use crate::trace::TraceError;
 pub use apache_sendfile::{ApacheSendfile, ApacheSendfileConfig};
 pub use block::{Block, BlockBuffers, BlockConfig, Pattern};
 pub use in_guest::InGuest;
+pub use net_rx::{NetRx, NetRxConfig};
 pub use netperf_send::{NetperfSend, NetperfSendConfig, TxMapping};
 pub use page_alloc::PageAllocConfig;
 pub use pseudo_scsi::{PseudoScsi, PseudoScsiConfig};

@@ -19,11 +19,13 @@
 //! | `coupling.rs` | [`IoProtection`]: the device's view of guest memory follows the types |
 //! | `iosup.rs` | [`PtPool`]: per-level pools that keep freed tables typed; shrinking |
 //! | `churn.rs` | [`PvChurn`]: process creation and exit at a rate, with a NIC stream |
+//! | `pv_dma/` | a PV domain's DMA layer on a hypervisor-owned IOMMU, multicalls and the S2.6 options (seed 002) |
 
 pub mod churn;
 pub mod coupling;
 pub mod iosup;
 pub mod page_type;
+pub mod pv_dma;
 
 use serde::{Deserialize, Serialize};
 

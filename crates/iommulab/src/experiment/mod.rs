@@ -6,6 +6,7 @@
 pub mod build;
 pub mod config;
 mod guest;
+pub mod pv_dma;
 pub mod record;
 pub mod result;
 pub mod runner;
@@ -17,5 +18,6 @@ pub use config::{
     ConfigError, ExperimentConfig, GuestSystemConfig, HardwareConfig, Mechanisms, NamedConfig,
     Resolved, ResolvedSystem, SoftwareClock, SystemConfig, TraceSpec, UnitKind, WorkloadSpec,
 };
+pub use pv_dma::{PvDmaKind, PvDmaRun, PvDmaSpec, run_pv_dma};
 pub use result::{ComponentStats, RunResult};
 pub use runner::RunLabels;

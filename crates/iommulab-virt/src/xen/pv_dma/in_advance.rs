@@ -1,0 +1,103 @@
+//! [`InAdvance`] (S2.6 "allocate in advance and free when done"): a caching layer inside
+//! the DMA API. Drivers keep calling map and unmap; the first map of a frame makes the
+//! hypercall (TCE *i* → the frame behind pseudo-physical *i*, read-write, so any later
+//! direction is covered) and every later map of it finds the entry there. Unmaps do
+//! nothing. Every frame ever mapped stays reachable by the device, and a page flip leaves
+//! its entry naming the old machine frame, like pre-allocation.
+
+use crate::addr::{DomainId, Gpa, Iova, Perm, Pfn};
+use crate::dma::{BackendError, Translation};
+use crate::hw::RemapUnit;
+
+use super::{Crossing, Hypervisor, PvDmaOption};
+
+/// Map a frame the first time, keep it.
+#[derive(Clone, Debug, Default)]
+pub struct InAdvance {
+    /// One bit per pseudo-physical frame: mapped already.
+    mapped: Vec<u64>,
+    /// Maps that found every page cached (no hypercall).
+    hits: u64,
+}
+
+impl InAdvance {
+    /// Maps served from the cache.
+    pub fn hits(&self) -> u64 {
+        self.hits
+    }
+
+    #[inline]
+    fn test_and_set(&mut self, gfn: u64) -> bool {
+        let (w, b) = ((gfn / 64) as usize, gfn % 64);
+        if w >= self.mapped.len() {
+            self.mapped.resize(w + 1, 0);
+        }
+        let was = self.mapped[w] >> b & 1 == 1;
+        self.mapped[w] |= 1 << b;
+        was
+    }
+}
+
+impl PvDmaOption for InAdvance {
+    const NAME: &'static str = "in-advance";
+    const TRANSLATION: Translation = Translation::Identity;
+    const PROTECTS_WITHIN_DOMAIN: bool = false;
+
+    fn setup<U: RemapUnit>(
+        &mut self,
+        hv: &mut Hypervisor<U>,
+        _domain: DomainId,
+    ) -> Result<(), crate::hw::MapError> {
+        // Sized once for the domain's memory, so the I/O path never grows it.
+        self.mapped = vec![0; usize::try_from(hv.p2m().pages().div_ceil(64)).unwrap_or(0)];
+        Ok(())
+    }
+
+    #[inline]
+    fn map<U: RemapUnit>(
+        &mut self,
+        hv: &mut Hypervisor<U>,
+        domain: DomainId,
+        _iova: Pfn<Iova>,
+        gfn: Pfn<Gpa>,
+        pages: u64,
+        _perm: Perm,
+    ) -> Result<(), BackendError> {
+        if gfn.get().saturating_add(pages) > hv.p2m().pages() {
+            return Err(BackendError::Refused { pages });
+        }
+        let mut all_cached = true;
+        for i in 0..pages {
+            let g = gfn.add(i);
+            if !self.test_and_set(g.get()) {
+                all_cached = false;
+                hv.queue_map(domain, Pfn::new(g.get()), g, 1, Perm::ReadWrite)?;
+            }
+        }
+        if all_cached {
+            self.hits += 1;
+        }
+        Ok(())
+    }
+
+    #[inline]
+    fn after_map<U: RemapUnit>(&mut self, hv: &mut Hypervisor<U>) -> Result<(), BackendError> {
+        Ok(hv.submit(Crossing::Hypercall)?)
+    }
+
+    #[inline]
+    fn unmap<U: RemapUnit>(
+        &mut self,
+        _hv: &mut Hypervisor<U>,
+        _domain: DomainId,
+        _iova: Pfn<Iova>,
+        _pages: u64,
+    ) -> Result<(), BackendError> {
+        Ok(())
+    }
+
+    #[inline]
+    fn after_unmap<U: RemapUnit>(&mut self, _hv: &mut Hypervisor<U>) -> Result<(), BackendError> {
+        Ok(())
+    }
+}

@@ -1,0 +1,267 @@
+//! A NIC's receive ring under NAPI (S2.7's netperf receiver): the driver keeps `ring`
+//! receive buffers mapped for the device; each poll the device fills up to `budget` of them
+//! (oldest first), the driver unmaps each filled buffer and hands it up the stack, then
+//! refills the ring with as many freshly mapped buffers. Maps therefore come in runs of up
+//! to `budget` after runs of unmaps, which is what a batching DMA interface
+//! (`map_multi`/`unmap_multi`, S2.6) can exploit, and every map and unmap request is for
+//! one buffer, which is why Xen's multicalls carried one entry (S2.5).
+//!
+//! Buffers are `buf_size`-byte slab objects (2 KiB: two per page, as the e1000 family's
+//! receive buffers), drawn at random from a pool of `pool_pages` pages; page-sized buffers
+//! are whole pages taken from the pool in turn. One CPU polls.
+
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use serde::{Deserialize, Serialize};
+
+use super::{DmaOp, Segment, Workload, WorkloadError};
+use crate::addr::{Access, CpuId, DmaDirection, Hpa, PAGE_4K};
+
+/// Parameters of [`NetRx`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct NetRxConfig {
+    /// Packets to receive (I/Os).
+    pub packets: u64,
+    /// Receive descriptors kept mapped (256, the e1000's default ring).
+    pub ring: u32,
+    /// Packets handled per NAPI poll (Linux's default weight, 64).
+    pub budget: u32,
+    /// Bytes per receive buffer.
+    pub buf_size: u64,
+    /// Pages in the buffer pool.
+    pub pool_pages: u64,
+    /// Seed of the buffer-placement RNG.
+    pub seed: u64,
+}
+
+impl Default for NetRxConfig {
+    fn default() -> Self {
+        Self {
+            packets: 100_000,
+            ring: 256,
+            budget: 64,
+            buf_size: 2048,
+            pool_pages: 4096,
+            seed: 1,
+        }
+    }
+}
+
+/// Physical base of the buffer pool (above the first GiB).
+const POOL_BASE: u64 = 0x4000_0000;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// Mapping buffers until the ring is full.
+    Refill,
+    /// The device writes the next filled buffer.
+    Fill,
+    /// The driver unmaps the buffer just filled.
+    Unmap,
+    Done,
+}
+
+/// The generator.
+#[derive(Debug, Clone)]
+pub struct NetRx {
+    cfg: NetRxConfig,
+    rng: SmallRng,
+    /// Buffers mapped so far (slot = mapped % ring).
+    mapped: u64,
+    /// Packets received (unmapped) so far.
+    received: u64,
+    /// Packets left in the current poll.
+    poll_left: u32,
+    phase: Phase,
+}
+
+impl NetRx {
+    /// A generator; `ring`, `budget`, `buf_size` and `pool_pages` below 1 count as 1, and the
+    /// budget is at most the ring.
+    pub fn new(cfg: NetRxConfig) -> Self {
+        let ring = cfg.ring.max(1);
+        let cfg = NetRxConfig {
+            ring,
+            budget: cfg.budget.clamp(1, ring),
+            buf_size: cfg.buf_size.max(1),
+            pool_pages: cfg.pool_pages.max(1),
+            ..cfg
+        };
+        Self {
+            rng: SmallRng::seed_from_u64(cfg.seed),
+            cfg,
+            mapped: 0,
+            received: 0,
+            poll_left: 0,
+            phase: Phase::Refill,
+        }
+    }
+
+    /// The physical memory the buffers come from: `[base, base + pool_pages × 4 KiB)`.
+    pub fn pool(&self) -> (Hpa, u64) {
+        (Hpa::new(POOL_BASE), self.cfg.pool_pages)
+    }
+
+    fn slot(&self, n: u64) -> u32 {
+        u32::try_from(n % u64::from(self.cfg.ring)).unwrap_or(0)
+    }
+
+    fn buffer(&mut self) -> Hpa {
+        // Page-sized buffers are whole pages taken in turn, so no two live buffers share a
+        // page (what page flipping, which hands whole pages over, needs); smaller ones are
+        // slab objects on random pages.
+        if self.cfg.buf_size >= PAGE_4K.bytes() {
+            let pages = self.cfg.buf_size.div_ceil(PAGE_4K.bytes());
+            let slots = (self.cfg.pool_pages / pages).max(1);
+            let page = (self.mapped % slots) * pages;
+            return Hpa::new(POOL_BASE + page * PAGE_4K.bytes());
+        }
+        let page = self.rng.gen_range(0..self.cfg.pool_pages);
+        let per_page = (PAGE_4K.bytes() / self.cfg.buf_size.next_power_of_two()).max(1);
+        let object = self.rng.gen_range(0..per_page);
+        let offset = if per_page > 1 {
+            object * self.cfg.buf_size.next_power_of_two()
+        } else {
+            0
+        };
+        Hpa::new(POOL_BASE + page * PAGE_4K.bytes() + offset)
+    }
+}
+
+impl Workload for NetRx {
+    type Phys = Hpa;
+
+    fn next_op(&mut self) -> Result<Option<DmaOp>, WorkloadError> {
+        loop {
+            match self.phase {
+                Phase::Done => return Ok(None),
+                Phase::Refill => {
+                    // Never post more buffers than packets are left to arrive.
+                    let posted = self.mapped - self.received;
+                    if posted < u64::from(self.cfg.ring) && self.mapped < self.cfg.packets {
+                        let n = self.mapped;
+                        self.mapped += 1;
+                        let phys = self.buffer();
+                        return Ok(Some(DmaOp::Map {
+                            slot: self.slot(n),
+                            cpu: CpuId::new(0),
+                            device: 0,
+                            phys,
+                            len: self.cfg.buf_size,
+                            dir: DmaDirection::FromDevice,
+                            dma_alloc: false,
+                        }));
+                    }
+                    if posted == 0 {
+                        self.phase = Phase::Done;
+                        continue;
+                    }
+                    let budget = u64::from(self.cfg.budget).min(posted);
+                    self.poll_left = u32::try_from(budget).unwrap_or(self.cfg.budget);
+                    self.phase = Phase::Fill;
+                }
+                Phase::Fill => {
+                    self.phase = Phase::Unmap;
+                    return Ok(Some(DmaOp::Access {
+                        slot: self.slot(self.received),
+                        access: Access::Write,
+                    }));
+                }
+                Phase::Unmap => {
+                    let n = self.received;
+                    self.received += 1;
+                    self.poll_left -= 1;
+                    self.phase = if self.poll_left == 0 {
+                        Phase::Refill
+                    } else {
+                        Phase::Fill
+                    };
+                    return Ok(Some(DmaOp::Unmap {
+                        slot: self.slot(n),
+                        cpu: CpuId::new(0),
+                    }));
+                }
+            }
+        }
+    }
+
+    fn sg_segments(&self) -> &[Segment] {
+        &[]
+    }
+
+    fn slots(&self) -> usize {
+        self.cfg.ring as usize
+    }
+
+    fn devices(&self) -> usize {
+        1
+    }
+
+    fn total_ios(&self) -> Option<u64> {
+        Some(self.cfg.packets)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ops(cfg: NetRxConfig) -> Vec<DmaOp> {
+        let mut w = NetRx::new(cfg);
+        let mut out = Vec::new();
+        while let Some(op) = w.next_op().unwrap() {
+            out.push(op);
+        }
+        out
+    }
+
+    /// The ring fills first, then polls of `budget` fills and unmaps alternate with refills
+    /// of as many maps; every buffer is unmapped once, after the device wrote it.
+    #[test]
+    fn polls_unmap_a_budget_then_refill() {
+        let cfg = NetRxConfig {
+            packets: 10,
+            ring: 4,
+            budget: 2,
+            ..NetRxConfig::default()
+        };
+        let kinds: String = ops(cfg)
+            .iter()
+            .map(|op| match op {
+                DmaOp::Map { .. } => 'M',
+                DmaOp::Access { .. } => 'A',
+                DmaOp::Unmap { .. } => 'U',
+                _ => '?',
+            })
+            .collect();
+        assert_eq!(
+            kinds,
+            "MMMM".to_owned() + "AUAU" + "MM" + "AUAU" + "MM" + "AUAU" + "MM" + "AUAU" + "AUAU"
+        );
+    }
+
+    #[test]
+    fn every_packet_is_mapped_and_unmapped_once() {
+        let cfg = NetRxConfig {
+            packets: 1000,
+            ..NetRxConfig::default()
+        };
+        let all = ops(cfg);
+        let maps = all
+            .iter()
+            .filter(|o| matches!(o, DmaOp::Map { .. }))
+            .count();
+        let unmaps = all
+            .iter()
+            .filter(|o| matches!(o, DmaOp::Unmap { .. }))
+            .count();
+        assert_eq!((maps, unmaps), (1000, 1000));
+        for op in &all {
+            if let DmaOp::Map { phys, len, .. } = op {
+                // 2 KiB objects never cross a page.
+                assert!(phys.get() % 4096 + len <= 4096);
+            }
+        }
+    }
+}
