@@ -159,3 +159,18 @@ def test_an_unwritable_out_is_an_os_error(tmp_path: Path) -> None:
     blocker.write_text("not a folder")
     with pytest.raises(OSError, match="cannot create"):
         iommulab.reproduce("yassour2010", quick=True, out=blocker, progress=False)
+
+
+def test_benyehuda2007_measures_the_options_of_s2_6() -> None:
+    r = iommulab.reproduce("benyehuda2007", quick=True, progress=False)
+    opts = r.tables["options"]
+    streaming = opts[(opts["scenario"] == "dom0") & (opts["option"] == "streaming")].iloc[0]
+    assert abs(float(streaming["hypercalls_per_pair"]) - 2.0) < 0.001
+    assert int(streaming["late_probes_through"]) == 0
+    never_free = opts[opts["option"] == "never-free"].iloc[0]
+    assert int(never_free["late_probes_through"]) == int(never_free["late_probes"]) > 0
+    pre = opts[opts["option"] == "pre-allocate"].iloc[0]
+    assert int(pre["foreign_accesses_after_flips"]) > 0
+    mc = r.tables["multicalls"]
+    assert mc["workload"].nunique() == 3
+    assert len(r.results["options"]) == 7

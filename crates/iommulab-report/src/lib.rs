@@ -156,6 +156,8 @@ pub fn files(reproduction: Reproduction) -> Vec<String> {
                 "results.json".to_string(),
                 "runs.csv".into(),
                 "dma.csv".into(),
+                "options.csv".into(),
+                "multicalls.csv".into(),
             ];
             for fig in 2..=7 {
                 for ext in ["svg", "png"] {

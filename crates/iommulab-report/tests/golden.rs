@@ -219,7 +219,7 @@ fn yassour2010_quick_matches_the_golden_files() {
 #[test]
 fn benyehuda2007_quick_matches_the_golden_files() {
     let out = run_and_render(Reproduction::BenYehuda2007);
-    assert_eq!(compare_tree(out.path(), "benyehuda2007"), 4);
+    assert_eq!(compare_tree(out.path(), "benyehuda2007"), 6);
 }
 
 #[test]

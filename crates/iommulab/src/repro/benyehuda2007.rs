@@ -32,14 +32,23 @@
 //! | dom0 | dom0's `dom0_cpus` vCPU | everything + Xen's event per packet | DMA pairs + 2 hypercalls each |
 //! | domU | dom0's vCPU + domU's vCPU | dom0: driver + netback (grant copy); domU: netfront + TCP + copy | dom0: as in dom0 |
 //!
-//! Multicalls (S2.5) batch nothing here: every map and unmap request is for one buffer, so
-//! each is its own hypercall (the paper saw over 99% single-entry requests).
+//! **Multicalls and the options of S2.6.** The domain's DMA layer is also run over the Xen
+//! PV backend ([`crate::virt::xen::pv_dma`]: the hypervisor owns the unit, requests cross as
+//! multicalls) for a NIC's receive ring, once per option — the paper's streaming DMA API,
+//! map-multi batches, never-free, pre-allocation, an allocate-in-advance cache and
+//! grant-table pre-mapping — measuring hypercalls, cycles, stale retries that go through and
+//! accesses to frames given away after page flips ([`options`]); and the multicall sizes of a
+//! receive ring and of a TSO sender mapping per fragment or per scatterlist ([`multicalls`]).
 
 use serde::Serialize;
 
 use crate::Error;
-use crate::experiment::{ExperimentConfig, UnitKind, run_experiment};
+use crate::experiment::{
+    ExperimentConfig, PvDmaKind, PvDmaRun, PvDmaSpec, UnitKind, run_experiment, run_pv_dma,
+};
 use crate::hw::cost::CostModel;
+use crate::virt::xen::pv_dma::SizeBucket;
+use crate::workload::{NetRx, NetRxConfig, NetperfSend, NetperfSendConfig, TxMapping};
 
 use super::{ReproOptions, Reproduction, Steps};
 
@@ -204,6 +213,43 @@ pub struct Headline {
     pub max_loss_lt_1024: f64,
 }
 
+/// One option of S2.6 (and the paper's own streaming DMA API), measured on the model: the
+/// domain's DMA layer over the PV backend ([`crate::virt::xen::pv_dma`]) on Calgary, for a
+/// NIC's receive ring, then charged to the netperf model.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct OptionRow {
+    /// Where it runs: `dom0` (a domain driving its own device) or `domU` (its I/O mapped by
+    /// dom0, its driver domain: grant-table pre-mapping applies there).
+    pub scenario: Scenario,
+    /// The run on the receive ring (2 KiB buffers, no page flipping).
+    pub run: PvDmaRun,
+    /// Page flips of the second run, which flips every received page to another domain
+    /// (4 KiB buffers, one per page).
+    pub flips: u64,
+    /// Device accesses of that run that reached a frame the domain had given away.
+    pub foreign_accesses_after_flips: u64,
+    /// The scenario's CPU utilisation with the option over the IOMMU off, at 1024-byte
+    /// messages (0.4 = +40%).
+    pub cpu_increase_1024: f64,
+    /// Throughput lost against the IOMMU off at 64-byte messages (0.2 = −20%).
+    pub throughput_loss_64: f64,
+}
+
+/// The sizes of the map/unmap multicalls a workload makes (S2.5).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct MulticallRow {
+    /// The workload and how its driver maps.
+    pub workload: String,
+    /// Multicalls made.
+    pub multicalls: u64,
+    /// Fraction with one entry.
+    pub single_entry_fraction: f64,
+    /// Mean entries per multicall.
+    pub mean_entries: f64,
+    /// The distribution.
+    pub sizes: Vec<SizeBucket>,
+}
+
 /// Everything the reproduction produced.
 #[derive(Clone, Debug, Serialize)]
 pub struct BenYehuda2007Results {
@@ -219,6 +265,111 @@ pub struct BenYehuda2007Results {
     pub headline: Vec<Headline>,
     /// The paper's numbers.
     pub published: Published,
+    /// The options of S2.6, measured.
+    pub options: Vec<OptionRow>,
+    /// Multicall sizes per workload (S2.5).
+    pub multicalls: Vec<MulticallRow>,
+}
+
+/// The options of S2.6 on Calgary: each measured on `packets` received packets, with and
+/// without page flipping, and charged to the netperf model of its scenario.
+pub fn options(model: &NetperfModel, packets: u64) -> Result<Vec<OptionRow>, Error> {
+    let ring = |buf_size| {
+        NetRx::new(NetRxConfig {
+            packets,
+            buf_size,
+            ..NetRxConfig::default()
+        })
+    };
+    let mut out = Vec::new();
+    for (scenario, option) in [
+        (Scenario::Dom0, PvDmaKind::Streaming),
+        (Scenario::Dom0, PvDmaKind::MapMulti),
+        (Scenario::Dom0, PvDmaKind::NeverFree),
+        (Scenario::Dom0, PvDmaKind::PreAllocate),
+        (Scenario::Dom0, PvDmaKind::InAdvance),
+        (Scenario::DomU, PvDmaKind::Streaming),
+        (Scenario::DomU, PvDmaKind::GrantPremap),
+    ] {
+        let spec = PvDmaSpec {
+            option,
+            unit: UnitKind::Calgary,
+            ..PvDmaSpec::default()
+        };
+        let run = run_pv_dma(&spec, ring(2048))?;
+        let flipped = run_pv_dma(
+            &PvDmaSpec {
+                page_flip: true,
+                ..spec
+            },
+            ring(4096),
+        )?;
+        let charge = DmaCharge {
+            unit: run.unit.clone(),
+            bare_metal: run.cycles_per_pair,
+            xen: run.cycles_per_pair,
+        };
+        let change = |m: u64| {
+            let off = point(model, scenario, m, None);
+            let on = point(model, scenario, m, Some(&charge));
+            (
+                on.cpu_utilization / off.cpu_utilization - 1.0,
+                1.0 - on.throughput_mbps / off.throughput_mbps,
+            )
+        };
+        out.push(OptionRow {
+            scenario,
+            flips: flipped.flips,
+            foreign_accesses_after_flips: flipped.foreign_accesses,
+            cpu_increase_1024: change(1024).0,
+            throughput_loss_64: change(64).1,
+            run,
+        });
+    }
+    Ok(out)
+}
+
+/// Multicall sizes of the streaming DMA API for a receive ring and for a TSO sender whose
+/// driver maps a packet's pieces one by one (e1000e, ixgbe) or as one scatterlist.
+pub fn multicalls(packets: u64) -> Result<Vec<MulticallRow>, Error> {
+    let spec = PvDmaSpec::default();
+    let row = |workload: &str, r: PvDmaRun| MulticallRow {
+        workload: workload.into(),
+        multicalls: r.multicall_sizes.iter().map(|b| b.multicalls).sum(),
+        single_entry_fraction: r.single_entry_fraction,
+        mean_entries: r.mean_entries,
+        sizes: r.multicall_sizes,
+    };
+    let rx = run_pv_dma(
+        &spec,
+        NetRx::new(NetRxConfig {
+            packets,
+            ..NetRxConfig::default()
+        }),
+    )?;
+    let send = |mapping| -> Result<PvDmaRun, Error> {
+        let w = NetperfSend::new(NetperfSendConfig {
+            packets: packets / 4,
+            tso: true,
+            mapping,
+            ..NetperfSendConfig::default()
+        })?;
+        run_pv_dma(&spec, w)
+    };
+    Ok(vec![
+        row(
+            "netperf receive: 2 KiB ring buffers, one map per packet",
+            rx,
+        ),
+        row(
+            "netperf send, TSO: head and each fragment mapped by its own call (e1000e, ixgbe)",
+            send(TxMapping::PerFragment)?,
+        ),
+        row(
+            "netperf send, TSO: each packet mapped as one scatterlist",
+            send(TxMapping::Sg)?,
+        ),
+    ])
 }
 
 /// Measures one unit's DMA layer: `pairs` map + unmap pairs of 2 KiB receive buffers, 256
@@ -247,13 +398,38 @@ pub fn measure_dma(unit: UnitKind, pairs: u64) -> Result<DmaLayerCost, Error> {
     })
 }
 
+/// What the IOMMU adds to one map + unmap pair where the netperf model charges it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct DmaCharge {
+    /// The unit.
+    pub unit: String,
+    /// Cycles per pair on bare metal.
+    pub bare_metal: f64,
+    /// Cycles per pair in a Xen domain that drives the device (hypercalls included).
+    pub xen: f64,
+}
+
+impl DmaCharge {
+    /// The bare-metal DMA layer measured on a unit, plus one hypercall per map and per
+    /// unmap in Xen (the streaming DMA API: one single-entry multicall each, S2.5).
+    pub fn of_layer(d: &DmaLayerCost) -> Self {
+        #[expect(clippy::cast_precision_loss, reason = "cycle counts")]
+        let hyper = 2.0 * d.hypercall_cycles as f64;
+        Self {
+            unit: d.unit.clone(),
+            bare_metal: d.cycles_per_pair,
+            xen: d.cycles_per_pair + hyper,
+        }
+    }
+}
+
 /// One point: the throughput and utilisation of `scenario` at message size `m`.
-/// `dma_pair` is the cycles of one map + unmap pair where the IOMMU is on (`None`: off).
+/// `dma` is what one map + unmap pair costs where the IOMMU is on (`None`: off).
 pub fn point(
     model: &NetperfModel,
     scenario: Scenario,
     m: u64,
-    dma: Option<&DmaLayerCost>,
+    dma: Option<&DmaCharge>,
 ) -> NetperfRun {
     let clock = CostModel::VTD_2008.clock.as_ghz() * 1e9;
     let packets_per_msg = m.div_ceil(model.mss);
@@ -271,10 +447,9 @@ pub fn point(
     let acks = ack_tx / ack_every;
     // DMA pairs per packet: one receive buffer, and one ACK buffer every `ack_every`.
     let pairs_per_packet = 1.0 + 1.0 / ack_every;
-    let (pair, hyper) = match dma {
+    let (pair, xen_pair) = match dma {
         None => (0.0, 0.0),
-        #[expect(clippy::cast_precision_loss, reason = "cycle counts")]
-        Some(d) => (d.cycles_per_pair, 2.0 * d.hypercall_cycles as f64),
+        Some(d) => (d.bare_metal, d.xen),
     };
     #[expect(clippy::cast_precision_loss, reason = "small integers")]
     let f = |x: u64| x as f64;
@@ -288,7 +463,7 @@ pub fn point(
         ],
         Scenario::Dom0 => vec![(
             "dom0",
-            rx + acks + copy + f(model.xen_event) + (pair + hyper) * pairs_per_packet,
+            rx + acks + copy + f(model.xen_event) + xen_pair * pairs_per_packet,
             f64::from(model.dom0_cpus),
         )],
         Scenario::DomU => vec![
@@ -298,7 +473,7 @@ pub fn point(
                     + f(model.xen_event)
                     + f(model.netback_packet)
                     + copy
-                    + (pair + hyper) * pairs_per_packet,
+                    + xen_pair * pairs_per_packet,
                 f64::from(model.dom0_cpus),
             ),
             (
@@ -393,12 +568,13 @@ pub fn published() -> Published {
 pub fn run(opts: &ReproOptions<'_>) -> Result<BenYehuda2007Results, Error> {
     let pairs = if opts.quick { 20_000 } else { 400_000 };
     // Steps: the DMA layer on each unit, then each scenario with the IOMMU off and on.
-    let mut steps = Steps::new(opts, Reproduction::BenYehuda2007, 2 + 2 * 3);
+    let mut steps = Steps::new(opts, Reproduction::BenYehuda2007, 2 + 2 * 3 + 2);
     steps.start(|| "DMA layer on calgary".into())?;
     let calgary = measure_dma(UnitKind::Calgary, pairs)?;
     steps.start(|| "DMA layer on dart".into())?;
     let dart = measure_dma(UnitKind::Dart, pairs)?;
     let model = NetperfModel::default();
+    let (calgary_charge, dart_charge) = (DmaCharge::of_layer(&calgary), DmaCharge::of_layer(&dart));
     let mut runs = Vec::new();
     for scenario in Scenario::ALL {
         for iommu in [false, true] {
@@ -414,10 +590,10 @@ pub fn run(opts: &ReproOptions<'_>) -> Result<BenYehuda2007Results, Error> {
                     runs.push(point(&model, scenario, m, None));
                     continue;
                 }
-                runs.push(point(&model, scenario, m, Some(&calgary)));
+                runs.push(point(&model, scenario, m, Some(&calgary_charge)));
                 // DART ran bare metal only (S2.7).
                 if scenario == Scenario::BareMetal {
-                    runs.push(point(&model, scenario, m, Some(&dart)));
+                    runs.push(point(&model, scenario, m, Some(&dart_charge)));
                 }
             }
         }
@@ -427,6 +603,11 @@ pub fn run(opts: &ReproOptions<'_>) -> Result<BenYehuda2007Results, Error> {
         .map(|s| headline(&runs, s, "calgary"))
         .collect();
     headlines.push(headline(&runs, Scenario::BareMetal, "dart"));
+    let packets = if opts.quick { 20_000 } else { 200_000 };
+    steps.start(|| "the options of S2.6".into())?;
+    let options = options(&model, packets)?;
+    steps.start(|| "multicall sizes".into())?;
+    let multicalls = multicalls(packets)?;
     steps.finish()?;
     Ok(BenYehuda2007Results {
         quick: opts.quick,
@@ -435,6 +616,8 @@ pub fn run(opts: &ReproOptions<'_>) -> Result<BenYehuda2007Results, Error> {
         runs,
         headline: headlines,
         published: published(),
+        options,
+        multicalls,
     })
 }
 
@@ -477,6 +660,35 @@ mod tests {
             h(2)
         );
         assert_eq!(r.runs.len(), 11 * (3 + 2 + 2));
+        // The options of S2.6 (pinned, quick run): what each costs and what it leaves open.
+        let opt = |s: Scenario, name: &str| {
+            r.options
+                .iter()
+                .find(|o| o.scenario == s && o.run.option == name)
+                .unwrap()
+        };
+        let st = opt(Scenario::Dom0, "streaming");
+        assert!((st.run.hypercalls_per_pair - 2.0).abs() < 0.001, "{st:?}");
+        assert!((0.60..0.68).contains(&st.cpu_increase_1024), "{st:?}");
+        assert_eq!(st.run.late_probes_through, 0);
+        assert_eq!(st.foreign_accesses_after_flips, 0);
+        let mm = opt(Scenario::Dom0, "map-multi");
+        assert!((mm.run.mean_entries - 16.0).abs() < 1e-9);
+        assert!((0.36..0.44).contains(&mm.cpu_increase_1024), "{mm:?}");
+        let nf = opt(Scenario::Dom0, "never-free");
+        assert_eq!(nf.run.late_probes_through, nf.run.late_probes);
+        assert!(nf.run.late_probes > 0);
+        let pa = opt(Scenario::Dom0, "pre-allocate");
+        assert_eq!(pa.run.hypervisor.hypercalls, 0);
+        assert!(pa.cpu_increase_1024 < 0.06, "{pa:?}");
+        assert!(pa.foreign_accesses_after_flips > 0);
+        assert!(opt(Scenario::Dom0, "in-advance").foreign_accesses_after_flips > 0);
+        let gp = opt(Scenario::DomU, "grant-premap");
+        assert!(gp.cpu_increase_1024 < opt(Scenario::DomU, "streaming").cpu_increase_1024);
+        // Multicalls: the receive ring and per-fragment sends are all single-entry (S2.5).
+        assert!((r.multicalls[0].single_entry_fraction - 1.0).abs() < 1e-12);
+        assert!((r.multicalls[1].single_entry_fraction - 1.0).abs() < 1e-12);
+        assert!(r.multicalls[2].mean_entries > 10.0);
         // Turning the IOMMU on never raises throughput nor lowers CPU use.
         for on in r.runs.iter().filter(|x| x.iommu) {
             let off = r
