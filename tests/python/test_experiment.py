@@ -59,3 +59,31 @@ def test_a_mixed_batch_has_the_union_of_the_columns() -> None:
     assert len(df) == 2
     assert df["guest.hits"].isna().tolist() == [True, False]
     assert (df["ops"] > 0).all()
+
+
+XEN = {
+    "system": {"kind": "xen-pv", "option": "streaming"},
+    "hardware": {"unit": "calgary", "cost": "vtd-2008", "cost_overrides": {"hypercall": 1000}},
+    "workload": {"kind": "net-rx", "packets": 5000},
+}
+
+
+def test_a_xen_pv_run_has_the_xen_part() -> None:
+    d = iommulab.run(XEN).to_dict()
+    x = d["xen_pv"]
+    assert d["config"] == "xen-pv-streaming@calgary"
+    assert x["option"] == "streaming" and x["pairs"] == 5000
+    assert abs(x["hypercalls_per_pair"] - 2.0) < 0.01
+    assert x["single_entry_fraction"] == 1.0
+    assert "guest" not in d
+
+
+def test_a_sweep_over_the_s2_6_options() -> None:
+    options = ["streaming", "map-multi", "never-free", "pre-allocate", "in-advance"]
+    df = iommulab.sweep({"system.option": options}, base=XEN, progress=False)
+    per_pair = dict(zip(df["xen_pv.option"], df["xen_pv.hypercalls_per_pair"]))
+    # Each option crosses into the hypervisor less than the streaming API it improves on.
+    assert all(per_pair[o] < per_pair["streaming"] for o in options[1:])
+    assert per_pair["pre-allocate"] == 0.0
+    late = dict(zip(df["xen_pv.option"], df["xen_pv.late_probes_through"]))
+    assert late["streaming"] == 0 and late["never-free"] > 0

@@ -297,6 +297,8 @@ pub enum WorkloadArg {
     Block,
     /// Random maps and unmaps.
     UniformRandom,
+    /// A NIC's receive ring under NAPI (S2.7).
+    NetRx,
 }
 
 /// `iommulab replay`.

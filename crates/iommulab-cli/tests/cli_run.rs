@@ -112,3 +112,16 @@ fn bench_refuses_pseudo_driver_flags_for_another_workload() {
         .failure()
         .stderr(predicate::str::contains("--io-size").and(predicate::str::contains("block")));
 }
+
+#[test]
+fn the_xen_pv_example_runs_the_never_free_option() {
+    let v = run_json(&repo().join("examples/xen-pv-never-free.toml"));
+    assert_eq!(v["config"], "xen-pv-never-free@calgary");
+    let x = &v["xen_pv"];
+    assert_eq!(x["option"], "never-free");
+    assert_eq!(x["hypervisor"]["entries_cleared"], 0);
+    // Every buffer lost long ago is still reachable: the hole never-free leaves (S2.6).
+    assert!(x["late_probes"].as_u64().unwrap() > 0);
+    assert_eq!(x["late_probes_through"], x["late_probes"]);
+    assert!(v.get("guest").is_none());
+}

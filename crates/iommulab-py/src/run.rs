@@ -303,6 +303,7 @@ pub fn run_batch<'py>(
     let shape = |v: &serde_json::Value| {
         (
             v.get("guest").is_some(),
+            v.get("xen_pv").is_some(),
             v.get("replay").is_some(),
             v.pointer("/guest/cache")
                 .is_some_and(serde_json::Value::is_object),

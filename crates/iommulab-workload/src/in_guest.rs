@@ -28,6 +28,11 @@ impl<W: Workload<Phys = Hpa>> InGuest<W> {
     pub fn inner(&self) -> &W {
         &self.inner
     }
+
+    /// The workload it wraps, back.
+    pub fn into_inner(self) -> W {
+        self.inner
+    }
 }
 
 /// The guest-physical address of a buffer at `phys` in the workload's machine.

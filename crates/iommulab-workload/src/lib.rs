@@ -9,7 +9,7 @@
 //! Built-in generators, chosen by [`WorkloadConfig`]: [`PseudoScsi`] (S0.8),
 //! [`NetperfSend`] and [`ApacheSendfile`] (S1.8–S1.9, sharing the NIC transmit path of
 //! [`netperf_send`]), [`Block`] and [`UniformRandom`]; [`NetRx`], a NIC receive ring under
-//! NAPI (S2.7), is a library generator (not a `kind`) used by the Xen DMA-layer runs. Realistic physical buffers come from
+//! NAPI (S2.7), feeds the Xen DMA-layer runs. Realistic physical buffers come from
 //! [`page_alloc`] (Linux-like per-CPU LIFO page lists and a kmalloc slab); popularity from
 //! [`zipf`]. Every generator is deterministic for its `seed` and allocates nothing per op
 //! once warm (`tests/workload_props.rs`).
@@ -170,6 +170,8 @@ pub enum WorkloadConfig {
     Block(BlockConfig),
     /// Random maps of random sizes: the stress workload.
     UniformRandom(UniformRandomConfig),
+    /// A NIC's receive ring under NAPI (S2.7).
+    NetRx(NetRxConfig),
 }
 
 impl Default for WorkloadConfig {
@@ -181,18 +183,19 @@ impl Default for WorkloadConfig {
 
 impl WorkloadConfig {
     /// Every kind, each with its defaults.
-    pub fn all_defaults() -> [WorkloadConfig; 5] {
+    pub fn all_defaults() -> [WorkloadConfig; 6] {
         [
             WorkloadConfig::PseudoScsi(PseudoScsiConfig::default()),
             WorkloadConfig::NetperfSend(NetperfSendConfig::default()),
             WorkloadConfig::ApacheSendfile(ApacheSendfileConfig::default()),
             WorkloadConfig::Block(BlockConfig::default()),
             WorkloadConfig::UniformRandom(UniformRandomConfig::default()),
+            WorkloadConfig::NetRx(NetRxConfig::default()),
         ]
     }
 
-    /// The `kind` tag: `pseudo-scsi`, `netperf-send`, `apache-sendfile`, `block` or
-    /// `uniform-random`.
+    /// The `kind` tag: `pseudo-scsi`, `netperf-send`, `apache-sendfile`, `block`,
+    /// `uniform-random` or `net-rx`.
     pub const fn name(&self) -> &'static str {
         match self {
             WorkloadConfig::PseudoScsi(_) => "pseudo-scsi",
@@ -200,6 +203,7 @@ impl WorkloadConfig {
             WorkloadConfig::ApacheSendfile(_) => "apache-sendfile",
             WorkloadConfig::Block(_) => "block",
             WorkloadConfig::UniformRandom(_) => "uniform-random",
+            WorkloadConfig::NetRx(_) => "net-rx",
         }
     }
 
@@ -211,6 +215,7 @@ impl WorkloadConfig {
             WorkloadConfig::ApacheSendfile(c) => c.seed,
             WorkloadConfig::Block(c) => c.seed,
             WorkloadConfig::UniformRandom(c) => c.seed,
+            WorkloadConfig::NetRx(c) => c.seed,
         }
     }
 
@@ -222,6 +227,7 @@ impl WorkloadConfig {
             WorkloadConfig::ApacheSendfile(c) => c.seed = seed,
             WorkloadConfig::Block(c) => c.seed = seed,
             WorkloadConfig::UniformRandom(c) => c.seed = seed,
+            WorkloadConfig::NetRx(c) => c.seed = seed,
         }
     }
 
@@ -237,6 +243,25 @@ impl WorkloadConfig {
             WorkloadConfig::ApacheSendfile(c) => ApacheSendfile::new(c).map(drop),
             WorkloadConfig::Block(c) => Block::new(c).map(drop),
             WorkloadConfig::UniformRandom(c) => UniformRandom::new(c).map(drop),
+            WorkloadConfig::NetRx(c) if c.ring == 0 || c.budget == 0 => Err(invalid(
+                if c.ring == 0 {
+                    "workload.ring"
+                } else {
+                    "workload.budget"
+                },
+                0,
+                "at least 1",
+            )),
+            WorkloadConfig::NetRx(c) if c.buf_size == 0 || c.pool_pages == 0 => Err(invalid(
+                if c.buf_size == 0 {
+                    "workload.buf_size"
+                } else {
+                    "workload.pool_pages"
+                },
+                0,
+                "at least 1",
+            )),
+            WorkloadConfig::NetRx(_) => Ok(()),
         }
     }
 }

@@ -327,7 +327,8 @@ fn every_kind_has_a_name_and_valid_defaults() {
             "netperf-send",
             "apache-sendfile",
             "block",
-            "uniform-random"
+            "uniform-random",
+            "net-rx"
         ]
     );
     for w in WorkloadConfig::all_defaults() {

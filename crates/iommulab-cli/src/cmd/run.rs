@@ -60,6 +60,36 @@ pub fn run(args: &RunArgs, quiet: bool) -> Result<()> {
                 g.stale_writes,
             ));
         }
+        if let Some(x) = &result.xen_pv {
+            t.push_str(&format!(
+                "xen-pv {} on {}: {} pairs, {:.3} hypercalls per pair ({:.1}% of multicalls \
+                 single-entry, {:.2} entries each), {:.0} cycles per pair ({:.0} domain + {:.0} \
+                 hypervisor), {} whole flushes; retries of a lost buffer through: {} of {} at \
+                 once, {} of {} later; {} accesses to frames given away ({} page flips); \
+                 protects inside the domain: {}\n",
+                x.option,
+                x.unit,
+                x.pairs,
+                x.hypercalls_per_pair,
+                100.0 * x.single_entry_fraction,
+                x.mean_entries,
+                x.cycles_per_pair,
+                x.domain_cycles_per_pair,
+                x.hypervisor_cycles_per_pair,
+                x.whole_flushes,
+                x.probes_through,
+                x.probes,
+                x.late_probes_through,
+                x.late_probes,
+                x.foreign_accesses,
+                x.flips,
+                if x.protects_within_domain {
+                    "yes"
+                } else {
+                    "no"
+                },
+            ));
+        }
         if let Some(p) = &result.replay {
             t.push_str(&format!(
                 "trace: {} events, {} maps, {} unmaps, {} accesses replayed; {} unmatched \

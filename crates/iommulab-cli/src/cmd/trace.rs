@@ -178,6 +178,7 @@ fn workload_config(w: WorkloadArg, seed: u64) -> WorkloadConfig {
         WorkloadArg::ApacheSendfile => "apache-sendfile",
         WorkloadArg::Block => "block",
         WorkloadArg::UniformRandom => "uniform-random",
+        WorkloadArg::NetRx => "net-rx",
     };
     let mut cfg = all
         .into_iter()

@@ -12,7 +12,7 @@ use crate::hw::vtd::Vtd;
 use crate::hw::{Calgary, Dart, RemapUnit};
 use crate::iova::{AllocatorKind, Bitmap, IovaAllocator, Magazine, RbTree};
 use crate::workload::{
-    PseudoScsi, PseudoScsiConfig, ReplayReport, TraceWorkload, Workload, WorkloadConfig,
+    NetRx, PseudoScsi, PseudoScsiConfig, ReplayReport, TraceWorkload, Workload, WorkloadConfig,
 };
 
 use super::config::{
@@ -89,6 +89,12 @@ pub fn run_experiment(
             super::guest::run_on_generator(cfg, g, w)
         }
         (ResolvedSystem::Guest(g), WorkloadSpec::Trace(t)) => super::guest::run_on_trace(cfg, g, t),
+        (ResolvedSystem::XenPv(x), WorkloadSpec::Generator(w)) => {
+            super::pv_dma::run_on_generator(cfg, &resolved, x, w)
+        }
+        (ResolvedSystem::XenPv(x), WorkloadSpec::Trace(t)) => {
+            super::pv_dma::run_on_trace(cfg, &resolved, x, t)
+        }
     }
 }
 
@@ -299,6 +305,7 @@ pub fn with_workload<V: WorkloadVisitor>(
         WorkloadConfig::ApacheSendfile(c) => visitor.visit(ApacheSendfile::new(*c)?),
         WorkloadConfig::Block(c) => visitor.visit(Block::new(*c)?),
         WorkloadConfig::UniformRandom(c) => visitor.visit(UniformRandom::new(*c)?),
+        WorkloadConfig::NetRx(c) => visitor.visit(NetRx::new(*c)),
     }
 }
 

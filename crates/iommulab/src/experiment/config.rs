@@ -66,6 +66,8 @@ use crate::virt::{
 };
 use crate::workload::{ParamError, PseudoScsiConfig, WorkloadConfig};
 
+use super::pv_dma::{PvDmaKind, PvDmaSpec};
+
 /// A configuration problem, naming the key and what is allowed.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum ConfigError {
@@ -482,6 +484,7 @@ impl ExperimentConfig {
     pub fn label(&self) -> String {
         let label = match (&self.system, self.mechanisms) {
             (SystemConfig::Guest(g), _) => format!("guest-{}", g.strategy.name()),
+            (SystemConfig::XenPv(x), _) => format!("xen-pv-{}", x.option.name()),
             (SystemConfig::BareMetal, None) => self.configuration.name().to_string(),
             (SystemConfig::BareMetal, Some(_)) => "custom".to_string(),
         };
@@ -578,6 +581,28 @@ impl ExperimentConfig {
             SystemConfig::Guest(g) => {
                 ResolvedSystem::Guest(Box::new(self.resolve_guest(g, &unit)?))
             }
+            SystemConfig::XenPv(x) => {
+                self.refuse_fixed_stack(
+                    "xen-pv",
+                    "no mechanisms: the domain's DMA layer is the bitmap allocator with the \
+                     roll-around flush (S2.4)",
+                    "the domain's device retries every buffer it lost",
+                )?;
+                if x.domain_mib == 0 || x.domain_mib > 1 << 24 {
+                    return Err(ConfigError::Invalid {
+                        key: "system.domain_mib".into(),
+                        value: x.domain_mib.to_string(),
+                        expected: "1..=16777216 (16 TiB)".into(),
+                    });
+                }
+                ResolvedSystem::XenPv(PvDmaSpec {
+                    option: x.option,
+                    unit: self.hardware.unit,
+                    batch: x.batch.max(1),
+                    page_flip: x.page_flip,
+                    domain_pages: x.domain_mib * 256,
+                })
+            }
         };
         Ok(Resolved {
             mechanisms,
@@ -586,32 +611,27 @@ impl ExperimentConfig {
         })
     }
 
-    /// The guest model's configuration; the keys a guest cannot honour are refused by name
-    /// rather than ignored.
-    fn resolve_guest(
+    /// The keys a system with a fixed DMA stack (a guest, a Xen PV domain) cannot honour,
+    /// refused by name rather than ignored.
+    fn refuse_fixed_stack(
         &self,
-        g: &GuestSystemConfig,
-        unit: &VtdConfig,
-    ) -> Result<GuestConfig, ConfigError> {
+        kind: &str,
+        mechanisms: &str,
+        probes: &str,
+    ) -> Result<(), ConfigError> {
         let refuse = |key: &str, value: String, why: &str| ConfigError::Invalid {
             key: key.into(),
             value,
-            expected: format!("{why} with `system.kind = \"guest\"`"),
+            expected: format!("{why} with `system.kind = \"{kind}\"`"),
         };
         if self.mechanisms.is_some() {
-            return Err(refuse(
-                "mechanisms",
-                "set".into(),
-                "no mechanisms: the guest's DMA layer uses identity addressing and the host \
-                 invalidates at every unmap (S1.1)",
-            ));
+            return Err(refuse("mechanisms", "set".into(), mechanisms));
         }
         if self.device != DeviceMode::Benign {
             return Err(refuse(
                 "device",
                 format!("{:?}", self.device),
-                "a benign device (the guest model's oracle probes every unmapped page, \
-                 `system.protection_oracle`)",
+                &format!("a benign device ({probes})"),
             ));
         }
         if self.duration_s.is_some() || self.dma_debug {
@@ -622,16 +642,32 @@ impl ExperimentConfig {
                     "duration_s"
                 },
                 "set".into(),
-                "neither `duration_s` nor `dma_debug` (a guest run ends with its workload)",
+                "neither `duration_s` nor `dma_debug` (the run ends with its workload)",
             ));
         }
         if self.software_clock != SoftwareClock::Modeled {
             return Err(refuse(
                 "software_clock",
                 "measured".into(),
-                "the modeled clock (the guest model prices hypercalls and host work)",
+                "the modeled clock (the model prices hypercalls and hypervisor work)",
             ));
         }
+        Ok(())
+    }
+
+    /// The guest model's configuration; the keys a guest cannot honour are refused by name
+    /// rather than ignored.
+    fn resolve_guest(
+        &self,
+        g: &GuestSystemConfig,
+        unit: &VtdConfig,
+    ) -> Result<GuestConfig, ConfigError> {
+        self.refuse_fixed_stack(
+            "guest",
+            "no mechanisms: the guest's DMA layer uses identity addressing and the host \
+             invalidates at every unmap (S1.1)",
+            "the guest model's oracle probes every unmapped page, `system.protection_oracle`",
+        )?;
         if g.guest_mib == 0 || g.link_mbps == 0 {
             return Err(ConfigError::Invalid {
                 key: if g.guest_mib == 0 {
@@ -679,6 +715,8 @@ pub enum ResolvedSystem {
     /// A guest maps through hypercalls to its host (the cost model is `[hardware]`'s; boxed:
     /// it is large and resolved once per run).
     Guest(Box<GuestConfig>),
+    /// A Xen PV domain (the unit and prices are `[hardware]`'s).
+    XenPv(PvDmaSpec),
 }
 
 /// Which system runs the workload: bare metal, or a guest with a directly assigned device
@@ -691,6 +729,37 @@ pub enum SystemConfig {
     BareMetal,
     /// A guest whose DMA layer maps through hypercalls to its host (S1.1–S1.11).
     Guest(GuestSystemConfig),
+    /// A Xen PV domain driving its device through a hypervisor-owned unit (S2.5, S2.6).
+    XenPv(XenPvSystemConfig),
+}
+
+/// A Xen PV domain's side of an experiment (`system.kind = "xen-pv"`): its DMA API keeps the
+/// next-fit bitmap and roll-around flush (S2.4) and maps through hypercalls, as the option
+/// says (`crate::virt::xen::pv_dma`). `[hardware] unit` is the unit the hypervisor owns.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct XenPvSystemConfig {
+    /// `streaming` (the paper's), `map-multi`, `never-free`, `pre-allocate`, `in-advance` or
+    /// `grant-premap` (S2.6).
+    pub option: PvDmaKind,
+    /// Requests per `map_multi`/`unmap_multi` (`map-multi`).
+    pub batch: u32,
+    /// Flip each received buffer's pages to another domain after its unmap.
+    pub page_flip: bool,
+    /// The domain's memory in MiB (its pseudo-physical frames; `pre-allocate` maps them all).
+    pub domain_mib: u64,
+}
+
+impl Default for XenPvSystemConfig {
+    fn default() -> Self {
+        let s = PvDmaSpec::default();
+        Self {
+            option: s.option,
+            batch: s.batch,
+            page_flip: s.page_flip,
+            domain_mib: s.domain_pages / 256,
+        }
+    }
 }
 
 /// The guest's side of an experiment: what `iommulab replay --strategy` takes as flags.

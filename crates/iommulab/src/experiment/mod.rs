@@ -17,7 +17,8 @@ pub use build::{
 pub use config::{
     ConfigError, ExperimentConfig, GuestSystemConfig, HardwareConfig, Mechanisms, NamedConfig,
     Resolved, ResolvedSystem, SoftwareClock, SystemConfig, TraceSpec, UnitKind, WorkloadSpec,
+    XenPvSystemConfig,
 };
-pub use pv_dma::{PvDmaKind, PvDmaRun, PvDmaSpec, run_pv_dma};
+pub use pv_dma::{PvDmaKind, PvDmaRun, PvDmaSpec, run_pv_dma, xen_2007_unit};
 pub use result::{ComponentStats, RunResult};
 pub use runner::RunLabels;

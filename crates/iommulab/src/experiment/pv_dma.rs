@@ -14,17 +14,20 @@ use crate::addr::{Access, Bdf, CpuId, DmaDirection, Gpa, Hpa, Iova, PAGE_4K, Pfn
 use crate::dma::{DeviceHandle, DmaApi, DmaConfig, MapBackend, SgEntry};
 use crate::error::Error;
 use crate::flush::{FlushPolicy, PerLap};
-use crate::hw::{Calgary, CostModel, Dart, RemapUnit, Vtd};
+use crate::hw::{Calgary, CostModel, Dart, RemapUnit, Vtd, VtdConfig};
 use crate::iova::{Bitmap, IovaAllocator};
 use crate::repro::ReproError;
 use crate::virt::xen::pv_dma::{
     GrantPremap, Hypervisor, InAdvance, MapMulti, NeverFree, P2m, PreAllocate, PvDmaBackend,
     PvDmaOption, PvDmaStats, SizeBucket, Streaming,
 };
-use crate::workload::{DmaOp, InGuest, Workload};
+use crate::workload::{DmaOp, InGuest, TraceWorkload, Workload, WorkloadConfig};
 
-use super::build::{IOVA_START_PFN, iova_space_end};
-use super::config::{ExperimentConfig, HardwareConfig, UnitKind};
+use std::time::Instant;
+
+use super::build::{IOVA_START_PFN, WorkloadVisitor, iova_space_end, labels_of, with_workload};
+use super::config::{ExperimentConfig, HardwareConfig, Resolved, TraceSpec, UnitKind};
+use super::result::RunResult;
 use super::runner::modeled_software;
 
 /// Which S2.6 option the domain's DMA layer uses.
@@ -98,7 +101,7 @@ impl Default for PvDmaSpec {
 }
 
 /// What a PV DMA-layer run measured.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PvDmaRun {
     /// The option's name.
     pub option: String,
@@ -150,41 +153,110 @@ pub struct PvDmaRun {
     pub protects_within_domain: bool,
 }
 
-/// The hypervisor-owned unit for a device with a 32-bit mask at the `vtd-2008` prices
-/// with Xen's hypercall ([`CostModel::XEN_2007`]).
-fn unit_config() -> Result<(crate::hw::VtdConfig, crate::hw::TceConfig), Error> {
+/// The unit of Ben-Yehuda et al.'s measurements: the `vtd-2008` preset's prices with Xen's
+/// hypercall ([`CostModel::XEN_2007`]), the default IOTLB, a device with a 32-bit mask.
+pub fn xen_2007_unit() -> Result<VtdConfig, Error> {
     let cfg = ExperimentConfig::from_toml("[hardware]\ncost = \"vtd-2008\"\n")?;
     let mut vtd = cfg.resolve()?.unit;
     vtd.cost = CostModel::XEN_2007;
-    let tce = HardwareConfig::tce(&vtd, cfg.dma_bits);
-    Ok((vtd, tce))
+    Ok(vtd)
 }
 
-/// Runs `workload` through a PV domain's DMA layer as `spec` says.
+/// Runs `workload` through a PV domain's DMA layer as `spec` says, on the unit `unit`
+/// describes (its prices, IOTLB and, for VT-d, its tables), for a device with a `dma_bits`
+/// mask.
 pub fn run_pv_dma<W: Workload<Phys = Hpa>>(
     spec: &PvDmaSpec,
+    unit: &VtdConfig,
+    dma_bits: u8,
     workload: W,
 ) -> Result<PvDmaRun, Error> {
-    let (vtd, tce) = unit_config()?;
+    Ok(run_keeping(spec, unit, dma_bits, workload)?.0)
+}
+
+/// [`run_pv_dma`], handing the workload back (a trace's replay report).
+fn run_keeping<W: Workload<Phys = Hpa>>(
+    spec: &PvDmaSpec,
+    unit: &VtdConfig,
+    dma_bits: u8,
+    workload: W,
+) -> Result<(PvDmaRun, W), Error> {
+    let tce = HardwareConfig::tce(unit, dma_bits);
     match spec.unit {
-        UnitKind::Vtd => with_option(spec, Vtd::new(vtd)?, workload),
-        UnitKind::Calgary => with_option(spec, Calgary::new(tce)?, workload),
-        UnitKind::Dart => with_option(spec, Dart::new(tce)?, workload),
+        UnitKind::Vtd => with_option(spec, Vtd::new(*unit)?, dma_bits, workload),
+        UnitKind::Calgary => with_option(spec, Calgary::new(tce)?, dma_bits, workload),
+        UnitKind::Dart => with_option(spec, Dart::new(tce)?, dma_bits, workload),
     }
+}
+
+/// An experiment with `system.kind = "xen-pv"` on a generator.
+pub(super) fn run_on_generator(
+    cfg: &ExperimentConfig,
+    resolved: &Resolved,
+    spec: &PvDmaSpec,
+    w: &WorkloadConfig,
+) -> Result<RunResult, Error> {
+    struct Run<'a> {
+        cfg: &'a ExperimentConfig,
+        resolved: &'a Resolved,
+        spec: &'a PvDmaSpec,
+    }
+    impl WorkloadVisitor for Run<'_> {
+        type Output = RunResult;
+        fn visit<W: Workload<Phys = Hpa>>(self, w: W) -> Result<RunResult, Error> {
+            let start = Instant::now();
+            let run = run_pv_dma(self.spec, &self.resolved.unit, self.cfg.dma_bits, w)?;
+            Ok(RunResult::from_xen_pv(
+                labels_of(self.cfg),
+                self.resolved.unit.cost.clock,
+                run,
+                start.elapsed().as_secs_f64(),
+            ))
+        }
+    }
+    with_workload(
+        w,
+        Run {
+            cfg,
+            resolved,
+            spec,
+        },
+    )
+}
+
+/// An experiment with `system.kind = "xen-pv"` on a trace.
+pub(super) fn run_on_trace(
+    cfg: &ExperimentConfig,
+    resolved: &Resolved,
+    spec: &PvDmaSpec,
+    t: &TraceSpec,
+) -> Result<RunResult, Error> {
+    let start = Instant::now();
+    let w = TraceWorkload::new(crate::trace::open(&t.trace, t.format, t.lenient)?);
+    let (run, w) = run_keeping(spec, &resolved.unit, cfg.dma_bits, w)?;
+    let mut r = RunResult::from_xen_pv(
+        labels_of(cfg),
+        resolved.unit.cost.clock,
+        run,
+        start.elapsed().as_secs_f64(),
+    );
+    r.replay = Some(w.report());
+    Ok(r)
 }
 
 fn with_option<U: RemapUnit, W: Workload<Phys = Hpa>>(
     spec: &PvDmaSpec,
     unit: U,
+    dma_bits: u8,
     workload: W,
-) -> Result<PvDmaRun, Error> {
+) -> Result<(PvDmaRun, W), Error> {
     match spec.option {
-        PvDmaKind::Streaming => run_with(spec, unit, Streaming, workload),
-        PvDmaKind::MapMulti => run_with(spec, unit, MapMulti::new(spec.batch), workload),
-        PvDmaKind::NeverFree => run_with(spec, unit, NeverFree, workload),
-        PvDmaKind::PreAllocate => run_with(spec, unit, PreAllocate, workload),
-        PvDmaKind::InAdvance => run_with(spec, unit, InAdvance::default(), workload),
-        PvDmaKind::GrantPremap => run_with(spec, unit, GrantPremap, workload),
+        PvDmaKind::Streaming => run_with(spec, unit, Streaming, dma_bits, workload),
+        PvDmaKind::MapMulti => run_with(spec, unit, MapMulti::new(spec.batch), dma_bits, workload),
+        PvDmaKind::NeverFree => run_with(spec, unit, NeverFree, dma_bits, workload),
+        PvDmaKind::PreAllocate => run_with(spec, unit, PreAllocate, dma_bits, workload),
+        PvDmaKind::InAdvance => run_with(spec, unit, InAdvance::default(), dma_bits, workload),
+        PvDmaKind::GrantPremap => run_with(spec, unit, GrantPremap, dma_bits, workload),
     }
 }
 
@@ -205,6 +277,25 @@ struct Slot {
 /// cache here holds an entry without use; shorter than a lap of the allocator).
 pub const LATE_PROBE_LAG: usize = 4096;
 
+/// A buffer beyond the domain's memory is a configuration error (the domain is too small
+/// for the workload), named as such rather than as the hypervisor's refusal.
+fn check_in_domain(spec: &PvDmaSpec, phys: Gpa, len: u64) -> Result<(), Error> {
+    let end = phys.get().saturating_add(len.max(1) - 1) >> PAGE_4K.shift();
+    if end >= spec.domain_pages {
+        return Err(super::ConfigError::Invalid {
+            key: "system.domain_mib".into(),
+            value: (spec.domain_pages / 256).to_string(),
+            expected: format!(
+                "at least {} MiB: the workload maps memory up to {:#x}",
+                (end + 1).div_ceil(256),
+                phys.get().saturating_add(len)
+            ),
+        }
+        .into());
+    }
+    Ok(())
+}
+
 fn slot_mut(slots: &mut Vec<Slot>, slot: u32) -> &mut Slot {
     let i = slot as usize;
     if i >= slots.len() {
@@ -224,8 +315,9 @@ fn run_with<U: RemapUnit, S: PvDmaOption, W: Workload<Phys = Hpa>>(
     spec: &PvDmaSpec,
     unit: U,
     option: S,
+    dma_bits: u8,
     workload: W,
-) -> Result<PvDmaRun, Error> {
+) -> Result<(PvDmaRun, W), Error> {
     let mut workload = InGuest::new(workload);
     // The domain's machine frames start at 4 GiB; the partner domain of page flips owns
     // the next 64 Ki frames.
@@ -233,11 +325,11 @@ fn run_with<U: RemapUnit, S: PvDmaOption, W: Workload<Phys = Hpa>>(
     let backend = PvDmaBackend::new(Hypervisor::new(unit, p2m), option);
     let dma = DmaConfig {
         translation: S::TRANSLATION,
-        dma_bits: 32,
+        dma_bits,
         debug: false,
         oracle: true,
     };
-    let iova = Bitmap::new(Pfn::new(IOVA_START_PFN), iova_space_end(32))?;
+    let iova = Bitmap::new(Pfn::new(IOVA_START_PFN), iova_space_end(dma_bits))?;
     let mut api = DmaApi::new(dma, backend, iova, PerLap::new());
     let dev: DeviceHandle = api.attach(Bdf::new(0, 1, 0).unwrap_or_default())?;
     // What the domain's start cost (pre-allocation's mapping of all memory) is not I/O.
@@ -258,6 +350,7 @@ fn run_with<U: RemapUnit, S: PvDmaOption, W: Workload<Phys = Hpa>>(
                 dir,
                 ..
             } => {
+                check_in_domain(spec, phys, len)?;
                 let addr = api.map_single(dev, cpu, phys, len, dir)?;
                 let s = slot_mut(&mut slots, slot);
                 s.live = true;
@@ -275,6 +368,9 @@ fn run_with<U: RemapUnit, S: PvDmaOption, W: Workload<Phys = Hpa>>(
                     len: g.len,
                     dma: Iova::default(),
                 }));
+                for e in &s.sg {
+                    check_in_domain(spec, e.phys, e.len)?;
+                }
                 api.map_sg(dev, cpu, &mut s.sg, dir)?;
                 s.live = true;
                 s.addr = s.sg.first().map(|e| e.dma).unwrap_or_default();
@@ -351,13 +447,14 @@ fn run_with<U: RemapUnit, S: PvDmaOption, W: Workload<Phys = Hpa>>(
         }
     }
     api.drain()?;
-    Ok(summarise(
+    let run = summarise(
         spec,
         &api,
         setup_cycles,
         pairs,
         [probes, through, late, late_through],
-    ))
+    );
+    Ok((run, workload.into_inner()))
 }
 
 fn summarise<A: IovaAllocator, F: FlushPolicy, U: RemapUnit, S: PvDmaOption>(
@@ -436,7 +533,7 @@ mod tests {
             buf_size: if page_flip { 4096 } else { 2048 },
             ..NetRxConfig::default()
         });
-        run_pv_dma(&spec, w).unwrap()
+        run_pv_dma(&spec, &xen_2007_unit().unwrap(), 32, w).unwrap()
     }
 
     /// What the paper measured: two single-entry multicalls per packet, Calgary flushing
@@ -541,7 +638,7 @@ mod tests {
                 ..NetperfSendConfig::default()
             })
             .unwrap();
-            run_pv_dma(&PvDmaSpec::default(), w).unwrap()
+            run_pv_dma(&PvDmaSpec::default(), &xen_2007_unit().unwrap(), 32, w).unwrap()
         };
         let per_frag = sizes(TxMapping::PerFragment);
         let sg = sizes(TxMapping::Sg);

@@ -298,6 +298,7 @@ pub fn generate<K: EventSink + ?Sized>(
         WorkloadConfig::ApacheSendfile(c) => c.requests = u64::MAX,
         WorkloadConfig::Block(c) => c.requests = u64::MAX,
         WorkloadConfig::UniformRandom(c) => c.ios = u64::MAX,
+        WorkloadConfig::NetRx(c) => c.packets = u64::MAX,
     }
     with_workload(
         &cfg,

@@ -118,6 +118,10 @@ pub struct RunResult {
     /// The guest's counters (hypercalls, host, map cache), when the system is a guest.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub guest: Option<GuestResult>,
+    /// A Xen PV domain's DMA layer (hypercalls, multicalls, what it leaves open), when the
+    /// system is `xen-pv`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub xen_pv: Option<super::PvDmaRun>,
     /// What the replay made of the trace's events, when the workload is a trace.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replay: Option<ReplayReport>,
@@ -224,6 +228,64 @@ peak_metadata_bytes,stale_accesses,subpage_accesses,exposed_bytes,faults,wall_se
             modeled_seconds,
             stats: ComponentStats::default(),
             guest: Some(g),
+            xen_pv: None,
+            replay: None,
+        }
+    }
+
+    /// A Xen PV domain's run: `ops` are map + unmap pairs; the modeled time per op is the
+    /// domain's DMA-layer cycles (`modeled_sw`) and the hypervisor's (`modeled_hw`: crossings,
+    /// entry writes, flushes); there is no I/O path, so `iops` is 0; `stale_accesses` counts the
+    /// device's retries of lost buffers that went through (at once and later); the rest of
+    /// the domain's counters are in `xen_pv`.
+    pub fn from_xen_pv(
+        labels: super::RunLabels,
+        clock: crate::clock::ClockRate,
+        x: super::PvDmaRun,
+        wall_seconds: f64,
+    ) -> RunResult {
+        let ops = x.pairs;
+        let n = ops.max(1) as f64;
+        let ns = |cycles_per_pair: f64| cycles_per_pair / clock.as_ghz();
+        RunResult {
+            config: labels.config,
+            allocator: if x.option == "pre-allocate" || x.option == "in-advance" {
+                "none".into()
+            } else {
+                "bitmap".into()
+            },
+            flush: "per-lap".into(),
+            cost_preset: labels.cost_preset,
+            seed: labels.seed,
+            ops,
+            io_size: labels.io_size,
+            outstanding: labels.outstanding,
+            cpus: labels.cpus,
+            touch: labels.touch,
+            malicious: false,
+            software_clock: "modeled".into(),
+            software_ns_per_op: wall_seconds * 1e9 / n,
+            modeled_ns_per_op: ns(x.cycles_per_pair),
+            io_path_ns_per_op: 0.0,
+            modeled_hw_ns_per_op: ns(x.hypervisor_cycles_per_pair),
+            modeled_sw_ns_per_op: ns(x.domain_cycles_per_pair),
+            device_ns_per_op: 0.0,
+            iops: 0.0,
+            measured_iops: 0.0,
+            relative_to_disabled: None,
+            iotlb_invalidations: x.whole_flushes + x.single_entry_invalidations,
+            iotlb_flushes: x.whole_flushes,
+            write_buffer_flushes: 0,
+            peak_metadata_bytes: 0,
+            stale_accesses: x.probes_through + x.late_probes_through,
+            subpage_accesses: 0,
+            exposed_bytes: 0,
+            faults: (x.probes - x.probes_through) + (x.late_probes - x.late_probes_through),
+            wall_seconds,
+            modeled_seconds: ns(x.cycles_per_pair) * n / 1e9,
+            stats: ComponentStats::default(),
+            guest: None,
+            xen_pv: Some(x),
             replay: None,
         }
     }

@@ -399,6 +399,7 @@ fn summarise<A: IovaAllocator, F: FlushPolicy, U: RemapUnit>(
             access,
         },
         guest: None,
+        xen_pv: None,
         replay: None,
     }
 }

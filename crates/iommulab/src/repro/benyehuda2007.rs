@@ -45,6 +45,7 @@ use serde::Serialize;
 use crate::Error;
 use crate::experiment::{
     ExperimentConfig, PvDmaKind, PvDmaRun, PvDmaSpec, UnitKind, run_experiment, run_pv_dma,
+    xen_2007_unit,
 };
 use crate::hw::cost::CostModel;
 use crate::virt::xen::pv_dma::SizeBucket;
@@ -281,6 +282,7 @@ pub fn options(model: &NetperfModel, packets: u64) -> Result<Vec<OptionRow>, Err
             ..NetRxConfig::default()
         })
     };
+    let unit = xen_2007_unit()?;
     let mut out = Vec::new();
     for (scenario, option) in [
         (Scenario::Dom0, PvDmaKind::Streaming),
@@ -296,12 +298,14 @@ pub fn options(model: &NetperfModel, packets: u64) -> Result<Vec<OptionRow>, Err
             unit: UnitKind::Calgary,
             ..PvDmaSpec::default()
         };
-        let run = run_pv_dma(&spec, ring(2048))?;
+        let run = run_pv_dma(&spec, &unit, 32, ring(2048))?;
         let flipped = run_pv_dma(
             &PvDmaSpec {
                 page_flip: true,
                 ..spec
             },
+            &unit,
+            32,
             ring(4096),
         )?;
         let charge = DmaCharge {
@@ -333,6 +337,7 @@ pub fn options(model: &NetperfModel, packets: u64) -> Result<Vec<OptionRow>, Err
 /// driver maps a packet's pieces one by one (e1000e, ixgbe) or as one scatterlist.
 pub fn multicalls(packets: u64) -> Result<Vec<MulticallRow>, Error> {
     let spec = PvDmaSpec::default();
+    let unit = xen_2007_unit()?;
     let row = |workload: &str, r: PvDmaRun| MulticallRow {
         workload: workload.into(),
         multicalls: r.multicall_sizes.iter().map(|b| b.multicalls).sum(),
@@ -342,6 +347,8 @@ pub fn multicalls(packets: u64) -> Result<Vec<MulticallRow>, Error> {
     };
     let rx = run_pv_dma(
         &spec,
+        &unit,
+        32,
         NetRx::new(NetRxConfig {
             packets,
             ..NetRxConfig::default()
@@ -354,7 +361,7 @@ pub fn multicalls(packets: u64) -> Result<Vec<MulticallRow>, Error> {
             mapping,
             ..NetperfSendConfig::default()
         })?;
-        run_pv_dma(&spec, w)
+        run_pv_dma(&spec, &unit, 32, w)
     };
     Ok(vec![
         row(

@@ -4,7 +4,7 @@
 //! hypercalls, entries, invalidations, and device accesses that reached a machine frame
 //! the domain no longer owns (what a stale pre-allocated mapping does after a page flip).
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::addr::{Access, Bdf, DomainId, Gpa, Hpa, Iova, Perm, Pfn};
 use crate::clock::Cycles;
@@ -30,7 +30,7 @@ pub enum Crossing {
 }
 
 /// What crossed into the hypervisor.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PvDmaStats {
     /// Hypercalls of the I/O path: map/unmap multicalls and invalidation requests.
     pub hypercalls: u64,

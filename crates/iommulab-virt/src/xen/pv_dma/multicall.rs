@@ -3,7 +3,7 @@
 //! per I/O page entry; [`BatchSizes`] is the distribution the paper profiled ("over 99%" of
 //! requests were for a single entry, so multicalls were pointless).
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::addr::{DomainId, Hpa, Iova, Perm, Pfn};
 
@@ -51,7 +51,7 @@ impl Default for BatchSizes {
 }
 
 /// One bucket of [`BatchSizes`], for tables and JSON.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SizeBucket {
     /// Entries per multicall (the last bucket: at least this many).
     pub entries: u64,
