@@ -58,7 +58,7 @@ fn check<S: PvDmaOption>(option: S) {
     let iova = Bitmap::new(Pfn::new(1), Pfn::new(1 << 20)).unwrap();
     let mut api = DmaApi::new(cfg, backend, iova, PerLap::new());
     let dev = api.attach(Bdf::new(0, 1, 0).unwrap()).unwrap();
-    let mut ring = vec![None; OUTSTANDING as usize];
+    let mut ring = vec![None; usize::try_from(OUTSTANDING).unwrap()];
     for i in 0..20_000 {
         io(&mut api, dev, &mut ring, i);
     }
