@@ -9,7 +9,7 @@ use crate::addr::{DomainId, Gpa, Iova, Perm, Pfn};
 use crate::dma::{BackendError, Translation};
 use crate::hw::RemapUnit;
 
-use super::{Crossing, Hypervisor, PvDmaOption};
+use super::{Hypervisor, PvDmaOption};
 
 /// Map a frame the first time, keep it.
 #[derive(Clone, Debug, Default)]
@@ -42,6 +42,7 @@ impl PvDmaOption for InAdvance {
     const NAME: &'static str = "in-advance";
     const TRANSLATION: Translation = Translation::Identity;
     const PROTECTS_WITHIN_DOMAIN: bool = false;
+    const KEEPS_ENTRIES: bool = true;
 
     fn setup<U: RemapUnit>(
         &mut self,
@@ -77,27 +78,6 @@ impl PvDmaOption for InAdvance {
         if all_cached {
             self.hits += 1;
         }
-        Ok(())
-    }
-
-    #[inline]
-    fn after_map<U: RemapUnit>(&mut self, hv: &mut Hypervisor<U>) -> Result<(), BackendError> {
-        Ok(hv.submit(Crossing::Hypercall)?)
-    }
-
-    #[inline]
-    fn unmap<U: RemapUnit>(
-        &mut self,
-        _hv: &mut Hypervisor<U>,
-        _domain: DomainId,
-        _iova: Pfn<Iova>,
-        _pages: u64,
-    ) -> Result<(), BackendError> {
-        Ok(())
-    }
-
-    #[inline]
-    fn after_unmap<U: RemapUnit>(&mut self, _hv: &mut Hypervisor<U>) -> Result<(), BackendError> {
         Ok(())
     }
 }

@@ -49,7 +49,9 @@ pub use p2m::P2m;
 pub use pre_allocate::PreAllocate;
 pub use streaming::Streaming;
 
-/// How a PV domain's DMA requests reach the hypervisor (see the [module docs](self)).
+/// How a PV domain's DMA requests reach the hypervisor (see the [module docs](self)). The
+/// provided methods are the streaming DMA API's — each map and each unmap request one batch
+/// of entries, sent as [`PvDmaOption::CROSSING`] says; an option overrides what it changes.
 pub trait PvDmaOption: Debug {
     /// Short name for tables and JSON.
     const NAME: &'static str;
@@ -57,6 +59,10 @@ pub trait PvDmaOption: Debug {
     const TRANSLATION: Translation;
     /// Whether the device can reach only buffers mapped now (protection inside the domain).
     const PROTECTS_WITHIN_DOMAIN: bool;
+    /// How a request's entries reach the hypervisor.
+    const CROSSING: Crossing = Crossing::Hypercall;
+    /// Unmap requests leave the entries in the table (nothing crosses).
+    const KEEPS_ENTRIES: bool = false;
 
     /// When the domain's device is attached.
     fn setup<U: RemapUnit>(
@@ -67,7 +73,8 @@ pub trait PvDmaOption: Debug {
         Ok(())
     }
 
-    /// One buffer of a map request.
+    /// One buffer of a map request: its entries are queued.
+    #[inline]
     fn map<U: RemapUnit>(
         &mut self,
         hv: &mut Hypervisor<U>,
@@ -76,22 +83,37 @@ pub trait PvDmaOption: Debug {
         gfn: Pfn<Gpa>,
         pages: u64,
         perm: Perm,
-    ) -> Result<(), BackendError>;
+    ) -> Result<(), BackendError> {
+        hv.queue_map(domain, iova, gfn, pages, perm)
+    }
 
-    /// The map request is complete.
-    fn after_map<U: RemapUnit>(&mut self, hv: &mut Hypervisor<U>) -> Result<(), BackendError>;
+    /// The map request is complete: its entries go out.
+    #[inline]
+    fn after_map<U: RemapUnit>(&mut self, hv: &mut Hypervisor<U>) -> Result<(), BackendError> {
+        Ok(hv.submit(Self::CROSSING)?)
+    }
 
-    /// One buffer of an unmap request.
+    /// One buffer of an unmap request: its clears are queued (unless the option keeps
+    /// entries).
+    #[inline]
     fn unmap<U: RemapUnit>(
         &mut self,
         hv: &mut Hypervisor<U>,
         domain: DomainId,
         iova: Pfn<Iova>,
         pages: u64,
-    ) -> Result<(), BackendError>;
+    ) -> Result<(), BackendError> {
+        if !Self::KEEPS_ENTRIES {
+            hv.queue_unmap(domain, iova, pages);
+        }
+        Ok(())
+    }
 
-    /// The unmap request is complete.
-    fn after_unmap<U: RemapUnit>(&mut self, hv: &mut Hypervisor<U>) -> Result<(), BackendError>;
+    /// The unmap request is complete: its clears go out (nothing, if none were queued).
+    #[inline]
+    fn after_unmap<U: RemapUnit>(&mut self, hv: &mut Hypervisor<U>) -> Result<(), BackendError> {
+        Ok(hv.submit(Self::CROSSING)?)
+    }
 
     /// The device is about to access memory: what the driver has handed it must be mapped.
     fn before_device<U: RemapUnit>(&mut self, _hv: &mut Hypervisor<U>) -> Result<(), MapError> {
@@ -100,6 +122,6 @@ pub trait PvDmaOption: Debug {
 
     /// The cache is about to be invalidated: entries cleared so far must be in the table.
     fn before_invalidate<U: RemapUnit>(&mut self, hv: &mut Hypervisor<U>) -> Result<(), MapError> {
-        hv.submit(Crossing::Hypercall)
+        hv.submit(Self::CROSSING)
     }
 }

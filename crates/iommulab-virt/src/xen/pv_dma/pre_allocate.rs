@@ -20,6 +20,7 @@ impl PvDmaOption for PreAllocate {
     const NAME: &'static str = "pre-allocate";
     const TRANSLATION: Translation = Translation::Identity;
     const PROTECTS_WITHIN_DOMAIN: bool = false;
+    const KEEPS_ENTRIES: bool = true;
 
     fn setup<U: RemapUnit>(
         &mut self,
@@ -55,27 +56,6 @@ impl PvDmaOption for PreAllocate {
         if gfn.get().saturating_add(pages) > hv.p2m().pages() {
             return Err(BackendError::Refused { pages });
         }
-        Ok(())
-    }
-
-    #[inline]
-    fn after_map<U: RemapUnit>(&mut self, _hv: &mut Hypervisor<U>) -> Result<(), BackendError> {
-        Ok(())
-    }
-
-    #[inline]
-    fn unmap<U: RemapUnit>(
-        &mut self,
-        _hv: &mut Hypervisor<U>,
-        _domain: DomainId,
-        _iova: Pfn<Iova>,
-        _pages: u64,
-    ) -> Result<(), BackendError> {
-        Ok(())
-    }
-
-    #[inline]
-    fn after_unmap<U: RemapUnit>(&mut self, _hv: &mut Hypervisor<U>) -> Result<(), BackendError> {
         Ok(())
     }
 }
