@@ -9,9 +9,10 @@
 //! - `iova/alloc_free_40k_live/{rbtree,magazine+rbtree,bitmap}`: the same FIFO pairs with
 //!   40,960 ranges outstanding, so the tree holds 40 K nodes (the 32-range ring above keeps
 //!   it small enough to stay in L1).
-//! - `iova/churn_40k_live/rbtree`: 40,960 ranges live; each step frees a random one and
-//!   allocates one (Linux's 6.x walk from the cached node is linear in the live ranges it
-//!   passes, so this is the slow case).
+//! - `iova/churn_40k_live/{rbtree,gap-tree}`: 40,960 ranges live; each step frees a random
+//!   one and allocates one (Linux's 6.x walk from the cached node is linear in the live ranges
+//!   it passes, so this is the slow case; `gap-tree` makes the same choices in
+//!   `O(log space)`). `gap-tree` is in `alloc_free_40k_live` too.
 //! - `iova/scaling/{shared_magazine,locked_rbtree}/{1,2}`: the same pairs from 1 and 2
 //!   threads (one simulated CPU each) on `SharedMagazine<RbTree>` (per-CPU locks) and
 //!   `Locked<RbTree>` (one lock, Linux before 4.7); the same total pairs per iteration. The
@@ -26,7 +27,7 @@ use std::hint::black_box;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use iommulab::addr::{CpuId, Iova, Pfn};
 use iommulab::iova::{
-    Bitmap, IovaAllocator, Locked, Magazine, MagazineConfig, RbTree, SharedMagazine,
+    Bitmap, GapTree, IovaAllocator, Locked, Magazine, MagazineConfig, RbTree, SharedMagazine,
 };
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -90,6 +91,10 @@ fn rbtree() -> RbTree {
     RbTree::new(Pfn::new(1), Pfn::new(END)).unwrap()
 }
 
+fn gap_tree() -> GapTree {
+    GapTree::new(Pfn::new(1), Pfn::new(END)).unwrap()
+}
+
 fn bitmap() -> Bitmap {
     Bitmap::new(Pfn::new(1), Pfn::new(END)).unwrap()
 }
@@ -138,6 +143,8 @@ fn alloc_free(c: &mut Criterion) {
     g.bench_function("magazine+rbtree", |b| b.iter(|| mr.pairs(OPS)));
     let mut bm = Ring::with_live(bitmap(), LIVE_40K);
     g.bench_function("bitmap", |b| b.iter(|| bm.pairs(OPS)));
+    let mut gt = Ring::with_live(gap_tree(), LIVE_40K);
+    g.bench_function("gap-tree", |b| b.iter(|| gt.pairs(OPS)));
     g.finish();
 
     let mut g = c.benchmark_group("iova/churn_40k_live");
@@ -147,6 +154,9 @@ fn alloc_free(c: &mut Criterion) {
     let mut rb = Ring::with_live(rbtree(), LIVE_40K);
     let mut rng = SmallRng::seed_from_u64(40_960);
     g.bench_function("rbtree", |b| b.iter(|| rb.churn(CHURN, &mut rng)));
+    let mut gt = Ring::with_live(gap_tree(), LIVE_40K);
+    let mut rng = SmallRng::seed_from_u64(40_960);
+    g.bench_function("gap-tree", |b| b.iter(|| gt.churn(CHURN, &mut rng)));
     g.finish();
 }
 

@@ -10,6 +10,7 @@
 //! All ranges are page ranges `[pfn, pfn + pages)`; exhaustion is an error value.
 
 pub mod bitmap;
+pub mod gap_tree;
 pub mod magazine;
 pub mod none;
 pub mod rbtree;
@@ -21,6 +22,7 @@ use crate::addr::{CpuId, Iova, Pfn};
 use crate::clock::{ClockRate, Cycles};
 
 pub use bitmap::Bitmap;
+pub use gap_tree::GapTree;
 pub use magazine::{Magazine, MagazineConfig, MagazineConfigError};
 pub use none::NoIova;
 pub use rbtree::{RbTree, SpaceError};

@@ -1,0 +1,587 @@
+//! [`GapTree`]: an IOVA allocator that makes exactly the decisions of Linux 6.x's
+//! red-black-tree walk ([`super::RbTree`]) in time logarithmic in the size of the space
+//! instead of linear in the ranges walked over (issue 16: what a kernel could ship).
+//!
+//! **Why the walk can be replaced.** `__alloc_and_insert_iova_range` walks down from the
+//! cached node, gap by gap, and stops at the first gap whose top, rounded down to the
+//! request's alignment `A` (its size rounded up to a power of two), leaves `size` pages
+//! above the range below it. Within a gap the candidate aligned from its top is the
+//! highest aligned block it holds, and candidates only fall as the walk descends, so the
+//! walk returns *the highest `A`-aligned free block of `size` pages in `[low, top)`*, where
+//! the first pass has `top = min(limit, cached.pfn_lo)`, `low = start_pfn` and the retry
+//! `top = limit`, `low = cached.pfn_hi + 1` (Linux's `retry_pfn`). Everything else —
+//! `max32_alloc_size`, which cached node serves a limit, how an insert and a free move them
+//! (`__cached_rbnode_insert_update`, `__cached_rbnode_delete_update`) — is kept as Linux
+//! keeps it; the cached nodes are ranges, and `rb_next` is "the lowest live page above".
+//!
+//! **The structure.** A segment tree over the page space `[0, 2^K)`, built lazily: a node
+//! whose pages are all free or all used has no children. Each node keeps its longest free
+//! run and its free prefix and suffix. An `A`-aligned block of `size ≤ A` pages lies at the
+//! start of one aligned node of `A` pages, so the search descends right to left to that
+//! level, skipping subtrees whose longest free run is shorter than `size`, and takes the
+//! first node whose free prefix holds `size` pages. Marking a range used or free touches
+//! `O(K)` nodes. Ranges are found for `free` by their first page in a hash map.
+//!
+//! Property tests hold it to [`super::RbTree`] on random and adversarial histories: the
+//! same pfn (or the same failure) for every request, the same cached-node behaviour.
+
+use crate::addr::{CpuId, Iova, Pfn};
+use crate::clock::{ClockRate, Cycles};
+use crate::hash::FxHashMap;
+
+use super::rbtree::{DMA_32BIT_PFN, MAX_PFN, check_space};
+use super::{IovaAllocator, IovaError, IovaStats, SpaceError};
+
+const NIL: u32 = u32::MAX;
+
+/// The anchor's pfn (Linux's `IOVA_ANCHOR`): a cached node that is no range.
+const ANCHOR: (u64, u64) = (!0, !0);
+
+/// A segment-tree node: the longest free run, free prefix and free suffix of its pages, and
+/// its children (`NIL`: the node is uniform, all free when `max` is its length).
+#[derive(Clone, Copy, Debug)]
+struct SegNode {
+    max: u64,
+    pre: u64,
+    suf: u64,
+    kids: [u32; 2],
+}
+
+/// Bytes of metadata one live range costs (its hash-map entry; tree nodes are shared).
+pub const RANGE_BYTES: u64 = 16;
+
+/// The `O(log space)` allocator with Linux 6.x's decisions (see the module doc).
+///
+/// # Examples
+///
+/// ```
+/// use iommulab_base::addr::{CpuId, Pfn};
+/// use iommulab_os::iova::{GapTree, IovaAllocator};
+///
+/// let mut t = GapTree::new(Pfn::new(1), Pfn::new(256)).unwrap();
+/// let a = t.alloc(CpuId::new(0), 4, Pfn::new(256)).unwrap();
+/// assert_eq!(a.get(), 252); // top-down, aligned to 4 pages, as the rbtree walk
+/// t.free(CpuId::new(0), a, 4).unwrap();
+/// ```
+#[derive(Debug, Clone)]
+pub struct GapTree {
+    nodes: Vec<SegNode>,
+    free_nodes: u32,
+    root: u32,
+    /// The tree covers `[0, 2^levels)`.
+    levels: u32,
+    /// Live ranges: first page → last page.
+    ranges: FxHashMap<u64, u64>,
+    cached_node: (u64, u64),
+    cached32_node: (u64, u64),
+    start_pfn: u64,
+    end_pfn: u64,
+    dma_32bit_pfn: u64,
+    max32_alloc_size: u64,
+    stats: IovaStats,
+}
+
+impl GapTree {
+    /// An empty space `[start, end)` with the 4 GiB boundary at Linux's.
+    pub fn new(start: Pfn<Iova>, end: Pfn<Iova>) -> Result<Self, SpaceError> {
+        Self::with_dma32_boundary(start, end, Pfn::new(DMA_32BIT_PFN))
+    }
+
+    /// An empty space `[start, end)` whose `cached32_node` serves limits at or below
+    /// `dma_32bit_pfn` (as [`super::RbTree::with_dma32_boundary`]).
+    pub fn with_dma32_boundary(
+        start: Pfn<Iova>,
+        end: Pfn<Iova>,
+        dma_32bit_pfn: Pfn<Iova>,
+    ) -> Result<Self, SpaceError> {
+        check_space(start.get(), end.get(), MAX_PFN)?;
+        let levels = u64::BITS - (end.get() - 1).leading_zeros();
+        let mut t = GapTree {
+            nodes: Vec::with_capacity(256),
+            free_nodes: NIL,
+            root: NIL,
+            levels,
+            ranges: FxHashMap::default(),
+            cached_node: ANCHOR,
+            cached32_node: ANCHOR,
+            start_pfn: start.get(),
+            end_pfn: end.get(),
+            dma_32bit_pfn: dma_32bit_pfn.get(),
+            max32_alloc_size: dma_32bit_pfn.get(),
+            stats: IovaStats::default(),
+        };
+        t.root = t.uniform(levels, true);
+        Ok(t)
+    }
+
+    /// Live ranges.
+    pub fn len(&self) -> u64 {
+        self.ranges.len() as u64
+    }
+
+    /// Whether no range is allocated.
+    pub fn is_empty(&self) -> bool {
+        self.ranges.is_empty()
+    }
+
+    /// The current `max32_alloc_size`.
+    pub fn max32_alloc_size(&self) -> u64 {
+        self.max32_alloc_size
+    }
+
+    /// Every live range `(first page, pages)`, in address order.
+    pub fn ranges(&self) -> Vec<(Pfn<Iova>, u64)> {
+        let mut v: Vec<(Pfn<Iova>, u64)> = self
+            .ranges
+            .iter()
+            .map(|(&lo, &hi)| (Pfn::new(lo), hi - lo + 1))
+            .collect();
+        v.sort_unstable();
+        v
+    }
+
+    const fn len_of(level: u32) -> u64 {
+        1u64 << level
+    }
+
+    /// A childless node, all free or all used, from the free list or the arena.
+    fn uniform(&mut self, level: u32, free: bool) -> u32 {
+        let run = if free { Self::len_of(level) } else { 0 };
+        let n = SegNode {
+            max: run,
+            pre: run,
+            suf: run,
+            kids: [NIL; 2],
+        };
+        if self.free_nodes != NIL {
+            let x = self.free_nodes;
+            self.free_nodes = self.nodes[x as usize].kids[0];
+            self.nodes[x as usize] = n;
+            x
+        } else {
+            self.nodes.push(n);
+            u32::try_from(self.nodes.len() - 1).unwrap_or(NIL)
+        }
+    }
+
+    /// Returns `x`'s subtree below it to the free list and makes `x` uniform.
+    fn make_uniform(&mut self, x: u32, level: u32, free: bool) {
+        for k in self.nodes[x as usize].kids {
+            if k != NIL {
+                self.release(k);
+            }
+        }
+        let run = if free { Self::len_of(level) } else { 0 };
+        self.nodes[x as usize] = SegNode {
+            max: run,
+            pre: run,
+            suf: run,
+            kids: [NIL; 2],
+        };
+    }
+
+    fn release(&mut self, x: u32) {
+        for k in self.nodes[x as usize].kids {
+            if k != NIL {
+                self.release(k);
+            }
+        }
+        self.nodes[x as usize].kids = [self.free_nodes, NIL];
+        self.free_nodes = x;
+    }
+
+    /// Marks `[lo, hi)` used or free in the subtree of `x` (level `level`, first page
+    /// `base`).
+    fn set(&mut self, x: u32, level: u32, base: u64, lo: u64, hi: u64, free: bool) {
+        self.stats.tree_visits += 1;
+        let len = Self::len_of(level);
+        if lo <= base && base + len <= hi {
+            self.make_uniform(x, level, free);
+            return;
+        }
+        let node = self.nodes[x as usize];
+        if node.kids[0] == NIL {
+            let was_free = node.max == len;
+            if was_free == free {
+                return;
+            }
+            let l = self.uniform(level - 1, was_free);
+            let r = self.uniform(level - 1, was_free);
+            self.nodes[x as usize].kids = [l, r];
+        }
+        let [l, r] = self.nodes[x as usize].kids;
+        let half = len / 2;
+        if lo < base + half {
+            self.set(l, level - 1, base, lo, hi, free);
+        }
+        if hi > base + half {
+            self.set(r, level - 1, base + half, lo, hi, free);
+        }
+        let (a, b) = (self.nodes[l as usize], self.nodes[r as usize]);
+        if a.kids[0] == NIL && b.kids[0] == NIL && a.max == b.max && (a.max == 0 || a.max == half) {
+            self.make_uniform(x, level, a.max == half);
+            return;
+        }
+        let n = &mut self.nodes[x as usize];
+        n.pre = if a.pre == half { half + b.pre } else { a.pre };
+        n.suf = if b.suf == half { half + a.suf } else { b.suf };
+        n.max = a.max.max(b.max).max(a.suf + b.pre);
+    }
+
+    /// The highest `align`-aligned `p` with `lo_p ≤ p ≤ hi_p` whose `size` pages are free,
+    /// in the subtree of `x`; `align_level` = log2(align), `size ≤ align`.
+    #[allow(clippy::too_many_arguments)]
+    fn highest_block(
+        &mut self,
+        x: u32,
+        level: u32,
+        base: u64,
+        align_level: u32,
+        size: u64,
+        lo_p: u64,
+        hi_p: u64,
+    ) -> Option<u64> {
+        self.stats.tree_visits += 1;
+        let len = Self::len_of(level);
+        if base > hi_p || base + len <= lo_p {
+            return None;
+        }
+        let n = self.nodes[x as usize];
+        if n.max < size {
+            return None;
+        }
+        if n.kids[0] == NIL {
+            // All free: the highest aligned position inside the node and the bounds.
+            let top = hi_p.min(base + len - Self::len_of(align_level));
+            return (top >= lo_p.max(base)).then_some(top);
+        }
+        if level == align_level {
+            return (n.pre >= size).then_some(base);
+        }
+        let half = len / 2;
+        let [l, r] = n.kids;
+        if let Some(p) =
+            self.highest_block(r, level - 1, base + half, align_level, size, lo_p, hi_p)
+        {
+            return Some(p);
+        }
+        self.highest_block(l, level - 1, base, align_level, size, lo_p, hi_p)
+    }
+
+    /// The lowest live page above `pfn`, `None` if there is none.
+    fn lowest_used_above(&mut self, pfn: u64) -> Option<u64> {
+        let (mut x, mut level, mut base) = (self.root, self.levels, 0u64);
+        // Descend along the path of `pfn + 1`, remembering right siblings to try.
+        let target = pfn.checked_add(1)?;
+        if target >> self.levels != 0 {
+            return None;
+        }
+        let mut stack: [(u32, u32, u64); 64] = [(NIL, 0, 0); 64];
+        let mut depth = 0;
+        loop {
+            self.stats.tree_visits += 1;
+            let n = self.nodes[x as usize];
+            let len = Self::len_of(level);
+            if n.kids[0] == NIL {
+                if n.max == 0 {
+                    return Some(target.max(base));
+                }
+                break;
+            }
+            let half = len / 2;
+            if target < base + half {
+                stack[depth] = (n.kids[1], level - 1, base + half);
+                depth += 1;
+                x = n.kids[0];
+            } else {
+                x = n.kids[1];
+                base += half;
+            }
+            level -= 1;
+        }
+        // The nearest right sibling on the path with a used page holds the answer: its
+        // leftmost used page.
+        while depth > 0 {
+            depth -= 1;
+            let (y, ylevel, ybase) = stack[depth];
+            if self.nodes[y as usize].max < Self::len_of(ylevel) {
+                return Some(self.leftmost_used(y, ylevel, ybase));
+            }
+        }
+        None
+    }
+
+    /// The leftmost used page of a subtree that has one.
+    fn leftmost_used(&mut self, mut x: u32, mut level: u32, mut base: u64) -> u64 {
+        loop {
+            self.stats.tree_visits += 1;
+            let n = self.nodes[x as usize];
+            if n.kids[0] == NIL {
+                return base;
+            }
+            let half = Self::len_of(level) / 2;
+            let [l, r] = n.kids;
+            if self.nodes[l as usize].max < half {
+                x = l;
+            } else {
+                x = r;
+                base += half;
+            }
+            level -= 1;
+        }
+    }
+
+    /// `rb_next` of the range whose last page is `hi`: the next range up, or the anchor.
+    fn next_range(&mut self, hi: u64) -> (u64, u64) {
+        match self.lowest_used_above(hi) {
+            Some(lo) => (lo, self.ranges.get(&lo).copied().unwrap_or(lo)),
+            None => ANCHOR,
+        }
+    }
+
+    /// The highest free `size`-page block aligned to `2^align_level` in `[low, top)`.
+    fn search(&mut self, size: u64, align_level: u32, low: u64, top: u64) -> Option<u64> {
+        let align = 1u64 << align_level;
+        if top < size {
+            return None;
+        }
+        let hi_p = (top - size) & !(align - 1);
+        let lo_p = low.div_ceil(align).checked_mul(align)?;
+        if hi_p < lo_p {
+            return None;
+        }
+        self.highest_block(self.root, self.levels, 0, align_level, size, lo_p, hi_p)
+    }
+
+    /// `__alloc_and_insert_iova_range(size, limit_pfn, size_aligned = true)`.
+    fn alloc_range(&mut self, size: u64, limit_pfn: u64) -> Option<u64> {
+        let align_level = u64::BITS - (size - 1).leading_zeros();
+        if align_level > self.levels.max(1) {
+            return None;
+        }
+        if limit_pfn <= self.dma_32bit_pfn && size >= self.max32_alloc_size {
+            return None;
+        }
+        let cached = if limit_pfn <= self.dma_32bit_pfn {
+            self.cached32_node
+        } else {
+            self.cached_node
+        };
+        let retry_pfn = cached.1;
+        let mut found = self.search(size, align_level, self.start_pfn, limit_pfn.min(cached.0));
+        if found.is_none() && retry_pfn < limit_pfn {
+            found = self.search(size, align_level, retry_pfn + 1, limit_pfn);
+        }
+        let Some(new_pfn) = found else {
+            self.max32_alloc_size = size;
+            return None;
+        };
+        let hi = new_pfn + size - 1;
+        self.set(self.root, self.levels, 0, new_pfn, hi + 1, false);
+        self.ranges.insert(new_pfn, hi);
+        if hi < self.dma_32bit_pfn {
+            self.cached32_node = (new_pfn, hi);
+        } else {
+            self.cached_node = (new_pfn, hi);
+        }
+        Some(new_pfn)
+    }
+}
+
+impl IovaAllocator for GapTree {
+    fn alloc(&mut self, _cpu: CpuId, pages: u64, limit: Pfn<Iova>) -> Result<Pfn<Iova>, IovaError> {
+        let space = self.end_pfn - self.start_pfn;
+        if pages == 0 || pages > space {
+            return Err(IovaError::BadRequest { pages, space });
+        }
+        self.stats.lock_acquisitions += 1;
+        let limit_pfn = limit.get().min(self.end_pfn);
+        match self.alloc_range(pages, limit_pfn) {
+            Some(pfn) => {
+                self.stats.allocs += 1;
+                self.stats.peak_metadata_bytes =
+                    self.stats.peak_metadata_bytes.max(self.len() * RANGE_BYTES);
+                Ok(Pfn::new(pfn))
+            }
+            None => {
+                self.stats.failures += 1;
+                Err(IovaError::Exhausted {
+                    pages,
+                    limit: limit.get(),
+                })
+            }
+        }
+    }
+
+    fn free(&mut self, _cpu: CpuId, pfn: Pfn<Iova>, pages: u64) -> Result<(), IovaError> {
+        self.stats.lock_acquisitions += 1;
+        let lo = pfn.get();
+        let not_allocated = IovaError::NotAllocated { pfn: lo, pages };
+        let Some(hi) = pages.checked_sub(1).and_then(|p| lo.checked_add(p)) else {
+            return Err(not_allocated);
+        };
+        if self.ranges.get(&lo) != Some(&hi) {
+            return Err(not_allocated);
+        }
+        // `__cached_rbnode_delete_update`, before the erase.
+        let c32 = self.cached32_node;
+        if c32 == (lo, hi) || (hi < self.dma_32bit_pfn && lo >= c32.0) {
+            self.cached32_node = self.next_range(hi);
+        }
+        if lo < self.dma_32bit_pfn {
+            self.max32_alloc_size = self.dma_32bit_pfn;
+        }
+        if lo >= self.cached_node.0 {
+            self.cached_node = self.next_range(hi);
+        }
+        self.ranges.remove(&lo);
+        self.set(self.root, self.levels, 0, lo, hi + 1, true);
+        self.stats.frees += 1;
+        Ok(())
+    }
+
+    fn on_tick(&mut self, _now: Cycles, _clock: ClockRate) {}
+
+    fn stats(&self) -> &IovaStats {
+        &self.stats
+    }
+
+    fn metadata_bytes(&self) -> u64 {
+        self.len() * RANGE_BYTES + self.nodes.len() as u64 * size_of::<SegNode>() as u64
+    }
+
+    fn space_end(&self) -> Pfn<Iova> {
+        Pfn::new(self.end_pfn)
+    }
+
+    fn name(&self) -> &'static str {
+        "gap-tree"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::iova::RbTree;
+    use proptest::prelude::*;
+
+    const CPU: CpuId = CpuId::new(0);
+
+    /// The rbtree's own examples give the same answers.
+    #[test]
+    fn the_rbtree_examples() {
+        let mut t = GapTree::new(Pfn::new(1), Pfn::new(16)).unwrap();
+        let mut a = |p, l| t.alloc(CPU, p, Pfn::new(l)).map(Pfn::get);
+        assert_eq!(a(2, 16), Ok(14));
+        assert_eq!(a(1, 16), Ok(13));
+        assert_eq!(a(1, 16), Ok(12));
+        t.free(CPU, Pfn::new(13), 1).unwrap();
+        assert_eq!(t.alloc(CPU, 1, Pfn::new(16)).map(Pfn::get), Ok(13));
+        assert_eq!(t.alloc(CPU, 1, Pfn::new(16)).map(Pfn::get), Ok(11));
+        let mut t = GapTree::new(Pfn::new(1), Pfn::new(9)).unwrap();
+        assert_eq!(t.alloc(CPU, 2, Pfn::new(4)).map(Pfn::get), Ok(2));
+        assert_eq!(t.alloc(CPU, 1, Pfn::new(9)).map(Pfn::get), Ok(1));
+        assert_eq!(t.alloc(CPU, 1, Pfn::new(9)).map(Pfn::get), Ok(8));
+    }
+
+    #[derive(Clone, Debug)]
+    enum Op {
+        Alloc { pages: u64, limit_frac: u8 },
+        Free { pick: usize },
+    }
+
+    fn op(max_pages: u64) -> impl Strategy<Value = Op> {
+        prop_oneof![
+            3 => (1..=max_pages, 0u8..=255).prop_map(|(pages, limit_frac)| Op::Alloc { pages, limit_frac }),
+            2 => any::<usize>().prop_map(|pick| Op::Free { pick }),
+        ]
+    }
+
+    /// Runs `ops` on both allocators over `[1, end)` with the 4 GiB boundary at `dma32`;
+    /// every answer must be the same.
+    fn same(end: u64, dma32: u64, ops: &[Op]) -> Result<(), TestCaseError> {
+        let mut rb =
+            RbTree::with_dma32_boundary(Pfn::new(1), Pfn::new(end), Pfn::new(dma32)).unwrap();
+        let mut gt =
+            GapTree::with_dma32_boundary(Pfn::new(1), Pfn::new(end), Pfn::new(dma32)).unwrap();
+        let mut live: Vec<(Pfn<Iova>, u64)> = Vec::new();
+        for (i, o) in ops.iter().enumerate() {
+            match *o {
+                Op::Alloc { pages, limit_frac } => {
+                    // Limits below, at and above the 4 GiB boundary, and the whole space.
+                    let limit = 1 + (end - 1) * (u64::from(limit_frac) + 1) / 256;
+                    let a = rb.alloc(CPU, pages, Pfn::new(limit));
+                    let b = gt.alloc(CPU, pages, Pfn::new(limit));
+                    prop_assert_eq!(&a, &b, "op {} {:?}", i, o);
+                    if let Ok(p) = a {
+                        live.push((p, pages));
+                    }
+                }
+                Op::Free { pick } => {
+                    if live.is_empty() {
+                        continue;
+                    }
+                    let (p, n) = live.swap_remove(pick % live.len());
+                    prop_assert_eq!(rb.free(CPU, p, n), Ok(()));
+                    prop_assert_eq!(gt.free(CPU, p, n), Ok(()));
+                }
+            }
+            prop_assert_eq!(rb.max32_alloc_size(), gt.max32_alloc_size());
+        }
+        prop_assert_eq!(rb.ranges(), gt.ranges());
+        Ok(())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        /// Random histories in a small space (frequent exhaustion, retries, wraps).
+        #[test]
+        fn picks_what_the_linux_walk_picks_small(ops in prop::collection::vec(op(9), 1..400), dma32 in 8u64..200) {
+            same(200, dma32, &ops)?;
+        }
+
+        /// Random histories in a 4 GiB space.
+        #[test]
+        fn picks_what_the_linux_walk_picks_4g(ops in prop::collection::vec(op(64), 1..300)) {
+            same(1 << 20, 1 << 20, &ops)?;
+        }
+    }
+
+    /// Adversarial: a fragmented space where most gaps hold `size` pages but not aligned, then
+    /// churn with mixed sizes and limits.
+    #[test]
+    fn picks_what_the_linux_walk_picks_when_fragmented() {
+        let mut ops = Vec::new();
+        for i in 0..2000u64 {
+            ops.push(Op::Alloc {
+                pages: 1 + (i * 7) % 5,
+                limit_frac: u8::try_from((i * 37) % 256).unwrap(),
+            });
+            if i % 3 == 0 {
+                ops.push(Op::Free {
+                    pick: usize::try_from(i * 13).unwrap(),
+                });
+            }
+        }
+        same(4096, 2048, &ops).unwrap();
+    }
+
+    /// Steady churn neither grows the node arena without bound nor the map.
+    #[test]
+    fn churn_reuses_nodes() {
+        let mut t = GapTree::new(Pfn::new(1), Pfn::new(1 << 20)).unwrap();
+        let mut ring = std::collections::VecDeque::new();
+        for i in 0..50_000u64 {
+            ring.push_back((
+                t.alloc(CPU, 1 + i % 4, Pfn::new(1 << 20)).unwrap(),
+                1 + i % 4,
+            ));
+            if ring.len() > 1000 {
+                let (p, n) = ring.pop_front().unwrap();
+                t.free(CPU, p, n).unwrap();
+            }
+        }
+        assert!(t.nodes.len() < 200_000, "{}", t.nodes.len());
+    }
+}
