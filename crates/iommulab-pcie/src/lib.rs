@@ -6,6 +6,7 @@
 //! | [`config`] | configuration space: type 0/1 headers, capability lists, write masks | S4.1 |
 //! | [`sriov`] | the SR-IOV extended capability: VF routing ids and VF BARs | S4.1 |
 //! | [`function`] | a physical function and its virtual functions | S4.1 |
+//! | [`bridge`] | ExpEther: TLPs in Ethernet frames, VLAN groups, keep-alive hot-plug, lossless transport; multi-root sharing of VFs | S4.2, S4.3 |
 //!
 //! The host side of a DMA is the hardware layer's [`iommulab_hw::RemapUnit`]: each host
 //! keeps its own IOMMU model, and a VF's DMA goes through its host's (S4.3).
@@ -13,6 +14,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations)]
 
+pub mod bridge;
 pub mod config;
 pub mod function;
 pub mod sriov;
