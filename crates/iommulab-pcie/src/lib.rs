@@ -7,6 +7,7 @@
 //! | [`sriov`] | the SR-IOV extended capability: VF routing ids and VF BARs | S4.1 |
 //! | [`function`] | a physical function and its virtual functions | S4.1 |
 //! | [`bridge`] | ExpEther: TLPs in Ethernet frames, VLAN groups, keep-alive hot-plug, lossless transport; multi-root sharing of VFs | S4.2, S4.3 |
+//! | [`timing`] | the discrete-event model of a 10 GbE SR-IOV NIC behind the bridges | S4.4 |
 //!
 //! The host side of a DMA is the hardware layer's [`iommulab_hw::RemapUnit`]: each host
 //! keeps its own IOMMU model, and a VF's DMA goes through its host's (S4.3).
@@ -18,6 +19,7 @@ pub mod bridge;
 pub mod config;
 pub mod function;
 pub mod sriov;
+pub mod timing;
 pub mod tlp;
 
 #[cfg(test)]
