@@ -30,6 +30,7 @@ pub enum CompletionStatus {
 }
 
 impl CompletionStatus {
+    #[inline]
     const fn bits(self) -> u8 {
         match self {
             CompletionStatus::Successful => 0b000,
@@ -104,6 +105,7 @@ impl Completion {
         }
     }
 
+    #[inline]
     fn validate(&self, payload_dw: Option<u16>) -> Result<(), TlpError> {
         if self.byte_count == 0 || self.byte_count > 4096 {
             return Err(TlpError::Field {
@@ -163,6 +165,7 @@ impl Completion {
         Ok(())
     }
 
+    #[inline]
     pub(crate) fn encode(
         &self,
         payload: &[u8],
@@ -204,6 +207,7 @@ impl Completion {
         Ok(())
     }
 
+    #[inline]
     pub(crate) fn decode<'a>(dw0: &Dw0, b: &'a [u8]) -> Result<(Self, &'a [u8]), TlpError> {
         let data = dw0.fmt == FMT_3DW_DATA;
         let dw = data.then(|| dw0.length_dw());
