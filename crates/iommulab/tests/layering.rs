@@ -45,6 +45,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "iommulab-trace",
             "iommulab-workload",
             "iommulab-virt",
+            "iommulab-pcie",
             // Its own tests enable `test-utils` on it.
             "iommulab",
         ],
