@@ -105,7 +105,7 @@ impl Completion {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn validate(&self, payload_dw: Option<u16>) -> Result<(), TlpError> {
         if self.byte_count == 0 || self.byte_count > 4096 {
             return Err(TlpError::Field {
@@ -165,7 +165,7 @@ impl Completion {
         Ok(())
     }
 
-    #[inline]
+    #[inline(always)]
     pub(crate) fn encode(
         &self,
         payload: &[u8],
@@ -207,7 +207,7 @@ impl Completion {
         Ok(())
     }
 
-    #[inline]
+    #[inline(always)]
     pub(crate) fn decode<'a>(dw0: &Dw0, b: &'a [u8]) -> Result<(Self, &'a [u8]), TlpError> {
         let data = dw0.fmt == FMT_3DW_DATA;
         let dw = data.then(|| dw0.length_dw());

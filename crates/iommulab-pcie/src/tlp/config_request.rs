@@ -50,7 +50,7 @@ impl ConfigRequest {
         self.register * 4
     }
 
-    #[inline]
+    #[inline(always)]
     pub(crate) fn validate(&self) -> Result<(), TlpError> {
         if self.register >= 1024 {
             return Err(TlpError::Field {
@@ -71,7 +71,7 @@ impl ConfigRequest {
         Ok(())
     }
 
-    #[inline]
+    #[inline(always)]
     pub(crate) fn encode(&self, data: Option<&[u8; 4]>, out: &mut [u8]) -> Result<(), TlpError> {
         self.validate()?;
         Dw0 {
@@ -103,7 +103,7 @@ impl ConfigRequest {
         Ok(())
     }
 
-    #[inline]
+    #[inline(always)]
     pub(crate) fn decode(dw0: &Dw0, b: &[u8]) -> Result<(Self, Option<[u8; 4]>), TlpError> {
         let data = dw0.fmt == FMT_3DW_DATA;
         if dw0.length != 1 {

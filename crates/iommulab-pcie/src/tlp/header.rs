@@ -112,7 +112,7 @@ pub(crate) struct Dw0 {
 
 impl Dw0 {
     /// Decodes bytes 0..4; rejects what the model does not carry (prefixes, TH, TD).
-    #[inline]
+    #[inline(always)]
     pub fn decode(b: &[u8]) -> Result<Self, TlpError> {
         if b.len() < 4 {
             return Err(TlpError::Truncated {
@@ -169,7 +169,7 @@ impl Dw0 {
     }
 
     /// Writes bytes 0..4 (reserved bits zero).
-    #[inline]
+    #[inline(always)]
     pub fn encode(&self, out: &mut [u8]) {
         out[0] = (self.fmt << 5) | (self.typ & 0x1f);
         out[1] = ((self.tc & 0x7) << 4) | (u8::from(self.attr.id_based_ordering) << 2);

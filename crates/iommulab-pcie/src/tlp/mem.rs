@@ -80,7 +80,7 @@ impl MemRequest {
     }
 
     /// The rules of §2.2.5 and §2.2.7 a well-formed request obeys.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn validate(&self) -> Result<(), TlpError> {
         if self.length_dw == 0 || self.length_dw > 1024 {
             return Err(TlpError::Field {
@@ -171,7 +171,7 @@ impl MemRequest {
         Ok(())
     }
 
-    #[inline]
+    #[inline(always)]
     pub(crate) fn encode(
         &self,
         data: bool,
@@ -218,7 +218,7 @@ impl MemRequest {
         Ok(())
     }
 
-    #[inline]
+    #[inline(always)]
     pub(crate) fn decode<'a>(
         dw0: &Dw0,
         b: &'a [u8],
