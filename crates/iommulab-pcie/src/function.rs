@@ -54,7 +54,8 @@ pub enum FunctionError {
 /// +4 Message Address, +8 Message Upper Address, +0xc Message Data.
 const MSI_LEN: u16 = 24;
 
-fn add_msi(cfg: &mut ConfigSpace) -> Result<u16, ConfigError> {
+/// Adds an MSI capability (64-bit address) to `cfg`; returns its offset.
+pub(crate) fn add_msi(cfg: &mut ConfigSpace) -> Result<u16, ConfigError> {
     let at = capability::add(cfg, CapabilityId::Msi as u8, MSI_LEN)?;
     // 64-bit address capable [7]; Enable [0] is RW.
     cfg.set(at + 2, 2, 1 << 7)?;
@@ -134,6 +135,11 @@ impl VirtualFunction {
     /// A host write to its configuration space.
     pub fn config_write(&mut self, register: u16, data: [u8; 4], be: u8) {
         self.config.write_dw(register, data, be);
+    }
+
+    /// Offset of its MSI capability.
+    pub const fn msi_offset(&self) -> u16 {
+        self.msi
     }
 
     /// Its BAR slices `(base, size)`.

@@ -23,7 +23,7 @@ use iommulab_hw::{Fault, RemapUnit};
 use crate::config::header::{self, Bar, BarKind, COMMAND_BUS_MASTER, Ids};
 use crate::config::pcie_cap::{self, PortType};
 use crate::config::{ConfigError, ConfigSpace};
-use crate::function::{FunctionId, PhysicalFunction};
+use crate::function::{FunctionId, PhysicalFunction, add_msi};
 use crate::sriov::{CTL_VF_ENABLE, CTL_VF_MSE, SriovError, reg};
 use crate::tlp::{Completion, CompletionStatus, MemRequest, Tlp, TlpError};
 
@@ -63,6 +63,7 @@ pub struct VirtualEndpoint {
     rid: Bdf,
     config: ConfigSpace,
     bar: Bar,
+    msi: u16,
 }
 
 impl VirtualEndpoint {
@@ -182,12 +183,14 @@ impl IoBridge {
         };
         let mut config = header::type0(&self.ids, &[(0, bar)], 1)?;
         pcie_cap::add(&mut config, PortType::Endpoint, 1)?;
+        let msi = add_msi(&mut config)?;
         self.ves.push(VirtualEndpoint {
             vlan,
             vf,
             rid,
             config,
             bar,
+            msi,
         });
         Ok(())
     }
@@ -235,9 +238,16 @@ impl IoBridge {
                     ve.config.write_dw(c.register, *d, c.first_be);
                     // The host's Bus Master Enable on its VE is the VF's (its DMA on or off).
                     let bm = ve.config.read16(0x04) & COMMAND_BUS_MASTER;
-                    let vf = ve.vf;
+                    let (vf, ve_msi) = (ve.vf, ve.msi);
                     if let Some(v) = self.pf.vf_mut(vf) {
                         v.config_write(1, (bm as u32).to_le_bytes(), 0x1);
+                        // The host programs MSI on its VE; the VF raises it: mirror the
+                        // capability's registers (same layout) into the VF's.
+                        let off = c.register * 4;
+                        if off >= ve_msi && off < ve_msi + 24 {
+                            let at = v.msi_offset() + (off - ve_msi);
+                            v.config_write(at / 4, *d, c.first_be);
+                        }
                     }
                     let len = Tlp::Completion(cpl).encode(out)?;
                     return Ok(FromHost::Completion {

@@ -250,6 +250,36 @@ fn vf_dma_goes_through_its_own_hosts_iommu() {
         send(&io, &mut hosts, m, &mut out),
         (10, DmaOutcome::Faulted(_))
     ));
+    // Host 20 programs MSI on its VE (address 0xfee0_0000, data 0x31, enable); VF 2's
+    // interrupt is a write of that data, delivered to host 20 with the VE's requester id.
+    let msi = crate::config::capability::find(io.ves()[1].config(), 0x05)
+        .unwrap()
+        .unwrap();
+    let mut cout = [0u8; MAX_TLP_BYTES];
+    for (reg, v, be) in [
+        (msi + 4, 0xfee0_0000u32, 0xf),
+        (msi + 0xc, 0x31, 0x3),
+        (msi, 1 << 16, 0x4),
+    ] {
+        let t = Tlp::ConfigWrite(cfg(ve_rid(), reg / 4, ConfigKind::Type0), v.to_le_bytes());
+        let t = match t {
+            Tlp::ConfigWrite(mut c, d) => {
+                c.first_be = be;
+                Tlp::ConfigWrite(c, d)
+            }
+            t => t,
+        };
+        io.from_host(20, &t, &mut cout).unwrap();
+    }
+    let (w, d) = io.pf().vf(2).unwrap().interrupt().unwrap();
+    let (vlan, len) = io.from_device(&Tlp::MemWrite(w, &d), &mut out).unwrap();
+    let Tlp::MemWrite(m, data) = Tlp::decode(&out[..len]).unwrap() else {
+        panic!()
+    };
+    assert_eq!(
+        (vlan, m.requester, m.address, data),
+        (20, ve_rid(), 0xfee0_0000, &[0x31, 0, 0, 0][..])
+    );
     // After host 20 hot-removes its VE, VF 2's DMA has no host to go to.
     io.unassign(2);
     assert!(
