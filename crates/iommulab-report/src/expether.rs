@@ -123,11 +123,16 @@ pub(crate) fn render(dir: &Path, r: &ExpEtherResults) -> Result<PathBuf, ReportE
     for x in r.runs.iter().filter(|x| x.figure == "qos-demo") {
         for (i, g) in x.per_host_gbps.iter().enumerate() {
             qos.push(BarGroup {
+                // Short labels: twelve bars share the axis.
                 label: format!(
-                    "{} {} h{}",
-                    dir_name(x.direction),
-                    if x.qos { "QoS" } else { "FIFO" },
-                    i + 1
+                    "{} {}{}",
+                    if x.direction == Direction::Send {
+                        "snd"
+                    } else {
+                        "rcv"
+                    },
+                    i + 1,
+                    if x.qos { " Q" } else { "" }
                 ),
                 ours: *g,
                 ours_err: 0.0,
@@ -138,7 +143,7 @@ pub(crate) fn render(dir: &Path, r: &ExpEtherResults) -> Result<PathBuf, ReportE
     bar_chart(
         dir,
         FIGURES[3],
-        "Per-VF QoS: host 1 runs 2 streams, hosts 2-3 one each",
+        "Per-VF QoS (Q): host 1 runs 2 streams, hosts 2-3 one each; snd/rcv = send/receive",
         "Gb/s",
         &qos,
     )?;
