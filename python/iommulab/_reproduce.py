@@ -13,7 +13,7 @@ from iommulab import _native
 from iommulab.results import to_frame
 
 #: The reproductions that exist, in the order `"all"` runs them.
-REPRODUCTIONS = ("fujita2008", "yassour2010", "benyehuda2007", "iosup")
+REPRODUCTIONS = ("fujita2008", "yassour2010", "benyehuda2007", "iosup", "expether")
 
 
 class ReproProgress(NamedTuple):
@@ -32,10 +32,10 @@ class Reproduction:
 
     `results` is the content of its `results.json` (a list of per-configuration aggregates
     for `fujita2008`, a dict with `workloads` and `sensitivity` for `yassour2010`, the whole
-    results object for `iosup`); `paper`
+    results object for `iosup` and `expether`); `paper`
     holds the numbers the paper published; `tables` the report's tables as DataFrames (the
     CSV files' rows at full precision — `figure4` is `results.csv`, `hit_rate` and `cpu` the
-    Yassour CSVs, `runs` and `groups` for IOSUP — plus `runs` for Fujita & Mori and
+    Yassour CSVs, `runs` and `groups` for IOSUP, `runs` and `sweep` for ExpEther — plus `runs` for Fujita & Mori and
     `prefetch`, `protection` and `sensitivity` for Yassour et al.); `data` everything the
     library returned. With `out`,
     `report` is the markdown page written and `files` every file of the report folder.
@@ -110,7 +110,7 @@ def _reproduction(item: dict[str, Any], out: Optional[Path]) -> Reproduction:
 
 @overload
 def reproduce(
-    name: Literal["fujita2008", "yassour2010", "benyehuda2007", "iosup"],
+    name: Literal["fujita2008", "yassour2010", "benyehuda2007", "iosup", "expether"],
     quick: bool = False,
     out: Union[str, os.PathLike[str], None] = None,
     progress: Union[bool, Callable[[ReproProgress], object], None] = True,
@@ -137,7 +137,7 @@ def reproduce(
 ) -> Union[Reproduction, dict[str, Reproduction]]:
     """Reruns a paper's experiments, as `iommulab reproduce NAME [--quick] [--out OUT]`.
 
-    `name` is `"fujita2008"`, `"yassour2010"`, `"benyehuda2007"`, `"iosup"` or `"all"` (a dict of
+    `name` is `"fujita2008"`, `"yassour2010"`, `"benyehuda2007"`, `"iosup"`, `"expether"` or `"all"` (a dict of
     all, by name). With
     `out`, writes exactly the CLI's files: `OUT/<name>/` (results.json, CSV, SVG/PNG figures,
     README.md) and, for `"all"`, `OUT/index.md` and `OUT/index.html` (one self-contained page over both: figures inline,

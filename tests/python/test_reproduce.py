@@ -96,6 +96,21 @@ def test_iosup_tables_and_headline(quick_all: Any) -> None:
     assert r.results["alloc_change"] == golden["alloc_change"]
 
 
+def test_expether_runs_and_receive_limit(quick_all: Any) -> None:
+    r = quick_all[1]["expether"]
+    assert r.name == "expether" and r.quick
+    runs = r.tables["runs"]
+    assert {"direction", "hosts", "gbps"} <= set(runs.columns)
+    fig9 = runs[(runs["figure"] == "9") & (runs["qos"] == "false")].set_index(["direction", "hosts"])
+    # Send is the wire's goodput; receive is N reads per round trip, below it.
+    assert abs(fig9.loc[("send", 3), "gbps"] - 9.90) < 0.01
+    assert fig9.loc[("receive", 1), "gbps"] < fig9.loc[("send", 1), "gbps"]
+    assert list(r.paper["receive_gbps"]) == [7.7, 6.1, 6.0]
+    assert r.results["read_limit"]["reads_to_remove_limit"] == 12
+    golden = json.loads((GOLDEN / "expether" / "results.json").read_text())
+    assert r.results["runs"][0]["gbps"] == golden["runs"][0]["gbps"]
+
+
 def test_out_writes_the_cli_files(quick_all: tuple[Path, dict[str, iommulab.Reproduction]]) -> None:
     out, runs = quick_all
     assert list(runs) == list(iommulab.REPRODUCTIONS)
@@ -150,7 +165,7 @@ def test_an_exception_in_the_callback_stops_the_run() -> None:
 
 
 def test_unknown_reproduction_names_the_known_ones() -> None:
-    with pytest.raises(iommulab.ConfigError, match="fujita2008, yassour2010, benyehuda2007, iosup, all"):
+    with pytest.raises(iommulab.ConfigError, match="fujita2008, yassour2010, benyehuda2007, iosup, expether, all"):
         iommulab.reproduce("smith1999")
 
 

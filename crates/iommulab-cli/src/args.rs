@@ -665,6 +665,10 @@ pub enum Paper {
     /// "Improving I/O performance of all peripheral devices on paravirtualized platforms"
     /// (IOSUP): Figures 6–9, lmbench fork+exit, netperf.
     Iosup,
+    /// Suzuki et al., "Multi-Root Share of SR-IOV Compliant PCI Express Device" (ExpEther,
+    /// 2010): Figures 9 and 11.
+    #[value(name = "expether")]
+    ExpEther,
     /// Every reproduction that exists.
     All,
 }

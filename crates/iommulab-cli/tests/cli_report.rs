@@ -165,16 +165,22 @@ fn the_html_report_renders_in_chromium_with_every_figure_and_link() {
     );
     let lines = probe_lines(&String::from_utf8_lossy(&o.stdout));
 
-    let figures: Vec<String> = ["fujita2008", "yassour2010", "benyehuda2007", "iosup"]
-        .iter()
-        .flat_map(|p| {
-            std::fs::read_dir(out.join(p))
-                .unwrap()
-                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-                .filter(|f| f.ends_with(".svg"))
-                .collect::<Vec<_>>()
-        })
-        .collect();
+    let figures: Vec<String> = [
+        "fujita2008",
+        "yassour2010",
+        "benyehuda2007",
+        "iosup",
+        "expether",
+    ]
+    .iter()
+    .flat_map(|p| {
+        std::fs::read_dir(out.join(p))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|f| f.ends_with(".svg"))
+            .collect::<Vec<_>>()
+    })
+    .collect();
     let images: Vec<&Vec<String>> = lines.iter().filter(|l| l[0] == "img").collect();
     assert_eq!(images.len(), figures.len(), "one image per figure file");
     for img in &images {

@@ -96,6 +96,46 @@ fn replay_strategy_text_output() {
 }
 
 #[test]
+fn reproduce_expether_quick() {
+    let dir = tempfile::tempdir().unwrap();
+    iommulab()
+        .args(["reproduce", "expether", "--quick", "--out"])
+        .arg(dir.path())
+        .assert()
+        .success();
+    let d = dir.path().join("expether");
+    for f in [
+        "results.json",
+        "runs.csv",
+        "sweep.csv",
+        "README.md",
+        "figure9.svg",
+        "figure11.png",
+    ] {
+        assert!(d.join(f).is_file(), "missing {f}");
+    }
+    let v: Value =
+        serde_json::from_str(&std::fs::read_to_string(d.join("results.json")).unwrap()).unwrap();
+    let runs = v["runs"].as_array().unwrap();
+    let total = |dir: &str, hosts: u64| {
+        runs.iter()
+            .find(|r| {
+                r["figure"] == "9"
+                    && r["direction"] == dir
+                    && r["hosts"] == hosts
+                    && r["qos"] == false
+            })
+            .unwrap()["gbps"]
+            .as_f64()
+            .unwrap()
+    };
+    for h in 1..=3 {
+        assert!((total("send", h) - 9.90).abs() < 0.01);
+        assert!(total("receive", h) < total("send", h) - 1.0);
+    }
+}
+
+#[test]
 fn reproduce_yassour2010_quick() {
     let dir = tempfile::tempdir().unwrap();
     let o = iommulab()

@@ -14,6 +14,7 @@
 #![warn(missing_docs, missing_debug_implementations)]
 
 mod benyehuda2007;
+mod expether;
 mod files;
 mod fujita2008;
 mod html;
@@ -107,6 +108,7 @@ pub fn render(out: &Path, results: &ReproResults) -> Result<PathBuf, ReportError
         ReproResults::Yassour2010(r) => yassour2010::render(&dir, r),
         ReproResults::BenYehuda2007(r) => benyehuda2007::render(&dir, r),
         ReproResults::Iosup(r) => iosup::render(&dir, r),
+        ReproResults::ExpEther(r) => expether::render(&dir, r),
     }
 }
 
@@ -118,6 +120,7 @@ pub fn tables(results: &ReproResults) -> Vec<Table> {
         ReproResults::Yassour2010(r) => yassour2010::tables(r),
         ReproResults::BenYehuda2007(r) => benyehuda2007::tables(r),
         ReproResults::Iosup(r) => iosup::tables(r),
+        ReproResults::ExpEther(r) => expether::tables(r),
     }
 }
 
@@ -173,6 +176,19 @@ pub fn files(reproduction: Reproduction) -> Vec<String> {
                 "groups.csv".into(),
             ];
             for stem in iosup::FIGURES {
+                for ext in ["svg", "png"] {
+                    v.push(format!("{stem}.{ext}"));
+                }
+            }
+            v
+        }
+        Reproduction::ExpEther => {
+            let mut v = vec![
+                "results.json".to_string(),
+                "runs.csv".into(),
+                "sweep.csv".into(),
+            ];
+            for stem in expether::FIGURES {
                 for ext in ["svg", "png"] {
                     v.push(format!("{stem}.{ext}"));
                 }

@@ -229,6 +229,12 @@ fn iosup_quick_matches_the_golden_files() {
 }
 
 #[test]
+fn expether_quick_matches_the_golden_files() {
+    let out = run_and_render(Reproduction::ExpEther);
+    assert_eq!(compare_tree(out.path(), "expether"), 4);
+}
+
+#[test]
 fn the_index_matches_the_golden_one() {
     let out = tempfile::tempdir().unwrap();
     let index = iommulab_report::write_index(out.path(), &Reproduction::ALL, true).unwrap();

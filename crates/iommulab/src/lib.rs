@@ -23,6 +23,7 @@
 //! | [`device`] | devices that issue DMA and the stale-access oracle |
 //! | [`trace`] | DMA traces: event model, native format, CSV, Linux ftrace import, stats |
 //! | [`workload`] | built-in generators of DMA operations, and trace replay ([`workload::TraceWorkload`]) |
+//! | [`pcie`] | TLPs, configuration space, SR-IOV, the ExpEther bridge, multi-root sharing and its timing model (S4.1–S4.4) |
 //! | [`virt`] | the guest map cache of on-demand DMA mapping and its eviction policies (S1.2–S1.5) |
 //! | [`mrc`] | hit-rate (miss-ratio) curves over every quota of a trace, page sequence or pinned map cache; one pass for LRU and OPT (S1.9) |
 //! | [`experiment`] | configs, the one place enums become types, the runner, results, trace recording |
@@ -45,6 +46,7 @@ pub mod repro;
 pub use iommulab_base::{addr, clock, hash};
 pub use iommulab_hw as hw;
 pub use iommulab_os::{device, dma, flush, iova};
+pub use iommulab_pcie as pcie;
 pub use iommulab_trace as trace;
 pub use iommulab_virt as virt;
 pub use iommulab_virt::{mrc, with_eviction, with_strategy};

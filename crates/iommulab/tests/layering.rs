@@ -4,6 +4,7 @@
 //!
 //! ```text
 //! base → hw → os ─────────────┐
+//!        hw → pcie ───────────┼──────────→ façade
 //! base → trace → workload ────┴→ virt → façade (iommulab: experiment, repro, Error)
 //! ```
 //!
@@ -20,6 +21,8 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("iommulab-base", &[]),
     ("iommulab-hw", &["iommulab-base"]),
     ("iommulab-os", &["iommulab-base", "iommulab-hw"]),
+    // PCIe, SR-IOV and the ExpEther bridge: a VF's DMA goes through its host's RemapUnit.
+    ("iommulab-pcie", &["iommulab-base", "iommulab-hw"]),
     ("iommulab-trace", &["iommulab-base"]),
     ("iommulab-workload", &["iommulab-base", "iommulab-trace"]),
     // The guest model runs a `Workload`; hit-rate curves read traces.
@@ -42,6 +45,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "iommulab-trace",
             "iommulab-workload",
             "iommulab-virt",
+            "iommulab-pcie",
             // Its own tests enable `test-utils` on it.
             "iommulab",
         ],

@@ -19,6 +19,7 @@ pub fn run(args: &ReproduceArgs, quiet: bool) -> Result<()> {
         Paper::Yassour2010 => &[Reproduction::Yassour2010],
         Paper::BenYehuda2007 => &[Reproduction::BenYehuda2007],
         Paper::Iosup => &[Reproduction::Iosup],
+        Paper::ExpEther => &[Reproduction::ExpEther],
         Paper::All => &Reproduction::ALL,
     };
     // Lines for people as each report is written; with --json one object at the end.

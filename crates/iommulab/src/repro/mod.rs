@@ -9,11 +9,13 @@
 //! | `yassour2010` | Yassour, Ben-Yehuda & Wasserman 2010, Figures 3–6 (S1.1–S1.11) | [`yassour2010`] |
 //! | `benyehuda2007` | Ben-Yehuda et al. 2007, Figures 2–7 (S2.1–S2.8) | [`benyehuda2007`] |
 //! | `iosup` | Xen PV page tables vs the IOTLB and the IOSUP pool, Figures 6–9 (S3.1–S3.5) | [`iosup`] |
+//! | `expether` | Suzuki et al. 2010, an SR-IOV NIC shared by hosts over ExpEther, Figures 9 and 11 (S4.1–S4.4) | [`expether`] |
 //!
 //! The library never prints: a run reports where it is through the optional callback of
 //! [`ReproOptions`], which may also stop it.
 
 pub mod benyehuda2007;
+pub mod expether;
 pub mod fujita2008;
 pub mod iosup;
 pub mod yassour2010;
@@ -28,6 +30,7 @@ use crate::experiment::ConfigError;
 use crate::virt::{GuestError, HypercallError};
 
 pub use benyehuda2007::BenYehuda2007Results;
+pub use expether::ExpEtherResults;
 pub use fujita2008::Fujita2008Results;
 pub use iosup::IosupResults;
 pub use yassour2010::Yassour2010Results;
@@ -47,15 +50,19 @@ pub enum Reproduction {
     /// "Improving I/O performance of all peripheral devices on paravirtualized platforms"
     /// (IOSUP): Figures 6–9, lmbench fork+exit and netperf.
     Iosup,
+    /// Suzuki et al., "Multi-Root Share of Single-Root I/O Virtualization (SR-IOV) Compliant
+    /// PCI Express Device" (2010): Figures 9 and 11.
+    ExpEther,
 }
 
 impl Reproduction {
     /// Every reproduction, in the order `all` runs them.
-    pub const ALL: [Reproduction; 4] = [
+    pub const ALL: [Reproduction; 5] = [
         Reproduction::Fujita2008,
         Reproduction::Yassour2010,
         Reproduction::BenYehuda2007,
         Reproduction::Iosup,
+        Reproduction::ExpEther,
     ];
 
     /// The name on the command line, in Python and as the report's folder.
@@ -65,6 +72,7 @@ impl Reproduction {
             Reproduction::Yassour2010 => "yassour2010",
             Reproduction::BenYehuda2007 => "benyehuda2007",
             Reproduction::Iosup => "iosup",
+            Reproduction::ExpEther => "expether",
         }
     }
 
@@ -75,6 +83,7 @@ impl Reproduction {
             Reproduction::Yassour2010 => yassour2010::TITLE,
             Reproduction::BenYehuda2007 => benyehuda2007::TITLE,
             Reproduction::Iosup => iosup::TITLE,
+            Reproduction::ExpEther => expether::TITLE,
         }
     }
 
@@ -90,7 +99,8 @@ impl Reproduction {
             .ok_or_else(|| ConfigError::Invalid {
                 key: "reproduction".into(),
                 value: name.into(),
-                expected: "one of fujita2008, yassour2010, benyehuda2007, iosup, all".into(),
+                expected: "one of fujita2008, yassour2010, benyehuda2007, iosup, expether, all"
+                    .into(),
             })
     }
 
@@ -101,6 +111,7 @@ impl Reproduction {
             Reproduction::Yassour2010 => ReproResults::Yassour2010(yassour2010::run(opts)?),
             Reproduction::BenYehuda2007 => ReproResults::BenYehuda2007(benyehuda2007::run(opts)?),
             Reproduction::Iosup => ReproResults::Iosup(Box::new(iosup::run(opts)?)),
+            Reproduction::ExpEther => ReproResults::ExpEther(Box::new(expether::run(opts)?)),
         })
     }
 }
@@ -123,6 +134,8 @@ pub enum ReproResults {
     BenYehuda2007(BenYehuda2007Results),
     /// IOSUP.
     Iosup(Box<IosupResults>),
+    /// ExpEther (Suzuki et al. 2010).
+    ExpEther(Box<ExpEtherResults>),
 }
 
 impl ReproResults {
@@ -133,6 +146,7 @@ impl ReproResults {
             ReproResults::Yassour2010(_) => Reproduction::Yassour2010,
             ReproResults::BenYehuda2007(_) => Reproduction::BenYehuda2007,
             ReproResults::Iosup(_) => Reproduction::Iosup,
+            ReproResults::ExpEther(_) => Reproduction::ExpEther,
         }
     }
 
@@ -143,6 +157,7 @@ impl ReproResults {
             ReproResults::Yassour2010(r) => r.results.quick,
             ReproResults::BenYehuda2007(r) => r.quick,
             ReproResults::Iosup(r) => r.quick,
+            ReproResults::ExpEther(r) => r.quick,
         }
     }
 }
@@ -223,6 +238,9 @@ pub enum ReproError {
     /// The Xen PV model refused a configuration or failed (a model bug).
     #[error(transparent)]
     Xen(#[from] crate::virt::xen::XenError),
+    /// The ExpEther timing model refused its parameters (a model bug).
+    #[error(transparent)]
+    Timing(#[from] crate::pcie::timing::TimingError),
 }
 
 /// A guest run's error as the crate's.

@@ -1,0 +1,138 @@
+//! The model's mechanisms, checked against their own formulas (not against the paper).
+
+use super::*;
+
+fn run(p: &ExpEtherParams, direction: Direction, streams: Vec<u32>, qos: bool) -> SimResult {
+    simulate(
+        p,
+        &Scenario {
+            direction,
+            streams,
+            qos,
+            duration_s: 0.02,
+        },
+    )
+    .unwrap()
+}
+
+fn close(a: f64, b: f64, rel: f64) -> bool {
+    (a - b).abs() <= rel * b.abs()
+}
+
+#[test]
+fn send_runs_at_the_external_wires_goodput_for_any_number_of_hosts() {
+    let p = ExpEtherParams::default();
+    // (9000 - 52) / (9000 + 14 + 4 + 20) of 10 Gb/s.
+    assert!(close(p.line_goodput_gbps(), 9.9004, 1e-4));
+    for h in 1..=3 {
+        let r = run(&p, Direction::Send, vec![1; h], false);
+        assert!(
+            close(r.total_gbps, p.line_goodput_gbps(), 0.005),
+            "{h} hosts: {r:?}"
+        );
+        for g in &r.per_host_gbps {
+            assert!(close(*g, r.total_gbps / h as f64, 0.01), "{r:?}");
+        }
+    }
+}
+
+#[test]
+fn receive_is_n_reads_per_round_trip_until_the_ethernet_limits_it() {
+    for n in [1, 2, 4, 8, 16, 32] {
+        let p = ExpEtherParams {
+            outstanding_reads: n,
+            ..ExpEtherParams::default()
+        };
+        let r = run(&p, Direction::Receive, vec![1; 3], false);
+        let limit = read_limit_gbps(&p, n, r.unloaded_read_rtt_ns);
+        let want = limit.min(completion_ceiling_gbps(&p));
+        assert!(
+            close(r.total_gbps, want, 0.02),
+            "N={n}: {} vs {want} ({r:?})",
+            r.total_gbps
+        );
+        // Below the ceiling the round trip stays the unloaded one: the reads, not the
+        // links, are the bottleneck.
+        if limit < 0.9 * completion_ceiling_gbps(&p) {
+            assert!(
+                close(r.mean_read_rtt_ns, r.unloaded_read_rtt_ns, 0.05),
+                "N={n}: {r:?}"
+            );
+        }
+    }
+    let p = ExpEtherParams::default();
+    let r = run(&p, Direction::Receive, vec![1], false);
+    let need = reads_to_remove_limit(&p, r.unloaded_read_rtt_ns);
+    let more = ExpEtherParams {
+        outstanding_reads: need,
+        ..p.clone()
+    };
+    let r2 = run(&more, Direction::Receive, vec![1], false);
+    assert!(r2.total_gbps > r.total_gbps);
+    assert!(
+        close(r2.total_gbps, completion_ceiling_gbps(&p), 0.02),
+        "{r2:?}"
+    );
+}
+
+#[test]
+fn qos_gives_each_vf_one_share_whatever_its_demand() {
+    let p = ExpEtherParams::default();
+    for dir in [Direction::Send, Direction::Receive] {
+        let r = run(&p, dir, vec![2, 1, 1], false);
+        assert!(
+            close(r.per_host_gbps[0], 2.0 * r.per_host_gbps[1], 0.01),
+            "{dir:?} {r:?}"
+        );
+        let q = run(&p, dir, vec![2, 1, 1], true);
+        assert!(
+            close(q.per_host_gbps[0], q.per_host_gbps[2], 0.01),
+            "{dir:?} {q:?}"
+        );
+        assert!(close(q.total_gbps, r.total_gbps, 0.01));
+    }
+}
+
+#[test]
+fn inter_host_traffic_is_read_limited_and_reads_wait_behind_the_writes() {
+    let p = ExpEtherParams::default();
+    let rx = run(&p, Direction::Receive, vec![1], false);
+    let ih = run(&p, Direction::InterHost, vec![1, 1, 1], false);
+    assert_eq!(ih.per_host_gbps[0], 0.0);
+    assert!(
+        close(ih.per_host_gbps[1], ih.per_host_gbps[2], 0.01),
+        "{ih:?}"
+    );
+    assert!(ih.total_gbps < rx.total_gbps, "{ih:?} vs {rx:?}");
+    assert!(ih.mean_read_rtt_ns > rx.mean_read_rtt_ns);
+}
+
+#[test]
+fn bad_parameters_and_scenarios_are_refused_by_name() {
+    let p = ExpEtherParams {
+        max_read_request_bytes: 500,
+        ..ExpEtherParams::default()
+    };
+    let e = simulate(
+        &p,
+        &Scenario {
+            direction: Direction::Receive,
+            streams: vec![1],
+            qos: false,
+            duration_s: 1.0,
+        },
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("max_read_request_bytes"), "{e}");
+    let e = simulate(
+        &ExpEtherParams::default(),
+        &Scenario {
+            direction: Direction::InterHost,
+            streams: vec![1],
+            qos: false,
+            duration_s: 1.0,
+        },
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("inter-host"), "{e}");
+}

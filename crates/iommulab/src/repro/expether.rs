@@ -1,0 +1,361 @@
+//! Suzuki et al., "Multi-Root Share of Single-Root I/O Virtualization (SR-IOV) Compliant PCI
+//! Express Device" (2010), Figures 9 and 11 (S4.1–S4.4): a 10 GbE SR-IOV NIC, each VF given
+//! to a different host through ExpEther bridges, measured with iperf at MTU 9000 for 60 s.
+//!
+//! **What runs.** The discrete-event model of [`crate::pcie::timing`]: the NIC's DMA writes
+//! (send: the client sends to the hosts) and DMA reads with at most N outstanding (receive:
+//! the hosts send to the client; inter-host: host 1 sends to hosts 2 and 3 through the NIC's
+//! internal switch), every TLP in its own Ethernet frame over the two 10 GbE paths, with and
+//! without per-VF QoS. The receive limit comes out of the mechanism S4.4 names, N reads of
+//! Max_Read_Request_Size per Ethernet round trip; the sweep over N shows how many
+//! outstanding reads remove it and what limits receive then.
+//!
+//! **Parameters.** Those the paper gives (10 GbE, two paths, MTU 9000, PCIe Gen1 x8 at the
+//! bridge, 60 s) are used as given; the others (N, read and payload sizes, bridge, switch and
+//! memory latencies, buffers) are estimates with their ranges in
+//! [`ExpEtherParams`](crate::pcie::timing::ExpEtherParams), chosen from what such hardware
+//! does and never fitted to the figures. What the model does not have (host CPUs and their
+//! TCP stacks, TCP's own dynamics, descriptor fetches, ACK traffic) is said on the page.
+
+use serde::Serialize;
+
+use super::{ReproOptions, Reproduction, Steps};
+use crate::Error;
+use crate::pcie::timing::{
+    self, Direction, ExpEtherParams, Scenario, completion_ceiling_gbps, read_limit_gbps,
+    reads_to_remove_limit, simulate,
+};
+use crate::repro::ReproError;
+
+/// The line of the reproductions' index.
+pub const TITLE: &str = "Suzuki et al. 2010, Multi-Root Share of an SR-IOV PCIe Device over ExpEther (Figures 9 and 11: send, receive and inter-host bandwidth of a 10 GbE NIC shared by 1-3 hosts)";
+
+/// What the paper published (S4.4).
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct Paper {
+    /// Figure 9, send (client → hosts), aggregate Gb/s for 1, 2, 3 hosts.
+    pub send_gbps: [f64; 3],
+    /// Figure 9, receive (hosts → client), aggregate Gb/s for 1, 2, 3 hosts.
+    pub receive_gbps: [f64; 3],
+    /// Sharing efficiency at best (9.9 of 10 Gb/s).
+    pub efficiency: f64,
+    /// Seconds per measurement.
+    pub duration_s: f64,
+    /// MTU.
+    pub mtu: u32,
+}
+
+/// S4.4's numbers. Figure 11 (inter-host) has no numbers in the text, only its cause: the
+/// same read limit as receive.
+pub const PAPER: Paper = Paper {
+    send_gbps: [8.9, 9.9, 9.9],
+    receive_gbps: [7.7, 6.1, 6.0],
+    efficiency: 0.99,
+    duration_s: 60.0,
+    mtu: 9000,
+};
+
+/// One run (a row of `runs`).
+#[derive(Clone, Debug, Serialize)]
+pub struct Run {
+    /// Figure: `9` (send, receive) or `11` (inter-host); `qos-demo` for the unequal-demand
+    /// runs that show what per-VF QoS does.
+    pub figure: &'static str,
+    /// `send`, `receive` or `inter_host`.
+    pub direction: Direction,
+    /// Hosts sharing the NIC (for inter-host: host 1 and the hosts it sends to).
+    pub hosts: u32,
+    /// Streams per host (equal in the paper's runs).
+    pub streams: Vec<u32>,
+    /// Per-VF QoS in the NIC.
+    pub qos: bool,
+    /// Aggregate iperf goodput, Gb/s.
+    pub gbps: f64,
+    /// Per host, Gb/s.
+    pub per_host_gbps: Vec<f64>,
+    /// Mean DMA read round trip, ns (0 for send).
+    pub mean_read_rtt_ns: f64,
+    /// Modeled seconds.
+    pub duration_s: f64,
+    /// Events the simulation processed.
+    pub events: u64,
+}
+
+/// The receive limit explained.
+#[derive(Clone, Debug, Serialize)]
+pub struct ReadLimit {
+    /// N, the outstanding reads of the default parameters.
+    pub outstanding_reads: u32,
+    /// Bytes per read (Max_Read_Request_Size).
+    pub read_bytes: u32,
+    /// Reads per packet.
+    pub reads_per_packet: u32,
+    /// A read's round trip in an idle system, ns (from the simulation).
+    pub unloaded_rtt_ns: f64,
+    /// `N / RTT` reads a second as iperf goodput, Gb/s.
+    pub limit_gbps: f64,
+    /// The receive goodput the simulation gave (1 host).
+    pub simulated_gbps: f64,
+    /// The external wire's ceiling on goodput.
+    pub line_goodput_gbps: f64,
+    /// The ceiling of per-TLP Ethernet frames for 64-byte completions on both paths.
+    pub completion_ceiling_gbps: f64,
+    /// The fewest outstanding reads that remove the limit.
+    pub reads_to_remove_limit: u32,
+}
+
+/// One point of the sweep over N (receive, 3 hosts).
+#[derive(Clone, Debug, Serialize)]
+pub struct SweepPoint {
+    /// N.
+    pub outstanding_reads: u32,
+    /// Simulated aggregate goodput, Gb/s.
+    pub gbps: f64,
+    /// `N / RTT` from the unloaded round trip, Gb/s.
+    pub limit_gbps: f64,
+    /// Mean read round trip, ns (it grows once the links, not N, limit).
+    pub mean_read_rtt_ns: f64,
+}
+
+/// Everything the reproduction produced.
+#[derive(Clone, Debug, Serialize)]
+pub struct ExpEtherResults {
+    /// The shorter run.
+    pub quick: bool,
+    /// The model's parameters.
+    pub params: ExpEtherParams,
+    /// Figures 9 and 11, and the QoS demonstration.
+    pub runs: Vec<Run>,
+    /// The receive limit.
+    pub read_limit: ReadLimit,
+    /// Receive, 3 hosts, over N.
+    pub sweep: Vec<SweepPoint>,
+    /// Best aggregate (send or receive, paper's runs) over the 10 Gb/s the NIC has.
+    pub efficiency: f64,
+    /// The paper's numbers.
+    pub paper: Paper,
+}
+
+/// The N of the sweep.
+pub const SWEEP_N: [u32; 10] = [1, 2, 4, 6, 8, 10, 12, 16, 24, 32];
+
+struct Spec {
+    figure: &'static str,
+    direction: Direction,
+    streams: Vec<u32>,
+    qos: bool,
+}
+
+fn specs() -> Vec<Spec> {
+    let mut v = Vec::new();
+    for qos in [false, true] {
+        for direction in [Direction::Send, Direction::Receive] {
+            for h in 1..=3 {
+                v.push(Spec {
+                    figure: "9",
+                    direction,
+                    streams: vec![1; h],
+                    qos,
+                });
+            }
+        }
+        for h in 2..=3 {
+            v.push(Spec {
+                figure: "11",
+                direction: Direction::InterHost,
+                streams: vec![1; h],
+                qos,
+            });
+        }
+        for direction in [Direction::Send, Direction::Receive] {
+            v.push(Spec {
+                figure: "qos-demo",
+                direction,
+                streams: vec![2, 1, 1],
+                qos,
+            });
+        }
+    }
+    v
+}
+
+fn direction_name(d: Direction) -> &'static str {
+    match d {
+        Direction::Send => "send",
+        Direction::Receive => "receive",
+        Direction::InterHost => "inter-host",
+    }
+}
+
+/// Runs the reproduction.
+pub fn run(opts: &ReproOptions<'_>) -> Result<ExpEtherResults, Error> {
+    // The paper's 60 s; the sweep reaches steady state within microseconds, so 1 s each.
+    let (duration_s, sweep_s) = if opts.quick {
+        (0.05, 0.02)
+    } else {
+        (60.0, 1.0)
+    };
+    let params = ExpEtherParams::default();
+    let specs = specs();
+    let mut steps = Steps::new(
+        opts,
+        Reproduction::ExpEther,
+        (specs.len() + SWEEP_N.len()) as u64,
+    );
+    let mut runs = Vec::with_capacity(specs.len());
+    for s in specs {
+        steps.start(|| {
+            format!(
+                "figure {}: {}, {} hosts{}",
+                s.figure,
+                direction_name(s.direction),
+                s.streams.len(),
+                if s.qos { ", QoS" } else { "" }
+            )
+        })?;
+        let r = simulate(
+            &params,
+            &Scenario {
+                direction: s.direction,
+                streams: s.streams.clone(),
+                qos: s.qos,
+                duration_s,
+            },
+        )
+        .map_err(ReproError::from)?;
+        runs.push(Run {
+            figure: s.figure,
+            direction: s.direction,
+            // At most 3 hosts (`specs`).
+            hosts: u32::try_from(s.streams.len()).unwrap_or(u32::MAX),
+            streams: s.streams,
+            qos: s.qos,
+            gbps: r.total_gbps,
+            per_host_gbps: r.per_host_gbps,
+            mean_read_rtt_ns: r.mean_read_rtt_ns,
+            duration_s,
+            events: r.events,
+        });
+    }
+    let rx1 = simulate(
+        &params,
+        &Scenario {
+            direction: Direction::Receive,
+            streams: vec![1],
+            qos: false,
+            duration_s,
+        },
+    )
+    .map_err(ReproError::from)?;
+    let rtt = rx1.unloaded_read_rtt_ns;
+    let read_limit = ReadLimit {
+        outstanding_reads: params.outstanding_reads,
+        read_bytes: params.max_read_request_bytes,
+        reads_per_packet: timing::reads_per_packet(&params),
+        unloaded_rtt_ns: rtt,
+        limit_gbps: read_limit_gbps(&params, params.outstanding_reads, rtt),
+        simulated_gbps: rx1.total_gbps,
+        line_goodput_gbps: params.line_goodput_gbps(),
+        completion_ceiling_gbps: completion_ceiling_gbps(&params),
+        reads_to_remove_limit: reads_to_remove_limit(&params, rtt),
+    };
+    let mut sweep = Vec::with_capacity(SWEEP_N.len());
+    for n in SWEEP_N {
+        steps.start(|| format!("receive, 3 hosts, N = {n}"))?;
+        let p = ExpEtherParams {
+            outstanding_reads: n,
+            ..params.clone()
+        };
+        let r = simulate(
+            &p,
+            &Scenario {
+                direction: Direction::Receive,
+                streams: vec![1; 3],
+                qos: false,
+                duration_s: sweep_s,
+            },
+        )
+        .map_err(ReproError::from)?;
+        sweep.push(SweepPoint {
+            outstanding_reads: n,
+            gbps: r.total_gbps,
+            limit_gbps: read_limit_gbps(&p, n, r.unloaded_read_rtt_ns),
+            mean_read_rtt_ns: r.mean_read_rtt_ns,
+        });
+    }
+    let best = runs
+        .iter()
+        .filter(|r| r.figure == "9")
+        .map(|r| r.gbps)
+        .fold(0.0, f64::max);
+    steps.finish()?;
+    Ok(ExpEtherResults {
+        quick: opts.quick,
+        efficiency: best / params.eth_gbps,
+        params,
+        runs,
+        read_limit,
+        sweep,
+        paper: PAPER,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The quick run's headline numbers, pinned (default parameters).
+    #[test]
+    fn quick_headline() {
+        let r = run(&ReproOptions::new(true)).unwrap();
+        let fig9 = |d: Direction, h: u32, qos: bool| {
+            r.runs
+                .iter()
+                .find(|x| x.figure == "9" && x.direction == d && x.hosts == h && x.qos == qos)
+                .unwrap()
+                .gbps
+        };
+        for h in 1..=3 {
+            // Send: the external wire's goodput, (9000 - 52) / 9038 of 10 Gb/s.
+            assert!(
+                (9.89..9.91).contains(&fig9(Direction::Send, h, false)),
+                "{h}"
+            );
+            // Receive: 8 reads of 512 B per ~4.6 µs round trip, 18 reads a packet.
+            let rx = fig9(Direction::Receive, h, false);
+            assert!((6.8..6.95).contains(&rx), "{h}: {rx}");
+            assert_eq!(fig9(Direction::Receive, h, true), rx);
+        }
+        let l = &r.read_limit;
+        assert!((4500.0..4750.0).contains(&l.unloaded_rtt_ns), "{l:?}");
+        assert!(
+            (l.simulated_gbps - l.limit_gbps).abs() < 0.05 * l.limit_gbps,
+            "{l:?}"
+        );
+        assert_eq!(l.reads_to_remove_limit, 12);
+        assert!((9.5..9.6).contains(&l.completion_ceiling_gbps), "{l:?}");
+        // The sweep rises with N, then flattens at the completions' ceiling.
+        for w in r.sweep.windows(2) {
+            assert!(w[1].gbps >= w[0].gbps - 1e-9, "{w:?}");
+        }
+        let last = r.sweep.last().unwrap();
+        assert!((last.gbps - l.completion_ceiling_gbps).abs() < 0.02 * l.completion_ceiling_gbps);
+        // QoS: without it the host with two streams gets twice the others; with it, equal.
+        let demo = |d: Direction, qos: bool| {
+            r.runs
+                .iter()
+                .find(|x| x.figure == "qos-demo" && x.direction == d && x.qos == qos)
+                .unwrap()
+                .per_host_gbps
+                .clone()
+        };
+        for d in [Direction::Send, Direction::Receive] {
+            let (a, b) = (demo(d, false), demo(d, true));
+            assert!((a[0] / a[1] - 2.0).abs() < 0.02, "{a:?}");
+            assert!((b[0] / b[1] - 1.0).abs() < 0.02, "{b:?}");
+        }
+        // 2 × (6 of Figure 9 + 2 of Figure 11 + 2 QoS demonstrations).
+        assert_eq!(r.runs.len(), 20);
+        assert!((0.98..1.0).contains(&r.efficiency));
+    }
+}
