@@ -309,3 +309,28 @@ fn a_xen_pv_domain_replays_a_trace() {
     assert!((0.90..0.92).contains(&x.single_entry_fraction), "{x:?}");
     assert_eq!(x.multicall_sizes.last().map(|b| b.entries), Some(63));
 }
+
+/// `allocator = "gap-tree"` makes the rbtree walk's choices: a run on the real trace and one
+/// on a generator see the same IOMMU (same IOVAs, so the same IOTLB, walks and
+/// invalidations); only the allocator's own work differs.
+#[test]
+fn the_gap_tree_allocator_runs_as_the_rbtree_does() {
+    let run = |allocator: &str, workload: &str| {
+        let text = format!(
+            "[mechanisms]\ntranslation = \"iommu\"\nallocator = \"{allocator}\"\nflush = {{ kind = \"strict\" }}\n\
+             [workload]\n{workload}\n"
+        );
+        run_experiment(&parse(&text), &mut |_, _| {}).unwrap()
+    };
+    for workload in [
+        format!("trace = {:?}", trace_path().display().to_string()),
+        "kind = \"uniform-random\"\nios = 20000".to_string(),
+    ] {
+        let (a, b) = (run("rbtree", &workload), run("gap-tree", &workload));
+        assert_eq!(a.stats.iommu, b.stats.iommu, "{workload}");
+        assert_eq!(a.ops, b.ops);
+        assert_eq!(a.stats.iova.allocs, b.stats.iova.allocs);
+        assert_eq!(a.stats.iova.failures, b.stats.iova.failures);
+        assert!(a.stats.iova.allocs > 1000);
+    }
+}

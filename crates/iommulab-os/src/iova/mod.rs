@@ -160,6 +160,9 @@ pub enum AllocatorKind {
     Bitmap,
     /// [`Magazine`] over [`RbTree`], as Linux since 4.7.
     Magazine,
+    /// [`GapTree`]: the rbtree walk's choices in `O(log space)` (what a kernel could ship).
+    #[serde(rename = "gap-tree")]
+    GapTree,
 }
 
 impl AllocatorKind {
@@ -169,6 +172,7 @@ impl AllocatorKind {
             AllocatorKind::Rbtree => "rbtree",
             AllocatorKind::Bitmap => "bitmap",
             AllocatorKind::Magazine => "magazine",
+            AllocatorKind::GapTree => "gap-tree",
         }
     }
 }

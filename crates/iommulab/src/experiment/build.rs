@@ -10,7 +10,7 @@ use crate::error::Error;
 use crate::flush::{Deferred, FlushConfig, FlushPolicy, FlushQueue, PerLap, Strict};
 use crate::hw::vtd::Vtd;
 use crate::hw::{Calgary, Dart, RemapUnit};
-use crate::iova::{AllocatorKind, Bitmap, IovaAllocator, Magazine, RbTree};
+use crate::iova::{AllocatorKind, Bitmap, GapTree, IovaAllocator, Magazine, RbTree};
 use crate::workload::{
     NetRx, PseudoScsi, PseudoScsiConfig, ReplayReport, TraceWorkload, Workload, WorkloadConfig,
 };
@@ -214,6 +214,9 @@ impl<W: Workload<Phys = Hpa>> Go<'_, W> {
         match m.allocator {
             AllocatorKind::Rbtree => go.with_flush(RbTree::new(start, end)?, m.flush, cpus, clock),
             AllocatorKind::Bitmap => go.with_flush(Bitmap::new(start, end)?, m.flush, cpus, clock),
+            AllocatorKind::GapTree => {
+                go.with_flush(GapTree::new(start, end)?, m.flush, cpus, clock)
+            }
             AllocatorKind::Magazine => {
                 let magazine = crate::iova::MagazineConfig { cpus, ..m.magazine };
                 go.with_flush(
