@@ -34,6 +34,44 @@ use super::{IovaAllocator, IovaError, IovaStats, SpaceError};
 
 const NIL: u32 = u32::MAX;
 
+/// Leaves hold 2^6 = 64 pages as one bitmap word.
+const LEAF_LEVEL: u32 = 6;
+
+/// The low `len` bits set.
+const fn ones(len: u64) -> u64 {
+    if len >= 64 { !0 } else { (1 << len) - 1 }
+}
+
+/// Free prefix, free suffix and longest free run of a leaf of `len` pages whose used pages
+/// are `bits`.
+fn runs(bits: u64, len: u64) -> (u64, u64, u64) {
+    let free = !bits & ones(len);
+    let pre = u64::from(bits.trailing_zeros()).min(len);
+    let suf = if len >= 64 {
+        u64::from(bits.leading_zeros())
+    } else {
+        u64::from((bits << (64 - len)).leading_zeros()).min(len)
+    };
+    // Longest run of ones: shift-and until nothing is left.
+    let (mut f, mut max) = (free, 0);
+    while f != 0 {
+        f &= f >> 1;
+        max += 1;
+    }
+    (pre, suf, max)
+}
+
+/// Bit `j` set when the `n` bits from `j` up are all set in `f`.
+fn runs_of(mut f: u64, n: u64) -> u64 {
+    let mut covered = 1;
+    while covered < n {
+        let step = covered.min(n - covered);
+        f &= f >> step;
+        covered += step;
+    }
+    f
+}
+
 /// The anchor's pfn (Linux's `IOVA_ANCHOR`): a cached node that is no range.
 const ANCHOR: (u64, u64) = (!0, !0);
 
@@ -45,6 +83,9 @@ struct SegNode {
     pre: u64,
     suf: u64,
     kids: [u32; 2],
+    /// A leaf (the leaf level: 64 pages, or the whole space if smaller): bit `i` set when
+    /// page `base + i` is used.
+    bits: u64,
 }
 
 /// Bytes of metadata one live range costs (its hash-map entry; tree nodes are shared).
@@ -70,6 +111,8 @@ pub struct GapTree {
     root: u32,
     /// The tree covers `[0, 2^levels)`.
     levels: u32,
+    /// Nodes at this level are leaves holding a bitmap of their pages.
+    leaf_level: u32,
     /// Live ranges: first page → last page.
     ranges: FxHashMap<u64, u64>,
     cached_node: (u64, u64),
@@ -101,6 +144,7 @@ impl GapTree {
             free_nodes: NIL,
             root: NIL,
             levels,
+            leaf_level: levels.min(LEAF_LEVEL),
             ranges: FxHashMap::default(),
             cached_node: ANCHOR,
             cached32_node: ANCHOR,
@@ -152,6 +196,7 @@ impl GapTree {
             pre: run,
             suf: run,
             kids: [NIL; 2],
+            bits: if free { 0 } else { ones(Self::len_of(level)) },
         };
         if self.free_nodes != NIL {
             let x = self.free_nodes;
@@ -177,6 +222,7 @@ impl GapTree {
             pre: run,
             suf: run,
             kids: [NIL; 2],
+            bits: if free { 0 } else { ones(Self::len_of(level)) },
         };
     }
 
@@ -197,6 +243,18 @@ impl GapTree {
         let len = Self::len_of(level);
         if lo <= base && base + len <= hi {
             self.make_uniform(x, level, free);
+            return;
+        }
+        if level == self.leaf_level {
+            let (from, to) = (lo.max(base) - base, hi.min(base + len) - base);
+            let mask = ones(to - from) << from;
+            let n = &mut self.nodes[x as usize];
+            if free {
+                n.bits &= !mask;
+            } else {
+                n.bits |= mask;
+            }
+            (n.pre, n.suf, n.max) = runs(n.bits, len);
             return;
         }
         let node = self.nodes[x as usize];
@@ -250,13 +308,29 @@ impl GapTree {
         if n.max < size {
             return None;
         }
+        if level == align_level {
+            return (n.pre >= size && base >= lo_p).then_some(base);
+        }
+        if level == self.leaf_level {
+            // Start positions inside the leaf whose `size` pages are free, aligned, in bounds.
+            let align = Self::len_of(align_level);
+            let mut starts = runs_of(!n.bits & ones(len), size);
+            let mut aligned = 0u64;
+            let mut k = 0;
+            while k < len {
+                aligned |= 1 << k;
+                k += align;
+            }
+            starts &= aligned;
+            let from = lo_p.max(base) - base;
+            let to = hi_p.min(base + len - 1) - base;
+            starts &= ones(to + 1) & !ones(from);
+            return (starts != 0).then(|| base + u64::from(63 - starts.leading_zeros()));
+        }
         if n.kids[0] == NIL {
             // All free: the highest aligned position inside the node and the bounds.
             let top = hi_p.min(base + len - Self::len_of(align_level));
             return (top >= lo_p.max(base)).then_some(top);
-        }
-        if level == align_level {
-            return (n.pre >= size).then_some(base);
         }
         let half = len / 2;
         let [l, r] = n.kids;
@@ -282,6 +356,13 @@ impl GapTree {
             self.stats.tree_visits += 1;
             let n = self.nodes[x as usize];
             let len = Self::len_of(level);
+            if level == self.leaf_level {
+                let above = n.bits & !ones(target - base);
+                if above != 0 {
+                    return Some(base + u64::from(above.trailing_zeros()));
+                }
+                break;
+            }
             if n.kids[0] == NIL {
                 if n.max == 0 {
                     return Some(target.max(base));
@@ -316,6 +397,9 @@ impl GapTree {
         loop {
             self.stats.tree_visits += 1;
             let n = self.nodes[x as usize];
+            if level == self.leaf_level {
+                return base + u64::from(n.bits.trailing_zeros());
+            }
             if n.kids[0] == NIL {
                 return base;
             }
