@@ -6,10 +6,13 @@
 //!   wrapping to the bottom; every wrap is counted (the per-lap flush hangs off it, S0.6).
 //! - [`magazine::Magazine`]: Linux's per-CPU range caches ("rcache", since 4.7) over any
 //!   allocator.
+//! - [`domain::IovaDomain`]: one domain's space as Linux 6.x's dma-iommu sets it up
+//!   (reserved windows, aperture) and allocates from it (below 4 GiB first for PCI).
 //!
 //! All ranges are page ranges `[pfn, pfn + pages)`; exhaustion is an error value.
 
 pub mod bitmap;
+pub mod domain;
 pub mod magazine;
 pub mod none;
 pub mod rbtree;
@@ -21,6 +24,7 @@ use crate::addr::{CpuId, Iova, Pfn};
 use crate::clock::{ClockRate, Cycles};
 
 pub use bitmap::Bitmap;
+pub use domain::{ByteRange, DeviceIova, DomainConfig, DomainError, IovaDomain};
 pub use magazine::{
     CacheSite, CacheSnapshot, MagSlot, Magazine, MagazineConfig, MagazineConfigError, MoveError,
 };
