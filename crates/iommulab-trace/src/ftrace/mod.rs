@@ -668,6 +668,10 @@ impl<R: BufRead> EventSource for FtraceReader<R> {
         &self.header
     }
 
+    fn cpu_count(&self) -> Option<u32> {
+        self.header_cpus
+    }
+
     fn next_event(&mut self) -> Result<Option<Event>, TraceError> {
         loop {
             if let Some(e) = self.pending.pop_front() {
