@@ -471,7 +471,9 @@ pub fn validate_ftrace<R: BufRead>(
                     ),
                 };
                 cpus_from = from.to_owned();
-                v.insert(Validator::new(options, cpus)?)
+                let mut new = Validator::new(options, cpus)?;
+                new.cpus_known = r.header_cpus().is_some() || options.cpus.is_some();
+                v.insert(new)
             }
         };
         while let Some(op) = grouper.pop_ready() {
@@ -488,6 +490,20 @@ pub fn validate_ftrace<R: BufRead>(
     }
     grouper.skipped.malformed_lines = r.report().malformed_skipped;
     Ok(v.finish(&path, r.header(), cpus_from, grouper.skipped))
+}
+
+/// A mismatch as recorded while replaying (the device by slot, resolved at the end).
+#[derive(Clone, Copy, Debug)]
+struct MismatchRec {
+    mode: Mode,
+    kind: MismatchKind,
+    cpu: u16,
+    slot: usize,
+    allocation: u64,
+    line: u64,
+    pages: u64,
+    kernel: u64,
+    model: Option<u64>,
 }
 
 /// A kernel allocation still live, per domain, keyed by its first page.
@@ -671,13 +687,37 @@ struct Validator {
     domain_allocs: Vec<u64>,
     /// Per allocation: device slot (bits 0..16), open-loop exact (16), one-step exact (17).
     outcomes: Vec<u32>,
-    mismatches: Vec<Mismatch>,
+    /// Mismatches kept for listing: with no warm-up the first `max_mismatches` of each mode;
+    /// with one, every mismatch (where the warm-up ends is known only at the end).
+    mismatches: Vec<MismatchRec>,
+    /// Mismatches kept per mode.
+    kept: [usize; 2],
+    /// Whether the CPU count is the trace's or the user's (else an event on a higher CPU is
+    /// an error: the model would share caches the machine did not).
+    cpus_known: bool,
     frees: u64,
     lazy: LazyReport,
 }
 
 const OPEN_EXACT: u32 = 1 << 16;
 const ONE_EXACT: u32 = 1 << 17;
+/// Bits 18..21: the open-loop mismatch's kind + 1; 21..24: the one-step one's.
+const OPEN_KIND_SHIFT: u32 = 18;
+const ONE_KIND_SHIFT: u32 = 21;
+
+fn kind_code(k: MismatchKind) -> u32 {
+    MismatchKind::ALL
+        .iter()
+        .position(|&x| x == k)
+        .and_then(|i| u32::try_from(i + 1).ok())
+        .unwrap_or(0)
+}
+
+fn kind_of(code: u32) -> Option<MismatchKind> {
+    MismatchKind::ALL
+        .get(usize::try_from(code).ok()?.checked_sub(1)?)
+        .copied()
+}
 
 impl Validator {
     fn new(options: &ValidateOptions, cpus: usize) -> Result<Self> {
@@ -707,6 +747,8 @@ impl Validator {
             domain_allocs: Vec::new(),
             outcomes: Vec::new(),
             mismatches: Vec::new(),
+            kept: [0; 2],
+            cpus_known: true,
             frees: 0,
             lazy: LazyReport::default(),
         })
@@ -831,9 +873,19 @@ impl Validator {
             skipped.overlapping_allocations += 1;
             return Ok(());
         }
+        if !self.cpus_known && usize::from(op.cpu) >= self.cpus {
+            return Err(invalid(
+                "cpus",
+                format!("{} (the trace's header gives no CPU count)", self.cpus),
+                &format!(
+                    "at least {}: the trace has events on CPU {} (pass --cpus)",
+                    op.cpu + 1,
+                    op.cpu
+                ),
+            ));
+        }
         let index = self.outcomes.len() as u64;
         let mut outcome = u32::try_from(slot).unwrap_or(0xffff) & 0xffff;
-        let reserved = self.config.reserved.clone();
         // Reuse distance (lazy report): allocations in this domain since the range's unmap.
         let n = self.domain_allocs[dom];
         if self.options.lazy
@@ -842,6 +894,18 @@ impl Validator {
             self.lazy.kernel_reuse_distance.add(n - at);
         }
         self.domain_allocs[dom] += 1;
+        let rec = |mode, kind, model| MismatchRec {
+            mode,
+            kind,
+            cpu: op.cpu,
+            slot,
+            allocation: index,
+            line: op.line,
+            pages,
+            kernel: k,
+            model,
+        };
+        let reserved = &self.config.reserved;
 
         // Open loop: the model allocates; the kernel's address maps to the model's.
         let m = &mut self.open;
@@ -849,21 +913,13 @@ impl Validator {
             .alloc_iova(&mut m.devices[slot], cpu, pages)
             .ok()
             .map(Pfn::get);
+        let mut open_miss = None;
         if got == Some(k) {
             outcome |= OPEN_EXACT;
         } else {
-            let (kind, _) = classify(&m.domains[dom], &m.fqs[dom], &reserved, op.cpu, k, pages);
-            self.mismatches.push(Mismatch {
-                mode: Mode::OpenLoop,
-                allocation: index,
-                line: op.line,
-                device: name.to_owned(),
-                cpu: op.cpu,
-                pages,
-                kernel_iova: k << SHIFT,
-                model_iova: got.map(|p| p << SHIFT),
-                kind,
-            });
+            let (kind, _) = classify(&m.domains[dom], &m.fqs[dom], reserved, op.cpu, k, pages);
+            outcome |= kind_code(kind) << OPEN_KIND_SHIFT;
+            open_miss = Some(rec(Mode::OpenLoop, kind, got));
         }
         if self.options.lazy
             && let Some(p) = got
@@ -877,6 +933,7 @@ impl Validator {
         let predicted = m.domains[dom]
             .peek_iova(&m.devices[slot], cpu, pages)
             .map(Pfn::get);
+        let mut one_miss = None;
         let one_held = if predicted == Some(k) {
             let made = m.domains[dom]
                 .alloc_iova(&mut m.devices[slot], cpu, pages)
@@ -886,18 +943,9 @@ impl Validator {
             outcome |= ONE_EXACT;
             made == Some(k)
         } else {
-            let (kind, site) = classify(&m.domains[dom], &m.fqs[dom], &reserved, op.cpu, k, pages);
-            self.mismatches.push(Mismatch {
-                mode: Mode::OneStep,
-                allocation: index,
-                line: op.line,
-                device: name.to_owned(),
-                cpu: op.cpu,
-                pages,
-                kernel_iova: k << SHIFT,
-                model_iova: predicted.map(|p| p << SHIFT),
-                kind,
-            });
+            let (kind, site) = classify(&m.domains[dom], &m.fqs[dom], reserved, op.cpu, k, pages);
+            outcome |= kind_code(kind) << ONE_KIND_SHIFT;
+            one_miss = Some(rec(Mode::OneStep, kind, predicted));
             // The kernel went above 4 GiB: its 32-bit attempt failed, and it stopped trying.
             if k + pages > 1 << 20 {
                 m.devices[slot].pci_32bit_workaround = false;
@@ -912,6 +960,9 @@ impl Validator {
                 _ => false,
             }
         };
+        for r in [open_miss, one_miss].into_iter().flatten() {
+            self.record(r);
+        }
         self.live[dom].insert(
             k,
             Live {
@@ -923,6 +974,15 @@ impl Validator {
         );
         self.outcomes.push(outcome);
         Ok(())
+    }
+
+    /// Keeps a mismatch for listing (see `mismatches`).
+    fn record(&mut self, m: MismatchRec) {
+        let i = usize::from(m.mode == Mode::OneStep);
+        if self.options.warmup > 0.0 || self.kept[i] < self.options.max_mismatches {
+            self.kept[i] += 1;
+            self.mismatches.push(m);
+        }
     }
 
     fn free(&mut self, op: &Op, dom: usize, path: &Path, skipped: &mut Skipped) -> Result<()> {
@@ -1009,22 +1069,41 @@ impl Validator {
         }
         let scored = scored_range.end - scored_range.start;
         let mut kinds = KindCounts::default();
+        let mut scored_mismatches = 0u64;
+        for &o in &self.outcomes[usize::try_from(warm)
+            .unwrap_or(usize::MAX)
+            .min(self.outcomes.len())..]
+        {
+            for (shift, map) in [
+                (OPEN_KIND_SHIFT, &mut kinds.open_loop),
+                (ONE_KIND_SHIFT, &mut kinds.one_step),
+            ] {
+                if let Some(kind) = kind_of((o >> shift) & 7) {
+                    *map.entry(kind).or_insert(0) += 1;
+                    scored_mismatches += 1;
+                }
+            }
+        }
         let mut listed = Vec::new();
         let mut per_mode_listed = [0usize; 2];
-        let mut scored_mismatches = 0u64;
         for m in std::mem::take(&mut self.mismatches) {
             if !scored_range.contains(&m.allocation) {
                 continue;
             }
-            scored_mismatches += 1;
-            let (map, slot) = match m.mode {
-                Mode::OpenLoop => (&mut kinds.open_loop, 0),
-                Mode::OneStep => (&mut kinds.one_step, 1),
-            };
-            *map.entry(m.kind).or_insert(0) += 1;
-            if per_mode_listed[slot] < self.options.max_mismatches {
-                per_mode_listed[slot] += 1;
-                listed.push(m);
+            let i = usize::from(m.mode == Mode::OneStep);
+            if per_mode_listed[i] < self.options.max_mismatches {
+                per_mode_listed[i] += 1;
+                listed.push(Mismatch {
+                    mode: m.mode,
+                    allocation: m.allocation,
+                    line: m.line,
+                    device: self.slots[m.slot].0.clone(),
+                    cpu: m.cpu,
+                    pages: m.pages,
+                    kernel_iova: m.kernel << SHIFT,
+                    model_iova: m.model.map(|p| p << SHIFT),
+                    kind: m.kind,
+                });
             }
         }
         listed.sort_by_key(|m| (m.mode, m.allocation));
