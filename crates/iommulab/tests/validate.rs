@@ -436,3 +436,41 @@ fn json_has_the_documented_fields() {
     assert_eq!(v["mismatch_kinds"]["one_step"]["free_in_tree"], 1);
     assert_eq!(v["devices"][0]["one_step_rate"], 5.0 / 6.0);
 }
+
+/// Lazy mode (dma-iommu.c `queue_iova`, `fq_flush_timeout`): an unmapped range is not free
+/// until a flush; when the 10 ms timer fires, every CPU's queued ranges go into the rcache
+/// of the CPU running the timer (the one that armed it), not of the CPU that queued them.
+/// Here CPU 0 arms the timer and CPU 1 queues A: after the timer, CPU 1's next allocation
+/// misses its (empty) magazines and comes from the tree, and CPU 0 gets A and X back.
+#[test]
+fn lazy_frees_wait_for_the_timer_and_land_on_its_cpu() {
+    let mut t = Trace::new(Some(2));
+    t.map(0, NIC, 0xffff_f000, 1); // X
+    t.map(1, NIC, 0xffff_e000, 1); // A
+    t.unmap(0, NIC, 0xffff_f000, 1); // queued; arms the timer on CPU 0
+    t.unmap(1, NIC, 0xffff_e000, 1); // queued on CPU 1
+    t.map(1, NIC, 0xffff_d000, 1); // before the timer: nothing is free yet
+    t.us += 20_000; // 20 ms later
+    t.map(1, NIC, 0xffff_c000, 1); // the timer has fired: CPU 1's magazines are still empty
+    t.map(0, NIC, 0xffff_e000, 1); // CPU 0's: [X, A], A on top
+    t.map(0, NIC, 0xffff_f000, 1);
+    let lazy = ValidateOptions {
+        lazy: true,
+        ..opts()
+    };
+    let r = run(&t, &lazy).unwrap();
+    assert_eq!(r.invalidation, "lazy");
+    assert_eq!(
+        (r.allocations, r.one_step.exact, r.open_loop.exact),
+        (6, 6, 6)
+    );
+    let l = r.lazy.unwrap();
+    assert_eq!((l.model_timer_flushes, l.model_full_flushes), (1, 0));
+    assert_eq!(l.model_cache_hit_fraction, Some(2.0 / 6.0));
+    assert_eq!(l.kernel_reuse_distance.buckets.iter().sum::<u64>(), 2);
+    assert_eq!(l.kernel_reuse_distance, l.model_reuse_distance);
+    assert_eq!(l.trace_flushes, None);
+    // Strict mode frees at once: CPU 1 would get A back right after unmapping it.
+    let strict = run(&t, &opts()).unwrap();
+    assert!(strict.one_step.exact < 6, "{:?}", strict.mismatch_kinds);
+}

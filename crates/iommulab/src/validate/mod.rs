@@ -645,6 +645,11 @@ fn classify(
     if pfn < tree.space_start().get() || pfn + size > tree.space_end().get() {
         return (MismatchKind::OutsideSpace, None);
     }
+    // A cached or queued range is still allocated in the tree: without a node there, it is
+    // free (and the `O(cached)` search of the magazines is skipped).
+    if m.overlapping(Pfn::new(pfn), pages).is_none() {
+        return (MismatchKind::FreeInTree, None);
+    }
     if let Some(site) = m.locate(CpuId::new(cpu), Pfn::new(pfn), pages) {
         let kind = match site {
             CacheSite::Loaded { cpu: c, .. } | CacheSite::Prev { cpu: c } if c == cpu => {
@@ -657,10 +662,7 @@ fn classify(
     if fq.holds(pfn, size) {
         return (MismatchKind::Queued, None);
     }
-    if m.overlapping(Pfn::new(pfn), pages).is_some() {
-        return (MismatchKind::InUse, None);
-    }
-    (MismatchKind::FreeInTree, None)
+    (MismatchKind::InUse, None)
 }
 
 /// The validation state.
