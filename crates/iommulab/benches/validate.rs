@@ -63,7 +63,11 @@ fn trace() -> (Vec<u8>, u64) {
         if live[d].len() >= 256 || (!live[d].is_empty() && (x >> 12) % 8 < 3) {
             let i = usize::try_from((x >> 20) % live[d].len() as u64).unwrap();
             let (pfn, pages, mcpu) = live[d].swap_remove(i);
-            let fcpu = if (x >> 30).is_multiple_of(4) { 1 - mcpu } else { mcpu };
+            let fcpu = if (x >> 30).is_multiple_of(4) {
+                1 - mcpu
+            } else {
+                mcpu
+            };
             domains[d]
                 .free_iova(CpuId::new(fcpu), Pfn::new(pfn), pages)
                 .unwrap();

@@ -115,3 +115,26 @@ fn replay_takes_the_cpu_count_from_the_trace() {
     assert_eq!(hits(Some(2)), (0, 2), "two CPUs: CPU 1 misses");
     assert_eq!(hits(None), (1, 1), "one shared cache: CPU 1 hits");
 }
+
+/// dma-iommu.c `iommu_dma_alloc_iova`: `if (domain->geometry.force_aperture) dma_limit =
+/// min(dma_limit, aperture_end)`. A 48-bit DMA mask on a 3-level VT-d table (39-bit
+/// aperture) gets an IOVA the table can map, not one near 2^48.
+#[test]
+fn the_dma_limit_is_capped_at_the_domains_address_width() {
+    let tree = RbTree::new(Pfn::new(1), Pfn::new(1 << 36)).unwrap();
+    let vtd = Vtd::new(VtdConfig {
+        levels: 3,
+        ..VtdConfig::default()
+    })
+    .unwrap();
+    let cfg = DmaConfig {
+        dma_bits: 48,
+        ..DmaConfig::default()
+    };
+    let mut api = DmaApi::new(cfg, Native::new(vtd), tree, iommulab::flush::Strict::new());
+    let dev = api.attach(Bdf::new(0, 1, 0).unwrap()).unwrap();
+    let a = api
+        .map_single(dev, C0, Hpa::new(0x10_0000), 4096, DmaDirection::ToDevice)
+        .unwrap();
+    assert_eq!(a.get(), (1 << 39) - 4096, "the top of the 39-bit aperture");
+}

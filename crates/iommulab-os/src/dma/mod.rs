@@ -174,7 +174,11 @@ impl<A: IovaAllocator, F: FlushPolicy, B: MapBackend> DmaApi<A, F, B> {
     /// A DMA layer mapping through `backend`, with allocator `iova` and policy `flush`.
     pub fn new(config: DmaConfig, backend: B, iova: A, flush: F) -> Self {
         let bits = u32::from(config.dma_bits.clamp(13, 63));
-        let limit = Pfn::new((1u64 << (bits - 12)).min(iova.space_end().get()));
+        // dma-iommu caps the device's limit at the domain's aperture (`force_aperture`,
+        // `iommu_dma_alloc_iova`): a 3-level VT-d table (39 bits) never gets an IOVA it
+        // cannot map, whatever the DMA mask.
+        let aperture = u32::from(backend.address_bits()).clamp(13, 63);
+        let limit = Pfn::new((1u64 << (bits.min(aperture) - 12)).min(iova.space_end().get()));
         Self {
             config,
             backend,
