@@ -127,8 +127,10 @@ fn the_dma_limit_is_capped_at_the_domains_address_width() {
         ..VtdConfig::default()
     })
     .unwrap();
+    // forcedac: no below-4 GiB first attempt, so the full limit shows.
     let cfg = DmaConfig {
         dma_bits: 48,
+        forcedac: true,
         ..DmaConfig::default()
     };
     let mut api = DmaApi::new(cfg, Native::new(vtd), tree, iommulab::flush::Strict::new());
@@ -137,4 +139,45 @@ fn the_dma_limit_is_capped_at_the_domains_address_width() {
         .map_single(dev, C0, Hpa::new(0x10_0000), 4096, DmaDirection::ToDevice)
         .unwrap();
     assert_eq!(a.get(), (1 << 39) - 4096, "the top of the 39-bit aperture");
+}
+
+/// dma-iommu.c `iommu_dma_alloc_iova`: `if (dma_limit > DMA_BIT_MASK(32) &&
+/// dev->iommu->pci_32bit_workaround)` the first attempt is below 4 GiB (`flush_rcache =
+/// false`); when it fails, `pci_32bit_workaround = false` and the device never tries below
+/// 4 GiB again, even once space there is free. Here only 4 pages are left below 4 GiB.
+#[test]
+fn wide_mask_devices_try_below_4gib_first_until_it_fails_once() {
+    let mut tree = RbTree::new(Pfn::new(1), Pfn::new(1 << 36)).unwrap();
+    tree.reserve(Pfn::new(1), (1 << 20) - 1 - 4).unwrap();
+    let vtd = Vtd::new(VtdConfig {
+        levels: 4,
+        ..VtdConfig::default()
+    })
+    .unwrap();
+    let cfg = DmaConfig {
+        dma_bits: 48,
+        ..DmaConfig::default()
+    };
+    let mag = Magazine::new(tree, MagazineConfig::default()).unwrap();
+    let mut api = DmaApi::new(cfg, Native::new(vtd), mag, iommulab::flush::Strict::new());
+    let dev = api.attach(Bdf::new(0, 1, 0).unwrap()).unwrap();
+    let dir = DmaDirection::ToDevice;
+    let mut map = |api: &mut DmaApi<_, _>, len| {
+        api.map_single(dev, C0, Hpa::new(0x10_0000), len, dir)
+            .unwrap()
+            .get()
+    };
+    let low: Vec<u64> = (0..4).map(|_| map(&mut api, 4096)).collect();
+    assert_eq!(low, [0xffff_f000, 0xffff_e000, 0xffff_d000, 0xffff_c000]);
+    assert_eq!(
+        map(&mut api, 4096),
+        (1 << 48) - 4096,
+        "the 32-bit attempt failed"
+    );
+    api.unmap_single(dev, C0, iommulab::addr::Iova::new(0xffff_c000), 4096, dir)
+        .unwrap();
+    api.unmap_single(dev, C0, iommulab::addr::Iova::new(0xffff_d000), 4096, dir)
+        .unwrap();
+    // Two pages would fit at 0xffffc000 now, but the device no longer looks below 4 GiB.
+    assert_eq!(map(&mut api, 8192), (1 << 48) - 4 * 4096);
 }

@@ -932,7 +932,17 @@ fn free_cached<A: IovaAllocator>(inner: &mut A, cpu: CpuId, bin: usize, pfn: u64
 impl<A: IovaAllocator> IovaAllocator for Magazine<A> {
     /// `alloc_iova_fast(.., flush_rcache = true)`: the full-mask attempt of dma-iommu.
     fn alloc(&mut self, cpu: CpuId, pages: u64, limit: Pfn<Iova>) -> Result<Pfn<Iova>, IovaError> {
-        self.alloc_fast(cpu, pages, limit, true)
+        Magazine::alloc_fast(self, cpu, pages, limit, true)
+    }
+
+    fn alloc_fast(
+        &mut self,
+        cpu: CpuId,
+        pages: u64,
+        limit: Pfn<Iova>,
+        flush_rcache: bool,
+    ) -> Result<Pfn<Iova>, IovaError> {
+        Magazine::alloc_fast(self, cpu, pages, limit, flush_rcache)
     }
 
     fn free(&mut self, cpu: CpuId, pfn: Pfn<Iova>, pages: u64) -> Result<(), IovaError> {

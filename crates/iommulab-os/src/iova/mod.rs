@@ -143,6 +143,20 @@ pub trait IovaAllocator {
     /// behalf of CPU `cpu` (only per-CPU caches care).
     fn alloc(&mut self, cpu: CpuId, pages: u64, limit: Pfn<Iova>) -> Result<Pfn<Iova>, IovaError>;
 
+    /// `alloc` with Linux's `flush_rcache` flag (`alloc_iova_fast`): allocators with
+    /// caches leave them alone on exhaustion when it is `false` (dma-iommu's first,
+    /// below-4 GiB attempt). Others ignore it.
+    fn alloc_fast(
+        &mut self,
+        cpu: CpuId,
+        pages: u64,
+        limit: Pfn<Iova>,
+        flush_rcache: bool,
+    ) -> Result<Pfn<Iova>, IovaError> {
+        let _ = flush_rcache;
+        self.alloc(cpu, pages, limit)
+    }
+
     /// Returns `[pfn, pfn + pages)`, which must be a live allocation of exactly that size.
     fn free(&mut self, cpu: CpuId, pfn: Pfn<Iova>, pages: u64) -> Result<(), IovaError>;
 

@@ -272,6 +272,7 @@ impl<W: Workload<Phys = Hpa>> Go<'_, W> {
             dma_bits: cfg.dma_bits,
             debug: cfg.dma_debug,
             oracle: self.oracle,
+            forcedac: false,
         };
         let mut api = DmaApi::new(dma, Native::new(iommu), a, f);
         runner::run(
