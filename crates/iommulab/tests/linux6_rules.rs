@@ -162,7 +162,7 @@ fn wide_mask_devices_try_below_4gib_first_until_it_fails_once() {
     let mut api = DmaApi::new(cfg, Native::new(vtd), mag, iommulab::flush::Strict::new());
     let dev = api.attach(Bdf::new(0, 1, 0).unwrap()).unwrap();
     let dir = DmaDirection::ToDevice;
-    let mut map = |api: &mut DmaApi<_, _>, len| {
+    let map = |api: &mut DmaApi<_, _>, len| {
         api.map_single(dev, C0, Hpa::new(0x10_0000), len, dir)
             .unwrap()
             .get()
