@@ -3,7 +3,7 @@
 //!
 //! A trace with `iommu:map`/`iommu:unmap` and the `dma:` events records, for every
 //! allocation, which IOVA range the kernel picked. [`validate`] replays the IOMMU-layer
-//! allocations and frees ([`group`] turns events into allocator calls) through one
+//! allocations and frees (`validate/group.rs` turns events into allocator calls) through one
 //! [`IovaDomain`] per IOMMU domain (dma-iommu over `iova.c`: rbtree + per-CPU magazines,
 //! reserved windows, the below-4 GiB first attempt) and compares each IOVA the model picks
 //! with the kernel's, in two modes at once:
