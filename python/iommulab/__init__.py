@@ -28,7 +28,7 @@ from iommulab._native import (
     version,
 )
 from iommulab._mrc import mrc
-from iommulab.trace import check
+from iommulab.trace import check, validate
 from iommulab._reproduce import REPRODUCTIONS, ReproProgress, Reproduction, reproduce
 from iommulab.sweep import expand_grid, sweep
 
@@ -58,5 +58,6 @@ __all__ = [
     "run",
     "sweep",
     "trace",
+    "validate",
     "version",
 ]

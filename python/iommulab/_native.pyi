@@ -26,6 +26,7 @@ __all__ = [
     "trace_check",
     "trace_generate",
     "trace_stats",
+    "trace_validate",
     "validate",
     "version",
 ]
@@ -95,6 +96,22 @@ def trace_check(
     dma_masks: Optional[list[tuple[str, int]]] = None,
     iommu: bool = True,
     max_findings: Optional[int] = None,
+) -> dict[str, Any]: ...
+def trace_validate(
+    path: _StrPath,
+    kernel: str = "6.12",
+    lazy: bool = False,
+    warmup: float = 0.0,
+    lenient: bool = False,
+    cpus: Optional[int] = None,
+    dma_masks: Optional[list[tuple[str, int]]] = None,
+    groups: Optional[list[list[str]]] = None,
+    start_pfn: int = 1,
+    aperture_bits: int = 48,
+    reserved: Optional[list[tuple[int, int]]] = None,
+    default_windows: bool = True,
+    forcedac: bool = False,
+    max_mismatches: int = 20,
 ) -> dict[str, Any]: ...
 def trace_generate(
     workload: Union[str, dict[str, Any]], events: int, path: _StrPath, seed: Optional[int] = None

@@ -36,6 +36,48 @@ def check(
     )
 
 
+def validate(
+    path: Union[str, os.PathLike[str]],
+    kernel: str = "6.12",
+    lazy: bool = False,
+    warmup: float = 0.0,
+    lenient: bool = False,
+    cpus: Optional[int] = None,
+    dma_masks: Optional[dict[str, int]] = None,
+    groups: Optional[list[list[str]]] = None,
+    start_pfn: int = 1,
+    aperture_bits: int = 48,
+    reserved: Optional[list[tuple[int, int]]] = None,
+    default_windows: bool = True,
+    forcedac: bool = False,
+    max_mismatches: int = 20,
+) -> dict[str, Any]:
+    """`iommulab validate --json` as a dict: replays the trace's `iommu:map`/`iommu:unmap`
+    through the Linux 6.x IOVA allocator model and scores each IOVA it predicts against the
+    kernel's (`allocations`, `open_loop_rate`, `one_step_rate` in 0-1, `devices`,
+    `mismatch_kinds`, `first_mismatches` with trace lines). `groups` lists devices sharing
+    one IOMMU group; `reserved` adds inclusive byte windows `(start, end)` to q35's defaults
+    (`default_windows=False` drops those). An unmatched event raises `TraceError` naming the
+    line, unless `lenient`."""
+    masks = list(dma_masks.items()) if dma_masks else None
+    return _native.trace_validate(
+        path,
+        kernel=kernel,
+        lazy=lazy,
+        warmup=warmup,
+        lenient=lenient,
+        cpus=cpus,
+        dma_masks=masks,
+        groups=groups,
+        start_pfn=start_pfn,
+        aperture_bits=aperture_bits,
+        reserved=reserved,
+        default_windows=default_windows,
+        forcedac=forcedac,
+        max_mismatches=max_mismatches,
+    )
+
+
 def generate(
     workload: Union[str, dict[str, Any]],
     events: int,
@@ -48,4 +90,4 @@ def generate(
     return _native.trace_generate(workload, events, path, seed=seed)
 
 
-__all__ = ["check", "generate", "stats"]
+__all__ = ["check", "generate", "stats", "validate"]

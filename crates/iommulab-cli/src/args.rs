@@ -118,6 +118,20 @@ iommulab mrc my.iot --policy lru --pinning --quotas 8,64,512 --json"
     /// trace's drivers did, and iommu:map/unmap against the DMA layer. Exit 0 when clean,
     /// 3 when there are findings, 1 on errors.
     Check(CheckArgs),
+    /// How exactly the Linux 6.x IOVA allocator model predicts every IOVA a real kernel
+    /// chose: replays a trace's iommu:map/unmap through the model, open loop and one step,
+    /// and scores each allocation (per device, with the first mismatches and their lines).
+    #[command(
+        long_about = "Replays the IOMMU-layer allocations of a Linux ftrace trace (iommu:map/unmap \
+with the dma: events, kernel 6.12+) through the Linux 6.x IOVA allocator model (dma-iommu over \
+iova.c: rbtree, per-CPU magazines, reserved windows, below-4 GiB first for PCI devices) and \
+compares each IOVA the model picks with the one the kernel picked. Open loop: the model keeps \
+its own choices. One step: after each prediction the model adopts the kernel's choice. The \
+domain defaults are QEMU q35 with VT-d (docs/validation.md); the CPU count is the trace's.",
+        after_help = "Examples:\n  iommulab validate traces/qemu-virtio-6.12.95+deb12-cloud-amd64.txt.zst\n  \
+iommulab validate my-trace.txt --json --warmup 0.1 --group 0000:00:1f.0,0000:00:1f.2"
+    )]
+    Validate(ValidateArgs),
     /// Import, inspect, convert and generate DMA traces.
     Trace {
         /// The trace subcommand.
@@ -379,6 +393,62 @@ pub struct CheckArgs {
     /// Skip malformed ftrace lines.
     #[arg(long)]
     pub lenient: bool,
+}
+
+/// `iommulab validate`.
+#[derive(Debug, Args)]
+pub struct ValidateArgs {
+    /// The trace: Linux ftrace text with iommu:map/unmap and dma: events (`.gz`/`.zst`
+    /// read transparently).
+    pub trace: PathBuf,
+    /// The kernel whose allocator to model (Linux 6.x).
+    #[arg(long, default_value = "6.12")]
+    pub kernel: String,
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Fraction of the allocations replayed but not scored (0 <= F < 1).
+    #[arg(long, value_name = "F", default_value_t = 0.0)]
+    pub warmup: f64,
+    /// Skip unmatched events and calls (counted in the report) instead of stopping at the
+    /// first with its file and line.
+    #[arg(long)]
+    pub lenient: bool,
+    /// The kernel ran with lazy invalidation (iommu.strict=0): frees go through a modelled
+    /// flush queue.
+    #[arg(long)]
+    pub lazy: bool,
+    /// CPUs, if the trace's header does not give them (#P:N).
+    #[arg(long, value_name = "N")]
+    pub cpus: Option<usize>,
+    /// A device's DMA mask, `DEVICE=MASK` (hex or bits) [default: 64 bits].
+    #[arg(long = "dma-mask", value_name = "DEVICE=MASK", value_delimiter = ',')]
+    pub dma_masks: Vec<String>,
+    /// Devices of one IOMMU group (one domain), comma separated; repeat for more groups.
+    #[arg(long = "group", value_name = "DEV,DEV,...")]
+    pub groups: Vec<String>,
+    /// First IOVA page handed out.
+    #[arg(long, value_name = "PFN", default_value_t = 1)]
+    pub start_pfn: u64,
+    /// The domain's address width in bits (VT-d: 48 with a 4-level table, 39 with 3).
+    #[arg(long, value_name = "BITS", default_value_t = 48)]
+    pub aperture_bits: u32,
+    /// A reserved window `START-END` (inclusive byte addresses, hex), added to the defaults;
+    /// repeat or comma separate.
+    #[arg(long = "reserve", value_name = "START-END", value_delimiter = ',')]
+    pub reserve: Vec<String>,
+    /// Drop the default reserved windows (q35's PCI windows, VT-d's IOAPIC/MSI window).
+    #[arg(long)]
+    pub no_default_windows: bool,
+    /// iommu.forcedac=1: no below-4 GiB first attempt.
+    #[arg(long)]
+    pub forcedac: bool,
+    /// Mismatches listed per mode (all are counted).
+    #[arg(long, value_name = "N", default_value_t = 20)]
+    pub max: usize,
+    /// Flush-queue timeout in ms (lazy mode; Linux: 10).
+    #[arg(long, value_name = "MS", default_value_t = 10)]
+    pub fq_timeout_ms: u64,
 }
 
 /// `iommulab mrc`.

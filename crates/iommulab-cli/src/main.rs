@@ -26,6 +26,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
     let done = Ok(ExitCode::SUCCESS);
     match cli.command {
         Command::Check(a) => cmd::check::run(&a),
+        Command::Validate(a) => cmd::validate::run(&a).and(done),
         Command::Bench(a) => cmd::bench::run(&a, cli.quiet).and(done),
         Command::Reproduce(a) => cmd::reproduce::run(&a, cli.quiet).and(done),
         Command::Run(a) => cmd::run::run(&a, cli.quiet).and(done),

@@ -135,6 +135,10 @@ impl<S: EventSource> EventSource for Reading<S> {
         Ok(e)
     }
 
+    fn cpu_count(&self) -> Option<u32> {
+        self.inner.cpu_count()
+    }
+
     fn read_batch(&mut self, out: &mut Vec<Event>) -> Result<usize, TraceError> {
         let n = self.inner.read_batch(out)?;
         self.read += n as u64;

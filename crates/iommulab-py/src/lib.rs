@@ -26,6 +26,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(run::run_batch, m)?)?;
     m.add_function(wrap_pyfunction!(trace::trace_stats, m)?)?;
     m.add_function(wrap_pyfunction!(trace::trace_check, m)?)?;
+    m.add_function(wrap_pyfunction!(trace::trace_validate, m)?)?;
     m.add_function(wrap_pyfunction!(trace::trace_generate, m)?)?;
     m.add_function(wrap_pyfunction!(trace::mrc, m)?)?;
     m.add_function(wrap_pyfunction!(reproduce::reproduce, m)?)?;

@@ -5,9 +5,11 @@ use std::path::PathBuf;
 
 use iommulab::create_trace;
 use iommulab::experiment::ConfigError;
+use iommulab::iova::{ByteRange, DomainConfig};
 use iommulab::mrc::{CurveRequest, Quotas, hit_rate_curve, trace_page_refs};
 use iommulab::trace::check::{CheckOptions, check};
 use iommulab::trace::{TraceHeader, open, stats};
+use iommulab::validate::{ValidateOptions, validate};
 use iommulab::virt::EvictionConfig;
 use iommulab::workload::WorkloadConfig;
 use pyo3::prelude::*;
@@ -57,6 +59,66 @@ pub fn trace_check<'py>(
     }
     let r =
         py.detach(|| -> Result<_, iommulab::Error> { Ok(check(&path, format, lenient, &opts)?) });
+    to_py(py, &r.map_err(PyErrWrap::from)?)
+}
+
+/// `iommulab validate --json`, as a dict: the Linux 6.x IOVA allocator model against the
+/// IOVAs a real kernel chose in an ftrace trace.
+#[pyfunction]
+#[pyo3(signature = (path, kernel="6.12", lazy=false, warmup=0.0, lenient=false, cpus=None,
+    dma_masks=None, groups=None, start_pfn=1, aperture_bits=48, reserved=None,
+    default_windows=true, forcedac=false, max_mismatches=20))]
+#[allow(clippy::too_many_arguments)] // the Python keyword arguments
+pub fn trace_validate<'py>(
+    py: Python<'py>,
+    path: PathBuf,
+    kernel: &str,
+    lazy: bool,
+    warmup: f64,
+    lenient: bool,
+    cpus: Option<usize>,
+    dma_masks: Option<Vec<(String, u64)>>,
+    groups: Option<Vec<Vec<String>>>,
+    start_pfn: u64,
+    aperture_bits: u32,
+    reserved: Option<Vec<(u64, u64)>>,
+    default_windows: bool,
+    forcedac: bool,
+    max_mismatches: usize,
+) -> PyResult<Bound<'py, PyAny>> {
+    let mut domain = DomainConfig {
+        start_pfn,
+        aperture_bits,
+        forcedac,
+        ..DomainConfig::default()
+    };
+    if !default_windows {
+        domain.reserved.clear();
+    }
+    for (start, end) in reserved.unwrap_or_default() {
+        if start > end {
+            return Err(PyErrWrap::from(iommulab::Error::from(ConfigError::Invalid {
+                key: "reserved".into(),
+                value: format!("({start:#x}, {end:#x})"),
+                expected: "(start, end) inclusive byte addresses with start <= end".into(),
+            }))
+            .into());
+        }
+        domain.reserved.push(ByteRange { start, end });
+    }
+    let opts = ValidateOptions {
+        kernel: kernel.to_owned(),
+        lazy,
+        warmup,
+        lenient,
+        domain,
+        cpus,
+        dma_masks: dma_masks.unwrap_or_default(),
+        groups: groups.unwrap_or_default(),
+        max_mismatches,
+        ..ValidateOptions::default()
+    };
+    let r = py.detach(|| validate(&path, &opts));
     to_py(py, &r.map_err(PyErrWrap::from)?)
 }
 

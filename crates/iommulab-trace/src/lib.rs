@@ -114,6 +114,12 @@ pub trait EventSource {
     /// The next event, `Ok(None)` at a clean end.
     fn next_event(&mut self) -> Result<Option<Event>, TraceError>;
 
+    /// The number of CPUs the trace says the machine had, if it says (ftrace's `#P:N`; known
+    /// once the header has been read, i.e. after the first event).
+    fn cpu_count(&self) -> Option<u32> {
+        None
+    }
+
     /// Replaces `out`'s contents with the next events (up to a few thousand), returning how
     /// many: 0 only at a clean end. Sources that decode in blocks (the native format) hand a
     /// whole block over at once; a loop over batches pays one call per block instead of one
@@ -184,5 +190,9 @@ impl<S: EventSource + ?Sized> EventSource for Box<S> {
 
     fn read_batch(&mut self, out: &mut Vec<Event>) -> Result<usize, TraceError> {
         (**self).read_batch(out)
+    }
+
+    fn cpu_count(&self) -> Option<u32> {
+        (**self).cpu_count()
     }
 }

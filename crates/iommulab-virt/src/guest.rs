@@ -232,6 +232,7 @@ impl<S: GuestStrategy> Guest<S> {
             dma_bits: 64,
             debug: false,
             oracle: cfg.protection_oracle,
+            forcedac: false,
         };
         let mut api = DmaApi::new(dma, backend, NoIova::new(), Strict::new());
         let dev = api.attach(DEVICE)?;

@@ -127,6 +127,17 @@ impl<S: EventSource> TraceWorkload<S> {
         &mut self.src
     }
 
+    /// The CPU count the trace gives ([`EventSource::cpu_count`]), reading its first batch
+    /// of events if none was read yet (the header comes before them); `None` when it gives
+    /// none.
+    pub fn trace_cpus(&mut self) -> Result<Option<u32>, TraceError> {
+        if self.batch.is_empty() && self.next == 0 {
+            self.src.read_batch(&mut self.batch)?;
+            self.scan_devices();
+        }
+        Ok(self.src.cpu_count())
+    }
+
     /// The trace's header (devices).
     pub fn header(&self) -> &TraceHeader {
         self.src.header()

@@ -27,6 +27,7 @@
 //! | [`virt`] | the guest map cache of on-demand DMA mapping and its eviction policies (S1.2–S1.5) |
 //! | [`mrc`] | hit-rate (miss-ratio) curves over every quota of a trace, page sequence or pinned map cache; one pass for LRU and OPT (S1.9) |
 //! | [`experiment`] | configs, the one place enums become types, the runner, results, trace recording |
+//! | [`validate`] | `iommulab validate`: the Linux 6.x IOVA allocator model against a real kernel's trace, allocation by allocation |
 //! | [`repro`] | reproductions of published results (Fujita & Mori 2008, Yassour et al. 2010) as typed data |
 //!
 //! The modules are layered, each layer its own crate (base → hw → os → virt; base → trace →
@@ -41,6 +42,7 @@
 pub mod error;
 pub mod experiment;
 pub mod repro;
+pub mod validate;
 
 // The layers, re-exported under the module names the whole code base and its users know.
 pub use iommulab_base::{addr, clock, hash};

@@ -17,6 +17,7 @@ fn api_with(translation: Translation) -> (DmaApi<RbTree, Strict>, DeviceHandle) 
         dma_bits: 32,
         debug: true,
         oracle: true,
+        forcedac: false,
     };
     let iova = RbTree::new(Pfn::new(1), Pfn::new(1 << 20)).unwrap();
     let mut api = DmaApi::new(
@@ -225,6 +226,7 @@ fn detach_reports_leaked_mappings_and_cleans_up() {
         dma_bits: 32,
         debug: true,
         oracle: false,
+        forcedac: false,
     };
     let iova = RbTree::new(Pfn::new(1), Pfn::new(1 << 20)).unwrap();
     let deferred = Deferred::new(DeferredConfig::default(), ClockRate::ghz(3.0));
@@ -315,6 +317,7 @@ fn probe_after_unmap_reports_what_the_stale_entry_lets_through() {
         dma_bits: 32,
         debug: false,
         oracle: true,
+        forcedac: false,
     };
     let iova = RbTree::new(Pfn::new(1), Pfn::new(1 << 20)).unwrap();
     let deferred = Deferred::new(DeferredConfig::default(), ClockRate::ghz(3.0));

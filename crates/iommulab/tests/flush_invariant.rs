@@ -94,6 +94,7 @@ fn check_on<U: RemapUnit, A: IovaAllocator, F: FlushPolicy>(
         dma_bits: DMA_BITS,
         debug: true,
         oracle: true,
+        forcedac: false,
     };
     let mut api = DmaApi::new(cfg, Native::new(unit), a, f);
     let dev: DeviceHandle = api.attach(Bdf::new(0, 2, 0).unwrap()).unwrap();
@@ -308,6 +309,7 @@ fn strict_requests_are_widened_to_the_units_capabilities() {
             dma_bits: DMA_BITS,
             debug: true,
             oracle: true,
+            forcedac: false,
         };
         let mut api = DmaApi::new(cfg, Native::new(unit), rbtree(), Strict::new());
         let dev = api.attach(Bdf::new(0, 2, 0).unwrap()).unwrap();
@@ -341,6 +343,7 @@ fn deferred_leaves_a_stale_window_that_strict_closes() {
             dma_bits: DMA_BITS,
             debug: true,
             oracle: true,
+            forcedac: false,
         };
         let mut api = DmaApi::new(cfg, Native::new(iommu()), rbtree(), f);
         let dev = api.attach(Bdf::new(0, 2, 0).unwrap()).unwrap();

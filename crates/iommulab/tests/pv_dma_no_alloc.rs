@@ -52,8 +52,8 @@ fn check<S: PvDmaOption>(option: S) {
     let cfg = DmaConfig {
         translation: S::TRANSLATION,
         dma_bits: 32,
-        debug: false,
         oracle: false,
+        ..DmaConfig::default()
     };
     let iova = Bitmap::new(Pfn::new(1), Pfn::new(1 << 20)).unwrap();
     let mut api = DmaApi::new(cfg, backend, iova, PerLap::new());

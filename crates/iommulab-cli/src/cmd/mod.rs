@@ -7,3 +7,4 @@ pub mod replay;
 pub mod reproduce;
 pub mod run;
 pub mod trace;
+pub mod validate;

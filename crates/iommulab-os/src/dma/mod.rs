@@ -24,6 +24,7 @@ use crate::hw::error::MapError;
 use crate::hw::unit::RemapUnit;
 use crate::hw::vtd::Vtd;
 
+use crate::iova::rbtree::DMA_32BIT_PFN;
 use crate::iova::{IovaAllocator, IovaError};
 pub use backend::{BackendError, MapAttrs, MapBackend, Native};
 
@@ -133,6 +134,8 @@ pub struct DmaConfig {
     pub debug: bool,
     /// Run the stale-access oracle (needed when devices access memory).
     pub oracle: bool,
+    /// `iommu.forcedac=1`: no below-4 GiB first attempt for a device whose mask is wider.
+    pub forcedac: bool,
 }
 
 impl Default for DmaConfig {
@@ -142,6 +145,7 @@ impl Default for DmaConfig {
             dma_bits: 32,
             debug: false,
             oracle: false,
+            forcedac: false,
         }
     }
 }
@@ -151,6 +155,8 @@ struct Device {
     bdf: Bdf,
     domain: DomainId,
     attached: bool,
+    /// `dev->iommu->pci_32bit_workaround`: still trying below 4 GiB first.
+    pci_32bit_workaround: bool,
 }
 
 /// The DMA API over IOVA allocator `A`, flush policy `F` and map backend `B` (bare metal
@@ -174,7 +180,11 @@ impl<A: IovaAllocator, F: FlushPolicy, B: MapBackend> DmaApi<A, F, B> {
     /// A DMA layer mapping through `backend`, with allocator `iova` and policy `flush`.
     pub fn new(config: DmaConfig, backend: B, iova: A, flush: F) -> Self {
         let bits = u32::from(config.dma_bits.clamp(13, 63));
-        let limit = Pfn::new((1u64 << (bits - 12)).min(iova.space_end().get()));
+        // dma-iommu caps the device's limit at the domain's aperture (`force_aperture`,
+        // `iommu_dma_alloc_iova`): a 3-level VT-d table (39 bits) never gets an IOVA it
+        // cannot map, whatever the DMA mask.
+        let aperture = u32::from(backend.address_bits()).clamp(13, 63);
+        let limit = Pfn::new((1u64 << (bits.min(aperture) - 12)).min(iova.space_end().get()));
         Self {
             config,
             backend,
@@ -204,6 +214,7 @@ impl<A: IovaAllocator, F: FlushPolicy, B: MapBackend> DmaApi<A, F, B> {
             bdf,
             domain,
             attached: true,
+            pci_32bit_workaround: !self.config.forcedac,
         });
         Ok(DeviceHandle(index))
     }
@@ -272,10 +283,27 @@ impl<A: IovaAllocator, F: FlushPolicy, B: MapBackend> DmaApi<A, F, B> {
         Ok(())
     }
 
-    /// Allocates `pages` IOVA pages, draining the flush policy and retrying once if the
-    /// space is exhausted (freed ranges may be waiting for a flush), and runs the wrap flush
-    /// before the range can be mapped.
-    fn alloc_iova(&mut self, cpu: CpuId, pages: u64) -> Result<Pfn<Iova>, DmaError> {
+    /// Allocates `pages` IOVA pages for device `d`, draining the flush policy and retrying
+    /// once if the space is exhausted (freed ranges may be waiting for a flush), and runs the
+    /// wrap flush before the range can be mapped.
+    ///
+    /// dma-iommu's `iommu_dma_alloc_iova` for a PCI device (every device here is one) whose
+    /// limit is above 4 GiB: first below 4 GiB with `flush_rcache = false`; the first time
+    /// that fails the device stops trying (`pci_32bit_workaround = false`, sticky).
+    fn alloc_iova(&mut self, cpu: CpuId, d: Device, pages: u64) -> Result<Pfn<Iova>, DmaError> {
+        let below_4g = Pfn::new(DMA_32BIT_PFN);
+        if d.pci_32bit_workaround && self.limit > below_4g {
+            match self.iova.alloc_fast(cpu, pages, below_4g, false) {
+                Ok(p) => return self.after_alloc(p),
+                Err(IovaError::Exhausted { .. }) => {
+                    let i = usize::from(d.domain.get() - 1);
+                    if let Some(dev) = self.devices.get_mut(i) {
+                        dev.pci_32bit_workaround = false;
+                    }
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
         let pfn = match self.iova.alloc(cpu, pages, self.limit) {
             Ok(p) => p,
             Err(IovaError::Exhausted { .. }) if self.flush.pending() > 0 => {
@@ -285,6 +313,11 @@ impl<A: IovaAllocator, F: FlushPolicy, B: MapBackend> DmaApi<A, F, B> {
             }
             Err(e) => return Err(e.into()),
         };
+        self.after_alloc(pfn)
+    }
+
+    /// Runs the wrap flush if the allocation wrapped.
+    fn after_alloc(&mut self, pfn: Pfn<Iova>) -> Result<Pfn<Iova>, DmaError> {
         let wraps = self.iova.stats().wraps;
         if wraps != self.last_wraps {
             self.last_wraps = wraps;
@@ -312,7 +345,7 @@ impl<A: IovaAllocator, F: FlushPolicy, B: MapBackend> DmaApi<A, F, B> {
         let pfn = if identity {
             Pfn::new(phys.get())
         } else {
-            self.alloc_iova(cpu, pages)?
+            self.alloc_iova(cpu, d, pages)?
         };
         let mapped = self
             .backend
@@ -575,7 +608,7 @@ impl<A: IovaAllocator, F: FlushPolicy, B: MapBackend> DmaApi<A, F, B> {
                 }
             }
             Translation::Iommu => {
-                let base = self.alloc_iova(cpu, total_pages)?;
+                let base = self.alloc_iova(cpu, d, total_pages)?;
                 let mut next = base;
                 for entry in sg.iter_mut() {
                     let e = *entry;

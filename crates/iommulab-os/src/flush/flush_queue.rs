@@ -9,6 +9,14 @@
 //! `flush_finish_cnt` has passed it; before queueing, a CPU first reaps what others' flushes
 //! already covered. The domain flush invalidates every domain with queued entries (Linux has
 //! one queue set per domain; iommulab keeps one per DMA layer and tracks dirty domains).
+//!
+//! Reaped ranges go back to the IOVA allocator (`free_iova_fast`) on the CPU that reaps
+//! them, whichever CPU queued them: on the unmap path, the unmapping CPU reaps its own ring;
+//! when the timer fires (`fq_flush_timeout`), the CPU running the timer (the one that armed
+//! it: `mod_timer` queues on the current CPU) reaps every ring, so every range lands in
+//! *its* per-CPU magazines. The timer is exact at `timeout_ms`; Linux's counts jiffies
+//! (`msecs_to_jiffies(10)`, so 10–12 ms at HZ=250). `drain` (the model's own exhaustion
+//! path; Linux has none) reaps on the timer's CPU, CPU 0 when none is armed.
 
 use serde::{Deserialize, Serialize};
 
@@ -40,7 +48,6 @@ impl Default for FlushQueueConfig {
 
 #[derive(Debug, Clone, Copy, Default)]
 struct Entry {
-    cpu: CpuId,
     range: Option<Unmapped>,
     /// `flush_start_cnt` when queued.
     counter: u64,
@@ -79,7 +86,8 @@ pub struct FlushQueue {
     rings: Vec<Ring>,
     flush_start_cnt: u64,
     flush_finish_cnt: u64,
-    timer: Option<Cycles>,
+    /// The deadline and the CPU that armed the timer (and so runs it).
+    timer: Option<(Cycles, CpuId)>,
     timeout: Cycles,
     /// Domains with entries queued since the last flush; reserved up front.
     dirty: Vec<DomainId>,
@@ -124,10 +132,13 @@ impl FlushQueue {
         self.flush_finish_cnt += 1;
     }
 
-    /// `fq_ring_free_locked`: frees the entries of ring `i` that a finished flush covered.
+    /// `fq_ring_free_locked`: frees the entries of ring `i` that a finished flush covered,
+    /// into the allocator on behalf of `on`, the CPU doing it (`free_iova_fast` puts them
+    /// in the current CPU's magazines).
     fn reap<A: IovaAllocator, B: MapBackend>(
         &mut self,
         i: usize,
+        on: CpuId,
         ctx: &mut FlushCtx<'_, A, B>,
     ) -> Result<(), IovaError> {
         let finish = self.flush_finish_cnt;
@@ -141,7 +152,7 @@ impl FlushQueue {
             }
             if let Some(r) = e.range.take() {
                 self.stats.frees += 1;
-                if let Err(err) = ctx.iova.free(e.cpu, r.pfn, r.pages)
+                if let Err(err) = ctx.iova.free(on, r.pfn, r.pages)
                     && result.is_ok()
                 {
                     result = Err(err);
@@ -153,8 +164,10 @@ impl FlushQueue {
         result
     }
 
+    /// `fq_flush_timeout`: one flush, then every ring reaped on CPU `on`.
     fn flush_all<A: IovaAllocator, B: MapBackend>(
         &mut self,
+        on: CpuId,
         ctx: &mut FlushCtx<'_, A, B>,
     ) -> Result<(), IovaError> {
         self.timer = None;
@@ -165,7 +178,7 @@ impl FlushQueue {
         let mut result = Ok(());
         for i in 0..self.rings.len() {
             self.stats.lock_acquisitions += 1;
-            let r = self.reap(i, ctx);
+            let r = self.reap(i, on, ctx);
             if result.is_ok() {
                 result = r;
             }
@@ -189,11 +202,11 @@ impl FlushPolicy for FlushQueue {
         self.stats.unmaps += 1;
         self.stats.lock_acquisitions += 1;
         let i = cpu.index() % self.rings.len();
-        let mut result = self.reap(i, ctx);
+        let mut result = self.reap(i, cpu, ctx);
         if self.rings[i].full() {
             self.stats.flushes_full += 1;
             self.flush_iotlb(ctx);
-            let r = self.reap(i, ctx);
+            let r = self.reap(i, cpu, ctx);
             if result.is_ok() {
                 result = r;
             }
@@ -202,7 +215,6 @@ impl FlushPolicy for FlushQueue {
         let ring = &mut self.rings[i];
         let tail = ring.tail;
         ring.entries[tail] = Entry {
-            cpu,
             range: Some(range),
             counter,
         };
@@ -215,7 +227,7 @@ impl FlushPolicy for FlushQueue {
         let pending = self.total_pending() as u64;
         self.stats.max_pending = self.stats.max_pending.max(pending);
         if self.timer.is_none() {
-            self.timer = Some(ctx.now + self.timeout);
+            self.timer = Some((ctx.now + self.timeout, cpu));
             self.stats.timer_arms += 1;
         }
         result
@@ -233,11 +245,11 @@ impl FlushPolicy for FlushQueue {
         ctx: &mut FlushCtx<'_, A, B>,
     ) -> Result<(), IovaError> {
         match self.timer {
-            Some(deadline) if ctx.now >= deadline => {
+            Some((deadline, on)) if ctx.now >= deadline => {
                 if self.total_pending() > 0 {
                     self.stats.flushes_timeout += 1;
                 }
-                self.flush_all(ctx)
+                self.flush_all(on, ctx)
             }
             _ => Ok(()),
         }
@@ -250,7 +262,8 @@ impl FlushPolicy for FlushQueue {
         if self.total_pending() > 0 {
             self.stats.flushes_drain += 1;
         }
-        self.flush_all(ctx)
+        let on = self.timer.map_or(CpuId::new(0), |(_, c)| c);
+        self.flush_all(on, ctx)
     }
 
     fn pending(&self) -> usize {

@@ -8,16 +8,21 @@
 //! (an unbounded list, mainline since 6.7), trimmed by a delayed work every
 //! `depot_delay_ms` (100 ms) of simulated time: one magazine per bin per run goes back to the
 //! backing allocator while the depot holds more magazines than there are CPUs. A miss
-//! allocates the rounded size from the backing allocator; if that is exhausted, every CPU's
-//! magazines and the depot are flushed back into it and the allocation is retried once
-//! (`flush_rcache`, which dma-iommu sets on its full-mask attempt; always set here).
+//! allocates the rounded size from the backing allocator; if that is exhausted and the caller
+//! set `flush_rcache` ([`Magazine::alloc_fast`]), every CPU's magazines and the depot are
+//! flushed back into it and the allocation is retried once. dma-iommu sets it on its
+//! full-mask attempt only (`iommu_dma_alloc_iova`): the first, below-4 GiB attempt for a
+//! wide-mask PCI device fails without draining. [`IovaAllocator::alloc`] is the full-mask
+//! attempt (`flush_rcache = true`).
+//!
+//! A cached pfn serves a request when `pfn + size <= limit` (exclusive limit), which is
+//! Linux's bound exactly: `alloc_iova_fast` passes `limit_pfn + 1`, `iova_rcache_get`
+//! subtracts the size, and `iova_magazine_pop` takes a pfn `<=` that.
 //!
 //! Deviations from Linux:
 //! - magazines are recycled through a spare list instead of `kmem_cache`; magazine
 //!   allocation never fails, so `free_iova_fast`'s fall-back to `free_iova` never happens;
 //! - a CPU number at or above `cpus` shares the caches of `cpu % cpus`;
-//! - `iova_magazine_pop` takes a pfn with `pfn + size <= limit` exactly (Linux compares with
-//!   the inclusive `limit_pfn - size`, one page stricter);
 //! - the delayed work is modelled: a depot push schedules it at the time of the last
 //!   [`IovaAllocator::on_tick`], and `on_tick` runs every run that has come due since.
 //!
@@ -44,7 +49,7 @@ use std::mem;
 
 use serde::{Deserialize, Serialize};
 
-use super::{IovaAllocator, IovaError, IovaStats};
+use super::{IovaAllocator, IovaError, IovaStats, RangeControl};
 use crate::addr::{CpuId, Iova, Pfn};
 use crate::clock::{ClockRate, Cycles};
 
@@ -139,9 +144,70 @@ impl MagazineConfig {
     }
 }
 
+/// Where a cached range sits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "in")]
+pub enum CacheSite {
+    /// A CPU's `loaded` magazine; `top` when it is the pfn the next pop would take.
+    Loaded {
+        /// The CPU (cache index).
+        cpu: u16,
+        /// Whether it is on top (the last pushed).
+        top: bool,
+    },
+    /// A CPU's `prev` magazine.
+    Prev {
+        /// The CPU (cache index).
+        cpu: u16,
+    },
+    /// A full magazine in the depot (`index` 0 is the bottom; the last is popped first).
+    Depot {
+        /// Position in the depot's list.
+        index: usize,
+    },
+}
+
+/// A magazine slot, for [`Magazine::move_magazine`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MagSlot {
+    /// A CPU's `loaded` magazine.
+    Loaded(CpuId),
+    /// A CPU's `prev` magazine.
+    Prev(CpuId),
+    /// The top of the depot (taking pops it, putting pushes).
+    Depot,
+}
+
+/// Why a magazine could not be moved.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MoveError {
+    /// The bin does not exist.
+    #[error("no size bin {0}")]
+    NoBin(usize),
+    /// The CPU has no caches.
+    #[error("no CPU cache {0}")]
+    NoCpu(usize),
+    /// Nothing to take: an empty CPU magazine or an empty depot.
+    #[error("nothing to move from {0:?}")]
+    Empty(MagSlot),
+    /// The destination CPU slot holds ranges (the depot takes any number).
+    #[error("destination {0:?} is not empty")]
+    Occupied(MagSlot),
+}
+
+/// Every cached pfn, by place: for tests, debugging and comparing two allocators.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CacheSnapshot {
+    /// Per CPU, per bin: `[loaded, prev]`, bottom to top.
+    pub cpus: Vec<Vec<[Vec<u64>; 2]>>,
+    /// Per bin: the depot's magazines, bottom to top.
+    pub depot: Vec<Vec<Vec<u64>>>,
+}
+
 /// One magazine: up to `mag_size` pfns of one size class (`struct iova_magazine`). The
 /// `Vec` is created with room for `mag_size` and never grows past it.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct Mag {
     pfns: Vec<u64>,
 }
@@ -151,6 +217,12 @@ impl Mag {
         Mag {
             pfns: Vec::with_capacity(cap),
         }
+    }
+
+    /// The pfn `iova_magazine_pop` would take, without taking it.
+    #[inline]
+    fn peek(&self, max_pfn: u64) -> Option<u64> {
+        self.pfns.iter().rev().copied().find(|&p| p <= max_pfn)
     }
 
     /// `iova_magazine_pop`: the topmost pfn `<= max_pfn`, swap-removed.
@@ -177,7 +249,7 @@ pub(crate) enum LocalGet {
 
 /// One CPU's `loaded` and `prev` magazines for every bin (`struct iova_cpu_rcache`),
 /// shared by [`Magazine`] and [`super::SharedMagazine`].
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct CpuCaches {
     /// Per bin, `[loaded, prev]` inline: one indirection from the CPU to a magazine.
     bins: Vec<[Mag; 2]>,
@@ -259,7 +331,7 @@ impl CpuCaches {
 
 /// The depots of full magazines per bin (`struct iova_rcache`'s depot and delayed work),
 /// plus the spare empty magazines they recycle.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct Depot {
     full: Vec<Vec<Mag>>,
     spare: Vec<Mag>,
@@ -433,7 +505,7 @@ pub(crate) fn combined_name(inner: &str) -> &'static str {
 /// assert_eq!((m.stats().cache_hits, m.stats().cache_misses), (1, 1));
 /// assert_eq!(m.name(), "magazine+rbtree");
 /// ```
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Magazine<A> {
     inner: A,
     config: MagazineConfig,
@@ -519,65 +591,18 @@ impl<A: IovaAllocator> Magazine<A> {
         self.sync();
     }
 
-    /// Copies the backing allocator's counters into the view and updates the peak.
-    fn sync(&mut self) {
-        sync_view(&mut self.view, self.own_locks, self.inner.stats());
-        let mags = 2 * self.cpus.len() as u64 * self.config.bins() as u64 + self.depot.held();
-        self.view.peak_metadata_bytes = self
-            .view
-            .peak_metadata_bytes
-            .max(self.inner.stats().peak_metadata_bytes)
-            .max(self.inner.metadata_bytes() + mags * MAGAZINE_BYTES);
-    }
-
-    #[inline]
-    fn cpu_index(&self, cpu: CpuId) -> usize {
-        cpu_slot(cpu, self.cpus.len())
-    }
-
-    /// The backing-allocator path, with one flush-and-retry on exhaustion.
-    fn backing_alloc(
+    /// `alloc_iova_fast(size, limit, flush_rcache)`: this CPU's caches, then the depot, then
+    /// the backing allocator; when that is exhausted and `flush_rcache` is set, every cache
+    /// is flushed into it and the allocation retried once. dma-iommu's first, below-4 GiB
+    /// attempt for a wide-mask PCI device passes `false` (`iommu_dma_alloc_iova`), its
+    /// full-mask attempt `true` ([`IovaAllocator::alloc`]).
+    pub fn alloc_fast(
         &mut self,
         cpu: CpuId,
-        size: u64,
+        pages: u64,
         limit: Pfn<Iova>,
+        flush_rcache: bool,
     ) -> Result<Pfn<Iova>, IovaError> {
-        let mut r = self.inner.alloc(cpu, size, limit);
-        if matches!(r, Err(IovaError::Exhausted { .. })) {
-            self.drain();
-            r = self.inner.alloc(cpu, size, limit);
-        }
-        match r {
-            Ok(_) => self.view.allocs += 1,
-            Err(IovaError::Exhausted { .. }) => self.view.failures += 1,
-            Err(_) => {}
-        }
-        self.sync();
-        r
-    }
-}
-
-/// The cache index of `cpu` among `n` (no division on the common in-range path).
-#[inline]
-pub(crate) fn cpu_slot(cpu: CpuId, n: usize) -> usize {
-    let i = cpu.index();
-    if i < n { i } else { i % n }
-}
-
-/// `CpuId` of cache index `c` (`c < cpus <= 65536`).
-#[allow(clippy::cast_possible_truncation)]
-fn cpu_id(c: usize) -> CpuId {
-    CpuId::new(c as u16)
-}
-
-/// Frees a cached range of bin `bin` into the backing allocator. An error here means a range
-/// was cached twice (a double free the magazine cannot see, module doc); it is dropped.
-fn free_cached<A: IovaAllocator>(inner: &mut A, cpu: CpuId, bin: usize, pfn: u64) {
-    let _ = inner.free(cpu, Pfn::new(pfn), 1 << bin);
-}
-
-impl<A: IovaAllocator> IovaAllocator for Magazine<A> {
-    fn alloc(&mut self, cpu: CpuId, pages: u64, limit: Pfn<Iova>) -> Result<Pfn<Iova>, IovaError> {
         let end = self.inner.space_end().get();
         if pages == 0 {
             return Err(IovaError::BadRequest { pages, space: end });
@@ -614,7 +639,310 @@ impl<A: IovaAllocator> IovaAllocator for Magazine<A> {
             }
             self.view.cache_misses += 1;
         }
-        self.backing_alloc(cpu, size, limit)
+        self.backing_alloc(cpu, size, limit, flush_rcache)
+    }
+
+    /// Reserves `[pfn, pfn + pages)` in the backing allocator (`reserve_iova`).
+    pub fn reserve(&mut self, pfn: Pfn<Iova>, pages: u64) -> Result<(), IovaError>
+    where
+        A: RangeControl,
+    {
+        let r = self.inner.reserve(pfn, pages);
+        self.sync();
+        r
+    }
+
+    /// What [`Magazine::alloc_fast`] would return, changing nothing. The cache path is read
+    /// in place; where the backing allocator would be exhausted and `flush_rcache` would
+    /// flush, the answer comes from running the allocation on a clone (`O(state)`, rare).
+    pub fn peek_alloc(
+        &self,
+        cpu: CpuId,
+        pages: u64,
+        limit: Pfn<Iova>,
+        flush_rcache: bool,
+    ) -> Option<Pfn<Iova>>
+    where
+        A: RangeControl,
+    {
+        if pages == 0 {
+            return None;
+        }
+        let end = self.inner.space_end().get();
+        let size = self.config.rounded_pages(pages);
+        if let Some(bin) = self.config.bin(size)
+            && let Some(max_pfn) = limit.get().min(end).checked_sub(size)
+        {
+            let [loaded, prev] = &self.cpus[self.cpu_index(cpu)].bins[bin];
+            let from = if !loaded.pfns.is_empty() {
+                Some(loaded)
+            } else if !prev.pfns.is_empty() {
+                Some(prev)
+            } else {
+                self.depot.full[bin].last()
+            };
+            if let Some(p) = from.and_then(|m| m.peek(max_pfn)) {
+                return Some(Pfn::new(p));
+            }
+        }
+        match self.inner.peek_alloc(size, limit) {
+            Some(p) => Some(p),
+            None if flush_rcache && self.cached_ranges() > 0 => {
+                let mut c = self.clone();
+                c.alloc_fast(cpu, pages, limit, true).ok()
+            }
+            None => None,
+        }
+    }
+
+    /// Where `[pfn, pfn + pages)` sits in the caches: the CPU `cpu`'s own magazines first,
+    /// then the other CPUs', then the depot. `None` when it is not cached.
+    pub fn locate(&self, cpu: CpuId, pfn: Pfn<Iova>, pages: u64) -> Option<CacheSite> {
+        let bin = self.config.bin(self.config.rounded_pages(pages))?;
+        let p = pfn.get();
+        let n = self.cpus.len();
+        let first = self.cpu_index(cpu);
+        for c in (0..n).map(|i| (first + i) % n) {
+            let [loaded, prev] = &self.cpus[c].bins[bin];
+            if let Some(i) = loaded.pfns.iter().rposition(|&x| x == p) {
+                return Some(CacheSite::Loaded {
+                    cpu: u16::try_from(c).unwrap_or(u16::MAX),
+                    top: i + 1 == loaded.pfns.len(),
+                });
+            }
+            if prev.pfns.contains(&p) {
+                return Some(CacheSite::Prev {
+                    cpu: u16::try_from(c).unwrap_or(u16::MAX),
+                });
+            }
+        }
+        let index = self.depot.full[bin]
+            .iter()
+            .rposition(|m| m.pfns.contains(&p))?;
+        Some(CacheSite::Depot { index })
+    }
+
+    /// Takes `[pfn, pfn + pages)` out of the caches wherever [`Magazine::locate`] finds it
+    /// (swap-removed, as `iova_magazine_pop` takes a pfn below the top), as if it had just
+    /// been allocated from there; a depot magazine left empty is recycled. The range stays
+    /// allocated in the backing allocator. [`IovaError::NotFree`] when it is not cached.
+    pub fn take_cached(
+        &mut self,
+        cpu: CpuId,
+        pfn: Pfn<Iova>,
+        pages: u64,
+    ) -> Result<CacheSite, IovaError> {
+        let not_cached = IovaError::NotFree {
+            pfn: pfn.get(),
+            pages,
+        };
+        let site = self.locate(cpu, pfn, pages).ok_or(not_cached.clone())?;
+        let bin = self
+            .config
+            .bin(self.config.rounded_pages(pages))
+            .ok_or(not_cached.clone())?;
+        let p = pfn.get();
+        let take = |m: &mut Mag| {
+            if let Some(i) = m.pfns.iter().rposition(|&x| x == p) {
+                m.pfns.swap_remove(i);
+            }
+        };
+        match site {
+            CacheSite::Loaded { cpu: c, .. } => take(&mut self.cpus[usize::from(c)].bins[bin][0]),
+            CacheSite::Prev { cpu: c } => take(&mut self.cpus[usize::from(c)].bins[bin][1]),
+            CacheSite::Depot { index } => {
+                let m = &mut self.depot.full[bin][index];
+                take(m);
+                if m.pfns.is_empty() {
+                    let m = self.depot.full[bin].remove(index);
+                    self.depot.held -= 1;
+                    self.depot.recycle(m);
+                }
+            }
+        }
+        self.view.allocs += 1;
+        self.view.cache_hits += 1;
+        self.view.magazine_ops += 1;
+        Ok(site)
+    }
+
+    /// Moves one magazine of size bin `bin` from `from` to `to`: a CPU slot gives up its
+    /// magazine (an empty one takes its place) and must be empty to receive one; the depot
+    /// gives its top magazine and takes any. What Linux does on `__iova_rcache_insert`'s
+    /// depot push, `__iova_rcache_get`'s depot pop, and CPU hot-unplug, as one operation.
+    pub fn move_magazine(
+        &mut self,
+        bin: usize,
+        from: MagSlot,
+        to: MagSlot,
+    ) -> Result<(), MoveError> {
+        if bin >= self.config.bins() {
+            return Err(MoveError::NoBin(bin));
+        }
+        for slot in [from, to] {
+            if let MagSlot::Loaded(c) | MagSlot::Prev(c) = slot
+                && c.index() >= self.cpus.len()
+            {
+                return Err(MoveError::NoCpu(c.index()));
+            }
+        }
+        let is_empty = |m: &Magazine<A>, s: MagSlot| match s {
+            MagSlot::Loaded(c) => m.cpus[c.index()].bins[bin][0].pfns.is_empty(),
+            MagSlot::Prev(c) => m.cpus[c.index()].bins[bin][1].pfns.is_empty(),
+            MagSlot::Depot => m.depot.full[bin].is_empty(),
+        };
+        if is_empty(self, from) {
+            return Err(MoveError::Empty(from));
+        }
+        if to != MagSlot::Depot && !is_empty(self, to) {
+            return Err(MoveError::Occupied(to));
+        }
+        let moved = match from {
+            MagSlot::Loaded(c) => {
+                let e = self.depot.empty_mag();
+                mem::replace(&mut self.cpus[c.index()].bins[bin][0], e)
+            }
+            MagSlot::Prev(c) => {
+                let e = self.depot.empty_mag();
+                mem::replace(&mut self.cpus[c.index()].bins[bin][1], e)
+            }
+            MagSlot::Depot => self.depot.pop(bin).ok_or(MoveError::Empty(from))?,
+        };
+        match to {
+            MagSlot::Loaded(c) => {
+                let old = mem::replace(&mut self.cpus[c.index()].bins[bin][0], moved);
+                self.depot.recycle(old);
+            }
+            MagSlot::Prev(c) => {
+                let old = mem::replace(&mut self.cpus[c.index()].bins[bin][1], moved);
+                self.depot.recycle(old);
+            }
+            MagSlot::Depot => self.depot.push(bin, moved),
+        }
+        self.view.magazine_ops += 1;
+        self.sync();
+        Ok(())
+    }
+
+    /// Every cached pfn, by CPU, bin and magazine, and the depot's.
+    pub fn snapshot(&self) -> CacheSnapshot {
+        CacheSnapshot {
+            cpus: self
+                .cpus
+                .iter()
+                .map(|c| {
+                    c.bins
+                        .iter()
+                        .map(|[l, p]| [l.pfns.clone(), p.pfns.clone()])
+                        .collect()
+                })
+                .collect(),
+            depot: self
+                .depot
+                .full
+                .iter()
+                .map(|b| b.iter().map(|m| m.pfns.clone()).collect())
+                .collect(),
+        }
+    }
+
+    /// Allocates exactly `[pfn, pfn + pages)` (rounded as an allocation of `pages` is) in the
+    /// backing allocator, bypassing the caches: see [`RangeControl::place`].
+    pub fn place(&mut self, pfn: Pfn<Iova>, pages: u64) -> Result<(), IovaError>
+    where
+        A: RangeControl,
+    {
+        let r = self.inner.place(pfn, self.config.rounded_pages(pages));
+        if r.is_ok() {
+            self.view.allocs += 1;
+        }
+        self.sync();
+        r
+    }
+
+    /// The backing allocator's live or reserved range overlapping `[pfn, pfn + pages)`
+    /// (rounded); cached ranges are live there too.
+    pub fn overlapping(&self, pfn: Pfn<Iova>, pages: u64) -> Option<(Pfn<Iova>, u64)>
+    where
+        A: RangeControl,
+    {
+        self.inner
+            .overlapping(pfn, self.config.rounded_pages(pages))
+    }
+
+    /// Copies the backing allocator's counters into the view and updates the peak.
+    fn sync(&mut self) {
+        sync_view(&mut self.view, self.own_locks, self.inner.stats());
+        let mags = 2 * self.cpus.len() as u64 * self.config.bins() as u64 + self.depot.held();
+        self.view.peak_metadata_bytes = self
+            .view
+            .peak_metadata_bytes
+            .max(self.inner.stats().peak_metadata_bytes)
+            .max(self.inner.metadata_bytes() + mags * MAGAZINE_BYTES);
+    }
+
+    #[inline]
+    fn cpu_index(&self, cpu: CpuId) -> usize {
+        cpu_slot(cpu, self.cpus.len())
+    }
+
+    /// The backing-allocator path; on exhaustion, with `flush_rcache`, one flush of every
+    /// cache and a retry.
+    fn backing_alloc(
+        &mut self,
+        cpu: CpuId,
+        size: u64,
+        limit: Pfn<Iova>,
+        flush_rcache: bool,
+    ) -> Result<Pfn<Iova>, IovaError> {
+        let mut r = self.inner.alloc(cpu, size, limit);
+        if flush_rcache && matches!(r, Err(IovaError::Exhausted { .. })) {
+            self.drain();
+            r = self.inner.alloc(cpu, size, limit);
+        }
+        match r {
+            Ok(_) => self.view.allocs += 1,
+            Err(IovaError::Exhausted { .. }) => self.view.failures += 1,
+            Err(_) => {}
+        }
+        self.sync();
+        r
+    }
+}
+
+/// The cache index of `cpu` among `n` (no division on the common in-range path).
+#[inline]
+pub(crate) fn cpu_slot(cpu: CpuId, n: usize) -> usize {
+    let i = cpu.index();
+    if i < n { i } else { i % n }
+}
+
+/// `CpuId` of cache index `c` (`c < cpus <= 65536`).
+#[allow(clippy::cast_possible_truncation)]
+fn cpu_id(c: usize) -> CpuId {
+    CpuId::new(c as u16)
+}
+
+/// Frees a cached range of bin `bin` into the backing allocator. An error here means a range
+/// was cached twice (a double free the magazine cannot see, module doc); it is dropped.
+fn free_cached<A: IovaAllocator>(inner: &mut A, cpu: CpuId, bin: usize, pfn: u64) {
+    let _ = inner.free(cpu, Pfn::new(pfn), 1 << bin);
+}
+
+impl<A: IovaAllocator> IovaAllocator for Magazine<A> {
+    /// `alloc_iova_fast(.., flush_rcache = true)`: the full-mask attempt of dma-iommu.
+    fn alloc(&mut self, cpu: CpuId, pages: u64, limit: Pfn<Iova>) -> Result<Pfn<Iova>, IovaError> {
+        Magazine::alloc_fast(self, cpu, pages, limit, true)
+    }
+
+    fn alloc_fast(
+        &mut self,
+        cpu: CpuId,
+        pages: u64,
+        limit: Pfn<Iova>,
+        flush_rcache: bool,
+    ) -> Result<Pfn<Iova>, IovaError> {
+        Magazine::alloc_fast(self, cpu, pages, limit, flush_rcache)
     }
 
     fn free(&mut self, cpu: CpuId, pfn: Pfn<Iova>, pages: u64) -> Result<(), IovaError> {
@@ -880,5 +1208,126 @@ mod tests {
         m.free(C0, a, 1).unwrap();
         assert_eq!(m.alloc(C0, 1, Pfn::new(64)).unwrap(), a);
         assert_eq!(m.metadata_bytes(), 8 + 12 * MAGAZINE_BYTES);
+    }
+
+    /// `alloc_iova_fast(.., flush_rcache = false)` (dma-iommu's first, below-4 GiB attempt)
+    /// fails on exhaustion without draining any cache; with `true` it drains and retries.
+    #[test]
+    fn only_the_flush_rcache_attempt_drains() {
+        let mut m = mag(5, 2, 127);
+        let pfns: Vec<u64> = (0..4).map(|_| alloc(&mut m, C0, 1, 5).unwrap()).collect();
+        for &p in &pfns {
+            m.free(C0, Pfn::new(p), 1).unwrap();
+        }
+        assert!(m.alloc_fast(C1, 2, Pfn::new(5), false).is_err());
+        assert_eq!(m.cached_ranges(), 4, "the first attempt does not drain");
+        assert_eq!(m.alloc_fast(C1, 2, Pfn::new(5), true).map(Pfn::get), Ok(2));
+        assert_eq!(m.cached_ranges(), 0);
+    }
+
+    /// `peek_alloc` predicts every allocation of a two-CPU churn, through loaded/prev swaps,
+    /// depot exchanges, limits below cached pfns and exhaustion flushes, and changes nothing.
+    #[test]
+    fn peek_alloc_predicts_alloc_fast() {
+        let mut m = mag(300, 2, 3);
+        let mut live: Vec<(u64, u64)> = Vec::new();
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        for step in 0..6000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let cpu = CpuId::new(u16::from((x >> 40).is_multiple_of(2)));
+            if !x.is_multiple_of(3) || live.is_empty() {
+                let pages = 1 + (x >> 8) % 5;
+                let limit = Pfn::new(if (x >> 20).is_multiple_of(4) {
+                    150
+                } else {
+                    300
+                });
+                let flush = !(x >> 30).is_multiple_of(3);
+                let (snap, stats) = (m.snapshot(), *m.stats());
+                let peek = m.peek_alloc(cpu, pages, limit, flush);
+                assert_eq!((m.snapshot(), *m.stats()), (snap, stats));
+                let got = m.alloc_fast(cpu, pages, limit, flush).ok();
+                assert_eq!(peek, got, "step {step}");
+                if let Some(p) = got {
+                    live.push((p.get(), pages));
+                }
+            } else {
+                let i = usize::try_from((x >> 16) % live.len() as u64).unwrap();
+                let (p, n) = live.swap_remove(i);
+                m.free(cpu, Pfn::new(p), n).unwrap();
+            }
+        }
+        assert!(m.stats().failures > 0 && m.stats().cache_hits > 0);
+    }
+
+    /// `locate` finds a cached range on this CPU (on top or not), on another CPU or in the
+    /// depot; `take_cached` removes it from there and it stays allocated in the tree.
+    #[test]
+    fn locate_and_take_cached_ranges() {
+        let mut m = mag(1024, 2, 2);
+        let pfns: Vec<u64> = (0..6)
+            .map(|_| alloc(&mut m, C0, 1, 1024).unwrap())
+            .collect();
+        for &p in &pfns[..5] {
+            m.free(C0, Pfn::new(p), 1).unwrap();
+        }
+        m.free(C1, Pfn::new(pfns[5]), 1).unwrap();
+        // CPU 0: loaded [p4], prev [p0 p1]; depot [p2 p3]; CPU 1: loaded [p5].
+        let at = |m: &Magazine<RbTree>, cpu, i: usize| m.locate(cpu, Pfn::new(pfns[i]), 1);
+        assert_eq!(at(&m, C0, 4), Some(CacheSite::Loaded { cpu: 0, top: true }));
+        assert_eq!(at(&m, C0, 0), Some(CacheSite::Prev { cpu: 0 }));
+        assert_eq!(at(&m, C0, 2), Some(CacheSite::Depot { index: 0 }));
+        assert_eq!(at(&m, C0, 5), Some(CacheSite::Loaded { cpu: 1, top: true }));
+        assert_eq!(m.locate(C0, Pfn::new(7), 1), None);
+        assert_eq!(
+            m.take_cached(C0, Pfn::new(pfns[2]), 1),
+            Ok(CacheSite::Depot { index: 0 })
+        );
+        assert_eq!(
+            m.take_cached(C0, Pfn::new(pfns[3]), 1),
+            Ok(CacheSite::Depot { index: 0 })
+        );
+        assert_eq!(
+            m.depot_magazines(),
+            0,
+            "the emptied depot magazine is recycled"
+        );
+        assert!(m.take_cached(C0, Pfn::new(pfns[3]), 1).is_err());
+        assert_eq!(m.cached_ranges(), 4);
+        assert_eq!(m.inner().len(), 6, "taken ranges stay allocated");
+        assert!(m.overlapping(Pfn::new(pfns[3]), 1).is_some());
+    }
+
+    /// Magazines move between CPUs and the depot; a CPU slot must be empty to receive one.
+    #[test]
+    fn magazines_move_between_cpus_and_the_depot() {
+        let mut m = mag(1024, 2, 4);
+        let a = alloc(&mut m, C0, 1, 1024).unwrap();
+        let b = alloc(&mut m, C0, 1, 1024).unwrap();
+        m.free(C0, Pfn::new(a), 1).unwrap();
+        m.free(C0, Pfn::new(b), 1).unwrap();
+        m.move_magazine(0, MagSlot::Loaded(C0), MagSlot::Depot)
+            .unwrap();
+        assert_eq!(m.snapshot().depot[0], vec![vec![a, b]]);
+        m.move_magazine(0, MagSlot::Depot, MagSlot::Prev(C1))
+            .unwrap();
+        assert_eq!(m.snapshot().cpus[1][0], [vec![], vec![a, b]]);
+        assert_eq!(alloc(&mut m, C1, 1, 1024), Some(b), "CPU 1 swaps prev in");
+        assert_eq!(
+            m.move_magazine(0, MagSlot::Depot, MagSlot::Loaded(C0)),
+            Err(MoveError::Empty(MagSlot::Depot))
+        );
+        assert_eq!(
+            m.move_magazine(0, MagSlot::Loaded(C1), MagSlot::Loaded(C1)),
+            Err(MoveError::Occupied(MagSlot::Loaded(C1)))
+        );
+        assert_eq!(
+            m.move_magazine(9, MagSlot::Depot, MagSlot::Depot),
+            Err(MoveError::NoBin(9))
+        );
+        let c = m.clone();
+        assert_eq!(c.snapshot(), m.snapshot());
     }
 }

@@ -6,10 +6,13 @@
 //!   wrapping to the bottom; every wrap is counted (the per-lap flush hangs off it, S0.6).
 //! - [`magazine::Magazine`]: Linux's per-CPU range caches ("rcache", since 4.7) over any
 //!   allocator.
+//! - [`domain::IovaDomain`]: one domain's space as Linux 6.x's dma-iommu sets it up
+//!   (reserved windows, aperture) and allocates from it (below 4 GiB first for PCI).
 //!
 //! All ranges are page ranges `[pfn, pfn + pages)`; exhaustion is an error value.
 
 pub mod bitmap;
+pub mod domain;
 pub mod gap_tree;
 pub mod magazine;
 pub mod none;
@@ -22,8 +25,11 @@ use crate::addr::{CpuId, Iova, Pfn};
 use crate::clock::{ClockRate, Cycles};
 
 pub use bitmap::Bitmap;
+pub use domain::{ByteRange, DeviceIova, DomainConfig, DomainError, IovaDomain};
 pub use gap_tree::GapTree;
-pub use magazine::{Magazine, MagazineConfig, MagazineConfigError};
+pub use magazine::{
+    CacheSite, CacheSnapshot, MagSlot, Magazine, MagazineConfig, MagazineConfigError, MoveError,
+};
 pub use none::NoIova;
 pub use rbtree::{RbTree, SpaceError};
 pub use shared::{Locked, SharedMagazine};
@@ -46,6 +52,15 @@ pub enum IovaError {
         pages: u64,
         /// Exclusive upper page limit of the request.
         limit: u64,
+    },
+    /// A range that cannot be placed or cached where asked: it overlaps a live or reserved
+    /// range, leaves the space, or is not cached where named.
+    #[error("{pages} page(s) at pfn {pfn:#x} are not free where asked")]
+    NotFree {
+        /// First page of the range.
+        pfn: u64,
+        /// Length in pages.
+        pages: u64,
     },
     /// A request for zero pages, or one that overflows the space.
     #[error("invalid IOVA request of {pages} page(s) (the space holds {space} pages)")]
@@ -130,6 +145,20 @@ pub trait IovaAllocator {
     /// behalf of CPU `cpu` (only per-CPU caches care).
     fn alloc(&mut self, cpu: CpuId, pages: u64, limit: Pfn<Iova>) -> Result<Pfn<Iova>, IovaError>;
 
+    /// `alloc` with Linux's `flush_rcache` flag (`alloc_iova_fast`): allocators with
+    /// caches leave them alone on exhaustion when it is `false` (dma-iommu's first,
+    /// below-4 GiB attempt). Others ignore it.
+    fn alloc_fast(
+        &mut self,
+        cpu: CpuId,
+        pages: u64,
+        limit: Pfn<Iova>,
+        flush_rcache: bool,
+    ) -> Result<Pfn<Iova>, IovaError> {
+        let _ = flush_rcache;
+        self.alloc(cpu, pages, limit)
+    }
+
     /// Returns `[pfn, pfn + pages)`, which must be a live allocation of exactly that size.
     fn free(&mut self, cpu: CpuId, pfn: Pfn<Iova>, pages: u64) -> Result<(), IovaError>;
 
@@ -148,6 +177,38 @@ pub trait IovaAllocator {
 
     /// A short name for tables and JSON (`rbtree`, `bitmap`, `magazine+rbtree`, ...).
     fn name(&self) -> &'static str;
+}
+
+/// An allocator that can say what it would hand out without doing it, and be told to take a
+/// given range: the operations a replay that re-synchronises with a real kernel needs
+/// (`iommulab validate`), and `reserve_iova` for the windows a domain never hands out.
+/// Cloning is the snapshot: a clone is an independent copy of the whole state.
+pub trait RangeControl: IovaAllocator + Clone {
+    /// What `alloc(_, pages, limit)` would return, changing nothing (counters included);
+    /// `None` where it would fail.
+    fn peek_alloc(&self, pages: u64, limit: Pfn<Iova>) -> Option<Pfn<Iova>>;
+    /// Allocates exactly `[pfn, pfn + pages)`, which must be free and inside the space
+    /// ([`IovaError::NotFree`] otherwise).
+    fn place(&mut self, pfn: Pfn<Iova>, pages: u64) -> Result<(), IovaError>;
+    /// Marks `[pfn, pfn + pages)` as never to be handed out (`reserve_iova`).
+    fn reserve(&mut self, pfn: Pfn<Iova>, pages: u64) -> Result<(), IovaError>;
+    /// A live or reserved range overlapping `[pfn, pfn + pages)`, if any.
+    fn overlapping(&self, pfn: Pfn<Iova>, pages: u64) -> Option<(Pfn<Iova>, u64)>;
+}
+
+impl RangeControl for RbTree {
+    fn peek_alloc(&self, pages: u64, limit: Pfn<Iova>) -> Option<Pfn<Iova>> {
+        RbTree::peek_alloc(self, pages, limit)
+    }
+    fn place(&mut self, pfn: Pfn<Iova>, pages: u64) -> Result<(), IovaError> {
+        RbTree::place(self, pfn, pages)
+    }
+    fn reserve(&mut self, pfn: Pfn<Iova>, pages: u64) -> Result<(), IovaError> {
+        RbTree::reserve(self, pfn, pages)
+    }
+    fn overlapping(&self, pfn: Pfn<Iova>, pages: u64) -> Option<(Pfn<Iova>, u64)> {
+        RbTree::overlapping(self, pfn, pages)
+    }
 }
 
 /// Which allocator a configuration asks for (the configuration boundary).

@@ -110,6 +110,17 @@ impl Node {
     }
 }
 
+/// What the allocation search found.
+#[derive(Clone, Copy, Debug)]
+enum Walk {
+    /// `max32_alloc_size` said no before any search.
+    FastFail,
+    /// The search (and its retry) found no gap: `max32_alloc_size` becomes the size.
+    Fail,
+    /// The gap's aligned top, and the node to start the insert from.
+    Found { pfn: u64, prev: u32 },
+}
+
 /// Bytes of metadata one live range costs.
 pub const NODE_BYTES: u64 = size_of::<Node>() as u64;
 
@@ -217,6 +228,142 @@ impl RbTree {
             }
         });
         out
+    }
+
+    /// What [`IovaAllocator::alloc`] would return for `pages` below `limit`, without
+    /// changing anything (not even the counters): the same top-down next-fit search from the
+    /// same cached node. `None` where the allocation would fail.
+    pub fn peek_alloc(&self, pages: u64, limit: Pfn<Iova>) -> Option<Pfn<Iova>> {
+        if pages == 0 || pages > self.end_pfn - self.start_pfn {
+            return None;
+        }
+        let mut visits = 0;
+        match self.walk(pages, limit.get().min(self.end_pfn), &mut visits) {
+            Walk::Found { pfn, .. } => Some(Pfn::new(pfn)),
+            Walk::Fail | Walk::FastFail => None,
+        }
+    }
+
+    /// The highest live (or reserved) range overlapping `[pfn, pfn + pages)`, as `(first
+    /// page, pages)`, if any. `O(log n)`, not counted.
+    pub fn overlapping(&self, pfn: Pfn<Iova>, pages: u64) -> Option<(Pfn<Iova>, u64)> {
+        let lo = pfn.get();
+        let hi = lo.checked_add(pages.checked_sub(1)?)?;
+        let x = self.overlap_node(lo, hi);
+        (x != NIL).then(|| {
+            let n = self.n(x);
+            (Pfn::new(n.pfn_lo), n.pfn_hi - n.pfn_lo + 1)
+        })
+    }
+
+    /// The node overlapping `[lo, hi]` (inclusive), `NIL` if none. Ranges are disjoint and
+    /// keyed by `pfn_lo`, so the only candidate is the last node starting at or below `hi`.
+    fn overlap_node(&self, lo: u64, hi: u64) -> u32 {
+        let mut best = NIL;
+        let mut x = self.root;
+        while x != NIL {
+            if self.n(x).pfn_lo <= hi {
+                best = x;
+                x = self.n(x).right;
+            } else {
+                x = self.n(x).left;
+            }
+        }
+        if best != NIL && best != ANCHOR && self.n(best).pfn_hi >= lo {
+            best
+        } else {
+            NIL
+        }
+    }
+
+    /// `reserve_iova`: marks `[pfn, pfn + pages)` as never to be handed out (the IOAPIC/MSI
+    /// window, a PCI host bridge's MMIO windows, RMRRs). As in Linux, a range overlapping
+    /// existing ones extends the lowest of them downward and only the part above them gets
+    /// a node of its own; the cached nodes do not move. The range may lie partly or wholly
+    /// outside the space (Linux reserves bridge windows above the DMA limit too). Reserved
+    /// ranges count in [`RbTree::len`] and [`RbTree::ranges`], not in the `allocs` counter.
+    pub fn reserve(&mut self, pfn: Pfn<Iova>, pages: u64) -> Result<(), IovaError> {
+        let bad = IovaError::BadRequest {
+            pages,
+            space: self.end_pfn - self.start_pfn,
+        };
+        let mut lo = pfn.get();
+        let Some(hi) = pages.checked_sub(1).and_then(|p| lo.checked_add(p)) else {
+            return Err(bad);
+        };
+        if hi >= MAX_PFN {
+            return Err(bad);
+        }
+        // `for (node = rb_first(); node; node = rb_next(node))`, from the first candidate.
+        let mut x = self.overlap_node(lo, lo);
+        if x == NIL {
+            let mut v = 0;
+            x = self.ceiling(lo, &mut v);
+        }
+        let mut overlap = false;
+        while x != NIL && x != ANCHOR {
+            let n = *self.n(x);
+            if n.pfn_lo <= hi && lo <= n.pfn_hi {
+                // `__adjust_overlap_range`.
+                if lo < n.pfn_lo {
+                    self.m(x).pfn_lo = lo;
+                }
+                if hi <= n.pfn_hi {
+                    return Ok(());
+                }
+                lo = n.pfn_hi + 1;
+                overlap = true;
+            } else if overlap || n.pfn_lo > hi {
+                break;
+            }
+            x = self.next(x);
+        }
+        let z = self.new_node(lo, hi).ok_or(bad)?;
+        self.insert(z, NIL);
+        self.live += 1;
+        self.stats.slab_allocs += 1;
+        self.stats.peak_metadata_bytes = self.stats.peak_metadata_bytes.max(self.live * NODE_BYTES);
+        Ok(())
+    }
+
+    /// The lowest node with `pfn_lo >= pfn` (the anchor if none is lower).
+    fn ceiling(&self, pfn: u64, visits: &mut u64) -> u32 {
+        let mut best = ANCHOR;
+        let mut x = self.root;
+        while x != NIL {
+            *visits += 1;
+            if self.n(x).pfn_lo >= pfn {
+                best = x;
+                x = self.n(x).left;
+            } else {
+                x = self.n(x).right;
+            }
+        }
+        best
+    }
+
+    /// Allocates exactly `[pfn, pfn + pages)`, which must be free and inside the space: what
+    /// a re-synchronising replay does when the kernel chose a range the model's search
+    /// would not have. The cached node moves to it as after an allocation
+    /// (`__cached_rbnode_insert_update`), since the kernel's search ended there.
+    pub fn place(&mut self, pfn: Pfn<Iova>, pages: u64) -> Result<(), IovaError> {
+        let lo = pfn.get();
+        let not_free = IovaError::NotFree { pfn: lo, pages };
+        let Some(hi) = pages.checked_sub(1).and_then(|p| lo.checked_add(p)) else {
+            return Err(not_free);
+        };
+        if lo < self.start_pfn || hi >= self.end_pfn || self.overlap_node(lo, hi) != NIL {
+            return Err(not_free);
+        }
+        let z = self.new_node(lo, hi).ok_or(not_free)?;
+        self.insert(z, NIL);
+        self.cached_insert_update(z);
+        self.live += 1;
+        self.stats.allocs += 1;
+        self.stats.slab_allocs += 1;
+        self.stats.lock_acquisitions += 1;
+        self.stats.peak_metadata_bytes = self.stats.peak_metadata_bytes.max(self.live * NODE_BYTES);
+        Ok(())
     }
 
     /// Checks the red-black and ordering invariants and that the cached nodes are live;
@@ -332,26 +479,27 @@ impl RbTree {
         }
     }
 
-    /// `rb_prev`: the in-order predecessor, `NIL` if none.
-    fn prev(&mut self, mut x: u32) -> u32 {
+    /// `rb_prev`: the in-order predecessor, `NIL` if none; adds the nodes it steps through
+    /// to `visits` (the walk is read-only, so a prediction can run it on `&self`).
+    fn prev(&self, mut x: u32, visits: &mut u64) -> u32 {
         let l = self.n(x).left;
         if l != NIL {
             x = l;
-            self.stats.tree_visits += 1;
+            *visits += 1;
             while self.n(x).right != NIL {
                 x = self.n(x).right;
-                self.stats.tree_visits += 1;
+                *visits += 1;
             }
             return x;
         }
         let mut y = self.n(x).parent;
         while y != NIL && x == self.n(y).left {
-            self.stats.tree_visits += 1;
+            *visits += 1;
             x = y;
             y = self.n(y).parent;
         }
         if y != NIL {
-            self.stats.tree_visits += 1;
+            *visits += 1;
         }
         y
     }
@@ -636,14 +784,14 @@ impl RbTree {
 
     /// `iova_find_limit`: the lowest node with `pfn_lo >= limit_pfn` (the anchor when the
     /// limit is above 4 GiB, Linux's "crude approximation").
-    fn find_limit(&mut self, limit_pfn: u64) -> u32 {
+    fn find_limit(&self, limit_pfn: u64, visits: &mut u64) -> u32 {
         if limit_pfn > self.dma_32bit_pfn {
             return ANCHOR;
         }
         let mut best = ANCHOR;
         let mut x = self.root;
         while x != NIL {
-            self.stats.tree_visits += 1;
+            *visits += 1;
             if self.n(x).pfn_lo >= limit_pfn {
                 best = x;
                 x = self.n(x).left;
@@ -671,8 +819,10 @@ impl RbTree {
         None
     }
 
-    /// `__alloc_and_insert_iova_range(size, limit_pfn /*exclusive*/, size_aligned = true)`.
-    fn alloc_range(&mut self, size: u64, limit_pfn: u64) -> Option<u64> {
+    /// The search of `__alloc_and_insert_iova_range(size, limit_pfn /*exclusive*/,
+    /// size_aligned = true)`, without its insert: read-only, so [`RbTree::peek_alloc`]
+    /// predicts with it. Nodes stepped through are added to `visits`.
+    fn walk(&self, size: u64, limit_pfn: u64, visits: &mut u64) -> Walk {
         // `align_mask <<= fls_long(size - 1)`.
         let shift = u64::BITS - (size - 1).leading_zeros();
         let align_mask = if shift >= u64::BITS {
@@ -681,14 +831,14 @@ impl RbTree {
             !0u64 << shift
         };
         if limit_pfn <= self.dma_32bit_pfn && size >= self.max32_alloc_size {
-            return None;
+            return Walk::FastFail;
         }
         let mut curr = if limit_pfn <= self.dma_32bit_pfn {
             self.cached32_node
         } else {
             self.cached_node
         };
-        self.stats.tree_visits += 1;
+        *visits += 1;
         let retry_pfn = self.n(curr).pfn_hi;
         let mut high_pfn = limit_pfn;
         let mut low_pfn = self.start_pfn;
@@ -699,7 +849,7 @@ impl RbTree {
                 high_pfn = high_pfn.min(self.n(curr).pfn_lo);
                 new_pfn = high_pfn.wrapping_sub(size) & align_mask;
                 prev = curr;
-                curr = self.prev(curr);
+                curr = self.prev(curr, visits);
                 if curr == NIL || new_pfn > self.n(curr).pfn_hi || new_pfn < low_pfn {
                     break;
                 }
@@ -709,21 +859,42 @@ impl RbTree {
                     // Retry once over the space above the cached node.
                     high_pfn = limit_pfn;
                     low_pfn = retry_pfn + 1;
-                    curr = self.find_limit(limit_pfn);
+                    curr = self.find_limit(limit_pfn, visits);
                     continue;
                 }
+                return Walk::Fail;
+            }
+            return Walk::Found { pfn: new_pfn, prev };
+        }
+    }
+
+    /// `__alloc_and_insert_iova_range(size, limit_pfn /*exclusive*/, size_aligned = true)`.
+    fn alloc_range(&mut self, size: u64, limit_pfn: u64) -> Option<u64> {
+        let mut visits = 0;
+        let walk = self.walk(size, limit_pfn, &mut visits);
+        self.stats.tree_visits += visits;
+        match walk {
+            Walk::FastFail => None,
+            Walk::Fail => {
                 self.max32_alloc_size = size;
-                return None;
+                None
             }
-            let z = self.new_node(new_pfn, new_pfn + size - 1)?;
-            self.insert(z, prev);
-            // `__cached_rbnode_insert_update`.
-            if new_pfn + size - 1 < self.dma_32bit_pfn {
-                self.cached32_node = z;
-            } else {
-                self.cached_node = z;
+            Walk::Found { pfn, prev } => {
+                let z = self.new_node(pfn, pfn + size - 1)?;
+                self.insert(z, prev);
+                self.cached_insert_update(z);
+                Some(pfn)
             }
-            return Some(new_pfn);
+        }
+    }
+
+    /// `__cached_rbnode_insert_update`: the new node becomes the cached node of its side of
+    /// the 4 GiB boundary.
+    fn cached_insert_update(&mut self, z: u32) {
+        if self.n(z).pfn_hi < self.dma_32bit_pfn {
+            self.cached32_node = z;
+        } else {
+            self.cached_node = z;
         }
     }
 
@@ -1051,5 +1222,112 @@ mod tests {
         }
         assert_eq!(t.len(), live.len() as u64);
         assert!(t.stats().tree_rebalances > 0);
+    }
+
+    /// `peek_alloc` predicts every allocation of a random churn exactly and changes nothing
+    /// (not even the counters).
+    #[test]
+    fn peek_alloc_predicts_alloc_without_changing_state() {
+        let mut t = tree(1, 4096, 2048);
+        let mut live: Vec<(u64, u64)> = Vec::new();
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        for _ in 0..3000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            if !x.is_multiple_of(3) || live.is_empty() {
+                let pages = 1 + (x >> 8) % 9;
+                let limit = if (x >> 20).is_multiple_of(2) {
+                    2048
+                } else {
+                    4096
+                };
+                let stats = *t.stats();
+                let ranges = t.ranges();
+                let peek = t.peek_alloc(pages, Pfn::new(limit)).map(Pfn::get);
+                assert_eq!(*t.stats(), stats);
+                assert_eq!(t.ranges(), ranges);
+                let got = alloc(&mut t, pages, limit).ok();
+                if got.is_some() || t.max32_alloc_size() != pages {
+                    assert_eq!(peek, got);
+                }
+                if let Some(p) = got {
+                    live.push((p, pages));
+                }
+            } else {
+                let i = usize::try_from((x >> 16) % live.len() as u64).unwrap();
+                let (p, n) = live.swap_remove(i);
+                free(&mut t, p, n).unwrap();
+            }
+        }
+    }
+
+    /// `reserve_iova`: a reserved window is never handed out; an overlapping reservation
+    /// extends the lowest overlapped node downward and adds a node only for the part above
+    /// (`__adjust_overlap_range`); a reservation inside an existing one changes nothing.
+    ///
+    /// ```text
+    /// pfn  1 ... 8 9 10 11 12 13 14 15 | 16
+    ///              [r  r  r] [a]        r: reserved 9..12; a: allocations skip it
+    /// ```
+    #[test]
+    fn reserved_windows_are_skipped_and_merge_like_linux() {
+        let mut t = tree(1, 16, 1 << 20);
+        t.reserve(Pfn::new(9), 3).unwrap();
+        t.check_invariants().unwrap();
+        assert_eq!(alloc(&mut t, 4, 16), Ok(12));
+        assert_eq!(
+            alloc(&mut t, 1, 16),
+            Ok(8),
+            "the walk steps over the window"
+        );
+        assert_eq!(t.stats().allocs, 2);
+        // Overlapping [7, 10]: node [8] extends down to 7, and [9, 11] already covers the rest.
+        t.reserve(Pfn::new(7), 4).unwrap();
+        t.check_invariants().unwrap();
+        assert_ranges(&t, &[(7, 2), (9, 3), (12, 4)]);
+        // [5, 13]: [7,8] extends to 5; 9..11 is covered; 12..15 covers 12..13.
+        t.reserve(Pfn::new(5), 9).unwrap();
+        assert_ranges(&t, &[(5, 4), (9, 3), (12, 4)]);
+        // Wholly inside: nothing changes.
+        t.reserve(Pfn::new(10), 1).unwrap();
+        assert_ranges(&t, &[(5, 4), (9, 3), (12, 4)]);
+        // A gap between two overlapped nodes: the second extends down over it.
+        let mut u = tree(1, 64, 1 << 20);
+        u.reserve(Pfn::new(10), 2).unwrap();
+        u.reserve(Pfn::new(20), 2).unwrap();
+        u.reserve(Pfn::new(8), 20).unwrap();
+        u.check_invariants().unwrap();
+        assert_ranges(&u, &[(8, 4), (12, 10), (22, 6)]);
+        assert!(u.reserve(Pfn::new(3), 0).is_err());
+    }
+
+    /// `place` takes exactly the range asked for, moves the cached node to it as an
+    /// allocation would, and refuses a range that is not wholly free and inside the space.
+    #[test]
+    fn place_takes_a_free_range_and_moves_the_cached_node() {
+        let mut t = tree(1, 64, 1 << 20);
+        assert_eq!(alloc(&mut t, 1, 64), Ok(63));
+        t.place(Pfn::new(20), 4).unwrap();
+        t.check_invariants().unwrap();
+        assert_eq!(
+            alloc(&mut t, 1, 64),
+            Ok(19),
+            "next-fit continues below the placed range"
+        );
+        for (p, n) in [(22, 1), (19, 1), (60, 8), (0, 1), (40, 0)] {
+            assert_eq!(
+                t.place(Pfn::new(p), n),
+                Err(IovaError::NotFree { pfn: p, pages: n })
+            );
+        }
+        assert_eq!(t.overlapping(Pfn::new(18), 2), Some((Pfn::new(19), 1)));
+        assert_eq!(
+            t.overlapping(Pfn::new(18), 4),
+            Some((Pfn::new(20), 4)),
+            "the highest"
+        );
+        assert_eq!(t.overlapping(Pfn::new(30), 4), None);
+        free(&mut t, 20, 4).unwrap();
     }
 }

@@ -246,6 +246,21 @@ pub struct FtraceReader<R: BufRead> {
     report: ImportReport,
     /// Device DMA masks from `swiotlb_bounced` lines (`origin`).
     dma_masks: Vec<(String, u64)>,
+    /// The CPU count a header line gave (`#P:N` of `trace`, `cpus=N` of `trace-cmd report`).
+    header_cpus: Option<u32>,
+}
+
+/// The CPU count of a header line: `# entries-in-buffer/entries-written: 14681/14681   #P:1`
+/// or `cpus=2`.
+fn header_cpus(t: &[u8]) -> Option<u32> {
+    let rest = if let Some(i) = t.windows(3).position(|w| w == b"#P:") {
+        &t[i + 3..]
+    } else {
+        t.strip_prefix(b"cpus=")?
+    };
+    let d = lexer::digits(rest);
+    let n = lexer::parse_dec(&rest[..d])?;
+    u32::try_from(n).ok().filter(|&n| n > 0)
 }
 
 /// Names (devices, events) found by a linear scan before a hash lookup.
@@ -309,6 +324,7 @@ impl<R: BufRead> FtraceReader<R> {
             last_event: 0,
             report: ImportReport::default(),
             dma_masks: Vec::new(),
+            header_cpus: None,
         }
     }
 
@@ -331,6 +347,13 @@ impl<R: BufRead> FtraceReader<R> {
     /// The file name used in errors.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// The number of CPUs the trace's header gave, if it gave one: `#P:N` on the
+    /// `# entries-in-buffer/entries-written` line of `/sys/kernel/tracing/trace`, or
+    /// `cpus=N` of `trace-cmd report`. Known once the header lines are read.
+    pub fn header_cpus(&self) -> Option<u32> {
+        self.header_cpus
     }
 
     /// The 1-based number of the last line read (0 before the first).
@@ -397,6 +420,9 @@ impl<R: BufRead> FtraceReader<R> {
         match classify_non_event(t) {
             Some(NonEvent::Header) => {
                 self.report.skipped_header_or_comment += 1;
+                if let Some(n) = header_cpus(t) {
+                    self.header_cpus = Some(n);
+                }
                 return Ok(());
             }
             Some(NonEvent::Lost(n)) => {
@@ -642,6 +668,10 @@ impl<R: BufRead> EventSource for FtraceReader<R> {
         &self.header
     }
 
+    fn cpu_count(&self) -> Option<u32> {
+        self.header_cpus
+    }
+
     fn next_event(&mut self) -> Result<Option<Event>, TraceError> {
         loop {
             if let Some(e) = self.pending.pop_front() {
@@ -718,6 +748,23 @@ mod tests {
         assert_eq!(events.len(), 1, "{events:?}");
         assert_eq!(report.imported_lines, 1);
         events[0]
+    }
+
+    /// The CPU count comes from `#P:N` (ftrace) or `cpus=N` (trace-cmd), not from events.
+    #[test]
+    fn header_gives_the_cpu_count() {
+        let cpus = |text: &str| {
+            let mut r = FtraceReader::new(text.as_bytes(), "t".into(), FtraceOptions::default());
+            while r.next_event().unwrap().is_some() {}
+            r.header_cpus()
+        };
+        assert_eq!(
+            cpus("# tracer: nop\n#\n# entries-in-buffer/entries-written: 14681/14681   #P:4\n"),
+            Some(4)
+        );
+        assert_eq!(cpus("cpus=2\n"), Some(2));
+        assert_eq!(cpus("# tracer: nop\n#P:0\n"), None);
+        assert_eq!(cpus("# tracer: nop\n"), None);
     }
 
     /// The Display text of the first error.

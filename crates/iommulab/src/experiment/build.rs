@@ -68,6 +68,7 @@ pub fn run_experiment(
                         oracle: false,
                         stop_at: None,
                         progress: self.progress,
+                        cpus: None,
                     }
                     .run()
                 }
@@ -135,6 +136,7 @@ fn bench(
         oracle,
         stop_at,
         progress,
+        cpus: None,
     };
     go.run()
 }
@@ -185,6 +187,7 @@ pub fn run_workload<W: Workload<Phys = Hpa>>(
         oracle,
         stop_at,
         progress,
+        cpus: None,
     };
     go.run()
 }
@@ -197,6 +200,8 @@ struct Go<'a, W> {
     oracle: bool,
     stop_at: Option<Cycles>,
     progress: &'a mut dyn FnMut(u64, u64),
+    /// The CPUs a trace replay models (the trace's count); `None` for a generator.
+    cpus: Option<usize>,
 }
 
 impl<W: Workload<Phys = Hpa>> Go<'_, W> {
@@ -207,8 +212,12 @@ impl<W: Workload<Phys = Hpa>> Go<'_, W> {
         let clock = self.resolved.unit.cost.clock;
         let start = Pfn::new(IOVA_START_PFN);
         let end = iova_space_end(cfg.dma_bits);
-        // The magazines' CPUs: the pseudo driver's; one for any other workload.
-        let cpus = usize::from(cfg.pseudo_scsi().map_or(1, |w| w.cpus).max(1));
+        // The magazines' and flush queues' CPUs: a trace's own, the pseudo driver's, else
+        // one (generators other than the pseudo driver run on CPU 0).
+        let cpus = self
+            .cpus
+            .unwrap_or_else(|| usize::from(cfg.pseudo_scsi().map_or(1, |w| w.cpus)))
+            .max(1);
         self.oracle |= !matches!(cfg.device, DeviceMode::Benign);
         let go = self;
         match m.allocator {
@@ -272,6 +281,7 @@ impl<W: Workload<Phys = Hpa>> Go<'_, W> {
             dma_bits: cfg.dma_bits,
             debug: cfg.dma_debug,
             oracle: self.oracle,
+            forcedac: false,
         };
         let mut api = DmaApi::new(dma, Native::new(iommu), a, f);
         runner::run(
@@ -332,6 +342,8 @@ fn replay_resolved<S: crate::trace::EventSource>(
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<(RunResult, ReplayReport), Error> {
     let mut w = TraceWorkload::new(src);
+    // The magazines' and flush queues' CPUs: the trace's own (`#P:N`), else the config's.
+    let trace_cpus = w.trace_cpus()?.map(|n| n as usize);
     // A trace has no seed, I/O size or queue depth of its own: those labels stay zero.
     let labels = RunLabels {
         seed: 0,
@@ -349,6 +361,7 @@ fn replay_resolved<S: crate::trace::EventSource>(
         oracle: true,
         stop_at: None,
         progress,
+        cpus: Some(trace_cpus.unwrap_or(resolved.mechanisms.magazine.cpus)),
     }
     .run()?;
     run.replay = Some(w.report());

@@ -326,8 +326,8 @@ fn run_with<U: RemapUnit, S: PvDmaOption, W: Workload<Phys = Hpa>>(
     let dma = DmaConfig {
         translation: S::TRANSLATION,
         dma_bits,
-        debug: false,
         oracle: true,
+        ..DmaConfig::default()
     };
     let iova = Bitmap::new(Pfn::new(IOVA_START_PFN), iova_space_end(dma_bits))?;
     let mut api = DmaApi::new(dma, backend, iova, PerLap::new());

@@ -1,0 +1,99 @@
+//! `iommulab validate`: the Linux 6.x IOVA allocator model against a real kernel's trace
+//! (`iommulab::validate`). The library does the work; this renders it.
+
+use anyhow::{Context, Result, bail};
+use iommulab::iova::{ByteRange, DomainConfig};
+use iommulab::validate::{ValidateOptions, validate};
+
+use crate::args::ValidateArgs;
+use crate::cmd::check::parse_mask;
+
+/// `START-END`: inclusive byte addresses in hex (`0xfee00000-0xfeefffff`).
+pub fn parse_window(s: &str) -> Result<ByteRange> {
+    let hex = |t: &str| {
+        let t = t.trim();
+        let t = t
+            .strip_prefix("0x")
+            .or_else(|| t.strip_prefix("0X"))
+            .unwrap_or(t);
+        u64::from_str_radix(t, 16).ok()
+    };
+    match s.split_once('-').map(|(a, b)| (hex(a), hex(b))) {
+        Some((Some(start), Some(end))) if start <= end => Ok(ByteRange { start, end }),
+        _ => bail!(
+            "--reserve {s:?}: expected START-END, inclusive hex byte addresses like 0xfee00000-0xfeefffff"
+        ),
+    }
+}
+
+/// The options of `args`.
+pub fn options(args: &ValidateArgs) -> Result<ValidateOptions> {
+    let mut domain = DomainConfig {
+        start_pfn: args.start_pfn,
+        aperture_bits: args.aperture_bits,
+        forcedac: args.forcedac,
+        ..DomainConfig::default()
+    };
+    if args.no_default_windows {
+        domain.reserved.clear();
+    }
+    for w in &args.reserve {
+        domain.reserved.push(parse_window(w)?);
+    }
+    Ok(ValidateOptions {
+        kernel: args.kernel.clone(),
+        lazy: args.lazy,
+        warmup: args.warmup,
+        lenient: args.lenient,
+        domain,
+        cpus: args.cpus,
+        dma_masks: args
+            .dma_masks
+            .iter()
+            .map(|s| parse_mask(s))
+            .collect::<Result<_>>()?,
+        groups: args
+            .groups
+            .iter()
+            .map(|g| g.split(',').map(|d| d.trim().to_owned()).collect())
+            .collect(),
+        max_mismatches: args.max,
+        fq_timeout_ms: args.fq_timeout_ms,
+        ..ValidateOptions::default()
+    })
+}
+
+/// `iommulab validate`.
+pub fn run(args: &ValidateArgs) -> Result<()> {
+    let opts = options(args)?;
+    let report = validate(&args.trace, &opts)
+        .with_context(|| format!("validating against {}", args.trace.display()))?;
+    let text = if args.json {
+        let mut t = serde_json::to_string_pretty(&report)?;
+        t.push('\n');
+        t
+    } else {
+        report.to_text()
+    };
+    crate::print_stdout(&text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn windows_parse_as_inclusive_hex_ranges() {
+        assert_eq!(
+            parse_window("0xfee00000-0xfeefffff").unwrap(),
+            ByteRange {
+                start: 0xfee0_0000,
+                end: 0xfeef_ffff
+            }
+        );
+        for bad in ["", "0x10", "0x20-0x10", "zz-0x10", "0x1-"] {
+            let e = parse_window(bad).unwrap_err().to_string();
+            assert!(e.contains("START-END"), "{bad}: {e}");
+        }
+    }
+}

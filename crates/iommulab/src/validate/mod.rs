@@ -1,0 +1,1180 @@
+//! `iommulab validate`: how faithful the Linux 6.x IOVA allocator model is to a real kernel,
+//! allocation by allocation.
+//!
+//! A trace with `iommu:map`/`iommu:unmap` and the `dma:` events records, for every
+//! allocation, which IOVA range the kernel picked. [`validate`] replays the IOMMU-layer
+//! allocations and frees (`validate/group.rs` turns events into allocator calls) through one
+//! [`IovaDomain`] per IOMMU domain (dma-iommu over `iova.c`: rbtree + per-CPU magazines,
+//! reserved windows, the below-4 GiB first attempt) and compares each IOVA the model picks
+//! with the kernel's, in two modes at once:
+//!
+//! - **open loop**: the model keeps its own choices from the start of the trace (a kernel
+//!   address is mapped to the model's for the free);
+//! - **one step**: the model predicts each allocation without making it; then it adopts the
+//!   kernel's choice: on a match it makes its own allocation, otherwise it takes the
+//!   kernel's range from where it sits in the model (a magazine or the depot:
+//!   [`Magazine::take_cached`](crate::iova::Magazine::take_cached); the tree's free space:
+//!   `place`) and leaves everything else as it was. One-step accuracy is the fraction of
+//!   allocations the model gets right given the kernel's past.
+//!
+//! A mismatch is classified by where the kernel's range was in the model
+//! ([`MismatchKind`]). The first `warmup` fraction of the allocations is replayed but not
+//! scored. The CPU count is the trace's (`#P:N`), overriding the domain config's.
+//!
+//! In lazy mode (`iommu.strict=0`) a free goes to a flush queue (256 entries per CPU, a 10 ms
+//! timer) that the trace does not record; the model's queue frees at its own flushes, so its
+//! exact-match rates measure the allocator and the queue model together; [`LazyReport`]
+//! adds what a trace can check without knowing the flush times.
+
+mod group;
+
+use std::collections::BTreeMap;
+use std::io::BufRead;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+pub use group::{MAX_WAITING, Skipped};
+
+use crate::addr::{CpuId, Pfn};
+use crate::clock::{ClockRate, Cycles};
+use crate::experiment::ConfigError;
+use crate::hash::FxHashMap;
+use crate::iova::{ByteRange, CacheSite, DeviceIova, DomainConfig, IovaAllocator, IovaDomain};
+use crate::trace::ftrace::{FtraceReader, IOMMU_DEVICE};
+use crate::trace::{EventSource, Log2Histogram, TraceError, TraceFormat};
+use crate::{Error, Result};
+use group::{Grouper, Op, OpKind, error_at};
+
+/// The IOVA granule's shift.
+const SHIFT: u32 = 12;
+
+/// Mismatches listed in a report by default (all are counted).
+pub const DEFAULT_MAX_MISMATCHES: usize = 20;
+
+/// How to validate.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ValidateOptions {
+    /// The kernel whose allocator is modelled: `6.x` (only the Linux 6 allocator is).
+    pub kernel: String,
+    /// The kernel ran with lazy invalidation (`iommu.strict=0`): frees go through a flush
+    /// queue.
+    pub lazy: bool,
+    /// The fraction of allocations replayed but not scored, `0 <= warmup < 1`.
+    pub warmup: f64,
+    /// Skip unmatched events and calls, counting them, instead of stopping at the first.
+    pub lenient: bool,
+    /// Every domain's setup (start page, aperture, reserved windows, caches).
+    pub domain: DomainConfig,
+    /// CPUs, when the trace's header does not say (`#P:N`); the header wins otherwise.
+    pub cpus: Option<usize>,
+    /// DMA masks by device (default: 64-bit).
+    pub dma_masks: Vec<(String, u64)>,
+    /// Devices that share one IOMMU group, hence one domain (default: one per device).
+    pub groups: Vec<Vec<String>>,
+    /// Mismatches listed (all are counted).
+    pub max_mismatches: usize,
+    /// Flush-queue entries per CPU (lazy mode; Linux: 256, holding 255).
+    pub fq_size: usize,
+    /// Flush-queue timeout in ms (lazy mode; Linux: 10).
+    pub fq_timeout_ms: u64,
+}
+
+impl Default for ValidateOptions {
+    fn default() -> Self {
+        ValidateOptions {
+            kernel: "6.12".to_owned(),
+            lazy: false,
+            warmup: 0.0,
+            lenient: false,
+            domain: DomainConfig::default(),
+            cpus: None,
+            dma_masks: Vec::new(),
+            groups: Vec::new(),
+            max_mismatches: DEFAULT_MAX_MISMATCHES,
+            fq_size: 256,
+            fq_timeout_ms: 10,
+        }
+    }
+}
+
+/// The replay mode of a result.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Mode {
+    /// The model keeps its own choices.
+    OpenLoop,
+    /// The model adopts the kernel's choice after each prediction.
+    OneStep,
+}
+
+impl Mode {
+    /// Both, in report order.
+    pub const ALL: [Mode; 2] = [Mode::OpenLoop, Mode::OneStep];
+
+    /// Its name (`open_loop`, `one_step`).
+    pub const fn name(self) -> &'static str {
+        match self {
+            Mode::OpenLoop => "open_loop",
+            Mode::OneStep => "one_step",
+        }
+    }
+}
+
+/// Where the kernel's range was in the model when the model picked another.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MismatchKind {
+    /// Free in the model's tree: the model's search went elsewhere (or its cache served).
+    FreeInTree,
+    /// In this CPU's magazines, but not where the next pop would take from.
+    ThisCpuCache,
+    /// In another CPU's magazines or the depot.
+    OtherCache,
+    /// Still in use in the model (allocated, or cached with another size).
+    InUse,
+    /// In the model's flush queue, not yet freed (lazy mode).
+    Queued,
+    /// Inside a window the model reserves (the reserved windows do not match the machine's).
+    Reserved,
+    /// Outside the model's space (start page, aperture).
+    OutsideSpace,
+}
+
+impl MismatchKind {
+    /// Every kind.
+    pub const ALL: [MismatchKind; 7] = [
+        MismatchKind::FreeInTree,
+        MismatchKind::ThisCpuCache,
+        MismatchKind::OtherCache,
+        MismatchKind::InUse,
+        MismatchKind::Queued,
+        MismatchKind::Reserved,
+        MismatchKind::OutsideSpace,
+    ];
+
+    /// Its name in reports.
+    pub const fn name(self) -> &'static str {
+        match self {
+            MismatchKind::FreeInTree => "free_in_tree",
+            MismatchKind::ThisCpuCache => "this_cpu_cache",
+            MismatchKind::OtherCache => "other_cache",
+            MismatchKind::InUse => "in_use",
+            MismatchKind::Queued => "queued",
+            MismatchKind::Reserved => "reserved",
+            MismatchKind::OutsideSpace => "outside_space",
+        }
+    }
+}
+
+/// One mode's score.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ModeResult {
+    /// Scored allocations the model predicted exactly.
+    pub exact: u64,
+    /// Scored allocations.
+    pub scored: u64,
+    /// `exact / scored` (0–1), `None` with nothing scored.
+    pub rate: Option<f64>,
+}
+
+impl ModeResult {
+    fn new(exact: u64, scored: u64) -> Self {
+        ModeResult {
+            exact,
+            scored,
+            rate: rate(exact, scored),
+        }
+    }
+}
+
+fn rate(exact: u64, scored: u64) -> Option<f64> {
+    #[allow(clippy::cast_precision_loss)]
+    (scored > 0).then(|| exact as f64 / scored as f64)
+}
+
+/// One device's scores.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DeviceResult {
+    /// The device's name (`0000:00:04.0`).
+    pub device: String,
+    /// Its domain (an index; devices of one group share it).
+    pub domain: usize,
+    /// Its allocations (warm-up included).
+    pub allocations: u64,
+    /// Scored allocations.
+    pub scored: u64,
+    /// Open-loop score.
+    pub open_loop: ModeResult,
+    /// One-step score.
+    pub one_step: ModeResult,
+    /// `open_loop.rate`.
+    pub open_loop_rate: Option<f64>,
+    /// `one_step.rate`.
+    pub one_step_rate: Option<f64>,
+}
+
+/// One mispredicted allocation.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Mismatch {
+    /// The mode.
+    pub mode: Mode,
+    /// The allocation's index (0-based, in trace order).
+    pub allocation: u64,
+    /// The trace line of its first `iommu:map`.
+    pub line: u64,
+    /// The device.
+    pub device: String,
+    /// The CPU.
+    pub cpu: u16,
+    /// Pages asked for (the mapped span).
+    pub pages: u64,
+    /// The kernel's IOVA (bytes).
+    pub kernel_iova: u64,
+    /// The model's IOVA (`None`: the model found no space).
+    pub model_iova: Option<u64>,
+    /// Where the kernel's range was in the model.
+    pub kind: MismatchKind,
+}
+
+/// Mismatch kinds per mode.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KindCounts {
+    /// Open loop.
+    pub open_loop: BTreeMap<MismatchKind, u64>,
+    /// One step.
+    pub one_step: BTreeMap<MismatchKind, u64>,
+}
+
+/// What lazy mode can validate without the flush times.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct LazyReport {
+    /// Kernel: allocations between a range's unmap and its next allocation in the same
+    /// domain (log2 buckets; ranges never reused are not counted).
+    pub kernel_reuse_distance: Log2Histogram,
+    /// The open-loop model's, measured the same way on its own addresses.
+    pub model_reuse_distance: Log2Histogram,
+    /// Fraction of the open-loop model's cacheable allocations served from a magazine.
+    pub model_cache_hit_fraction: Option<f64>,
+    /// The open-loop model's flush-queue flushes: because a CPU's queue was full.
+    pub model_full_flushes: u64,
+    /// ... and at timer expiry.
+    pub model_timer_flushes: u64,
+    /// Whole-domain flushes the trace shows (it has no flush tracepoint: `None`).
+    pub trace_flushes: Option<u64>,
+}
+
+/// The result of a validation.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ValidateReport {
+    /// The trace file.
+    pub trace: String,
+    /// The kernel version modelled.
+    pub kernel: String,
+    /// `strict` or `lazy`.
+    pub invalidation: String,
+    /// CPUs modelled.
+    pub cpus: usize,
+    /// Where the CPU count came from.
+    pub cpus_from: String,
+    /// Allocations replayed.
+    pub allocations: u64,
+    /// Frees replayed.
+    pub frees: u64,
+    /// The warm-up fraction.
+    pub warmup: f64,
+    /// Allocations scored (those after the warm-up).
+    pub scored: u64,
+    /// `open_loop.rate`.
+    pub open_loop_rate: Option<f64>,
+    /// `one_step.rate`.
+    pub one_step_rate: Option<f64>,
+    /// Open-loop score.
+    pub open_loop: ModeResult,
+    /// One-step score.
+    pub one_step: ModeResult,
+    /// Per device, in order of first allocation.
+    pub devices: Vec<DeviceResult>,
+    /// Scored mismatches by kind, per mode.
+    pub mismatch_kinds: KindCounts,
+    /// The first scored mismatches of each mode (at most `max_mismatches` each).
+    pub first_mismatches: Vec<Mismatch>,
+    /// Scored mismatches not listed.
+    pub mismatches_not_listed: u64,
+    /// What was skipped (lenient mode; all zero otherwise).
+    pub skipped: Skipped,
+    /// Lazy mode's extra checks.
+    pub lazy: Option<LazyReport>,
+    /// Domains and the devices in them.
+    pub domains: Vec<Vec<String>>,
+}
+
+impl ValidateReport {
+    /// The human-readable report.
+    pub fn to_text(&self) -> String {
+        let pct =
+            |r: Option<f64>| r.map_or_else(|| "-".to_owned(), |r| format!("{:.2}%", r * 100.0));
+        let mut t = format!(
+            "{}: Linux {} allocator, {} invalidation, {} CPU(s) ({})\n",
+            self.trace, self.kernel, self.invalidation, self.cpus, self.cpus_from
+        );
+        t.push_str(&format!(
+            "{} allocations, {} frees; {} scored after a warm-up of {}\n",
+            self.allocations, self.frees, self.scored, self.warmup
+        ));
+        t.push_str(&format!(
+            "exact: open loop {} ({}/{}), one step {} ({}/{})\n",
+            pct(self.open_loop_rate),
+            self.open_loop.exact,
+            self.open_loop.scored,
+            pct(self.one_step_rate),
+            self.one_step.exact,
+            self.one_step.scored
+        ));
+        t.push_str(&format!(
+            "{:<16} {:>6} {:>8} {:>8} {:>10} {:>10}\n",
+            "device", "domain", "allocs", "scored", "open loop", "one step"
+        ));
+        for d in &self.devices {
+            t.push_str(&format!(
+                "{:<16} {:>6} {:>8} {:>8} {:>10} {:>10}\n",
+                d.device,
+                d.domain,
+                d.allocations,
+                d.scored,
+                pct(d.open_loop_rate),
+                pct(d.one_step_rate)
+            ));
+        }
+        for (mode, kinds) in [
+            (Mode::OpenLoop, &self.mismatch_kinds.open_loop),
+            (Mode::OneStep, &self.mismatch_kinds.one_step),
+        ] {
+            if !kinds.is_empty() {
+                let list: Vec<String> = kinds
+                    .iter()
+                    .map(|(k, n)| format!("{} {n}", k.name()))
+                    .collect();
+                t.push_str(&format!(
+                    "{} mismatches: {}\n",
+                    mode.name(),
+                    list.join(", ")
+                ));
+            }
+        }
+        for m in &self.first_mismatches {
+            t.push_str(&format!(
+                "{}:{}: {} #{} {} cpu {} {} page(s): kernel {:#x}, model {}, {}\n",
+                self.trace,
+                m.line,
+                m.mode.name(),
+                m.allocation,
+                m.device,
+                m.cpu,
+                m.pages,
+                m.kernel_iova,
+                m.model_iova
+                    .map_or_else(|| "none".to_owned(), |a| format!("{a:#x}")),
+                m.kind.name()
+            ));
+        }
+        if self.mismatches_not_listed > 0 {
+            t.push_str(&format!(
+                "... {} more mismatches (--json lists the first of each mode)\n",
+                self.mismatches_not_listed
+            ));
+        }
+        if self.skipped.total() > 0 {
+            t.push_str(&format!("skipped (lenient): {:?}\n", self.skipped));
+        }
+        if let Some(l) = &self.lazy {
+            t.push_str(&format!(
+                "lazy: model cache hits {}, model flushes {} full + {} timer; trace flushes not recorded\n",
+                pct(l.model_cache_hit_fraction),
+                l.model_full_flushes,
+                l.model_timer_flushes
+            ));
+        }
+        t
+    }
+}
+
+/// Validates the trace at `path` (Linux ftrace text, optionally `.gz`/`.zst`).
+pub fn validate(path: &Path, options: &ValidateOptions) -> Result<ValidateReport> {
+    let format = crate::trace::detect(path)?;
+    if format != TraceFormat::Ftrace {
+        return Err(TraceError::Unsupported {
+            path: path.to_owned(),
+            what: "validation reads Linux ftrace text (it needs the iommu: events' CPUs and lines); this is not".to_owned(),
+        }
+        .into());
+    }
+    let mut r = crate::trace::open_ftrace(path, options.lenient)?;
+    validate_ftrace(&mut r, options)
+}
+
+fn invalid(key: &str, value: impl ToString, expected: &str) -> Error {
+    ConfigError::Invalid {
+        key: key.to_owned(),
+        value: value.to_string(),
+        expected: expected.to_owned(),
+    }
+    .into()
+}
+
+fn check_options(o: &ValidateOptions) -> Result<()> {
+    if !o.kernel.starts_with("6.") && o.kernel != "6" {
+        return Err(invalid(
+            "kernel",
+            &o.kernel,
+            "a Linux 6.x version such as 6.12 (the modelled allocator is 6.x's)",
+        ));
+    }
+    if !(0.0..1.0).contains(&o.warmup) {
+        return Err(invalid("warmup", o.warmup, "a fraction 0 <= warmup < 1"));
+    }
+    if o.fq_size < 2 {
+        return Err(invalid("fq_size", o.fq_size, "at least 2 (Linux: 256)"));
+    }
+    if o.cpus == Some(0) {
+        return Err(invalid("cpus", 0, "at least 1"));
+    }
+    Ok(())
+}
+
+/// Validates ftrace text being read by `r`.
+pub fn validate_ftrace<R: BufRead>(
+    r: &mut FtraceReader<R>,
+    options: &ValidateOptions,
+) -> Result<ValidateReport> {
+    check_options(options)?;
+    let path = r.path().to_owned();
+    let mut v: Option<Validator> = None;
+    let mut grouper = Grouper::new(options.lenient);
+    let mut cpus_from = String::new();
+    while let Some(e) = r.next_event()? {
+        let header = r.header();
+        let dev = usize::from(e.device);
+        let is_iommu = header.devices.get(dev).is_some_and(|d| d == IOMMU_DEVICE);
+        grouper.event(&e, r.line_number(), is_iommu, &path)?;
+        let v = match &mut v {
+            Some(v) => v,
+            None => {
+                // The header lines are all read by the first event.
+                let (cpus, from) = match (r.header_cpus(), options.cpus) {
+                    (Some(n), _) => (n as usize, "the trace's header (#P:N)"),
+                    (None, Some(n)) => (n, "--cpus"),
+                    (None, None) => (
+                        options.domain.magazine.cpus,
+                        "the domain config (the trace's header gives none)",
+                    ),
+                };
+                cpus_from = from.to_owned();
+                let mut new = Validator::new(options, cpus)?;
+                new.cpus_known = r.header_cpus().is_some() || options.cpus.is_some();
+                v.insert(new)
+            }
+        };
+        while let Some(op) = grouper.pop_ready() {
+            v.apply(&op, r.header(), &path, &mut grouper.skipped)?;
+        }
+    }
+    grouper.finish(&path)?;
+    let mut v = match v {
+        Some(v) => v,
+        None => Validator::new(options, r.header_cpus().map_or(1, |n| n as usize))?,
+    };
+    while let Some(op) = grouper.pop_ready() {
+        v.apply(&op, r.header(), &path, &mut grouper.skipped)?;
+    }
+    grouper.skipped.malformed_lines = r.report().malformed_skipped;
+    Ok(v.finish(&path, r.header(), cpus_from, grouper.skipped))
+}
+
+/// A mismatch as recorded while replaying (the device by slot, resolved at the end).
+#[derive(Clone, Copy, Debug)]
+struct MismatchRec {
+    mode: Mode,
+    kind: MismatchKind,
+    cpu: u16,
+    slot: usize,
+    allocation: u64,
+    line: u64,
+    pages: u64,
+    kernel: u64,
+    model: Option<u64>,
+}
+
+/// A kernel allocation still live, per domain, keyed by its first page.
+#[derive(Clone, Copy, Debug)]
+struct Live {
+    pages: u64,
+    /// The open-loop model's first page for it (`None`: the model failed to allocate).
+    open_pfn: Option<u64>,
+    /// Whether the one-step model holds it (it could adopt the kernel's range).
+    one_held: bool,
+    line: u64,
+}
+
+/// A per-CPU flush queue of one domain in one model (`struct iova_fq`, dma-iommu.c).
+#[derive(Clone, Debug, Default)]
+struct FlushQueue {
+    /// Per CPU: (first page, pages, the flush count it waits for).
+    cpus: Vec<std::collections::VecDeque<(u64, u64, u64)>>,
+    start_cnt: u64,
+    finish_cnt: u64,
+    /// (deadline ns, the CPU that armed it).
+    timer: Option<(u64, u16)>,
+    full_flushes: u64,
+    timer_flushes: u64,
+    /// Entries per CPU (the ring holds one fewer).
+    size: usize,
+    timeout_ns: u64,
+}
+
+impl FlushQueue {
+    fn new(size: usize, timeout_ns: u64) -> Self {
+        FlushQueue {
+            size,
+            timeout_ns,
+            ..FlushQueue::default()
+        }
+    }
+
+    /// `queue_iova` on `cpu` at `now`: reap what earlier flushes covered, flush if full,
+    /// queue, arm the timer.
+    fn queue(&mut self, d: &mut IovaDomain, cpu: u16, pfn: u64, pages: u64, now: u64) {
+        let c = usize::from(cpu);
+        if self.cpus.len() <= c {
+            self.cpus.resize_with(c + 1, Default::default);
+        }
+        self.reap(d, c, cpu);
+        if self.cpus[c].len() + 1 >= self.size {
+            // `fq_flush_iotlb`, then this CPU's queue is reaped.
+            self.start_cnt += 1;
+            self.finish_cnt += 1;
+            self.full_flushes += 1;
+            self.reap(d, c, cpu);
+        }
+        self.cpus[c].push_back((pfn, pages, self.start_cnt));
+        if self.timer.is_none() {
+            self.timer = Some((now.saturating_add(self.timeout_ns), cpu));
+        }
+    }
+
+    /// `fq_ring_free_locked`: frees queue `c`'s entries older than the last finished flush
+    /// into CPU `on`'s caches.
+    fn reap(&mut self, d: &mut IovaDomain, c: usize, on: u16) {
+        while let Some(&(pfn, pages, cnt)) = self.cpus[c].front() {
+            if cnt >= self.finish_cnt {
+                break;
+            }
+            self.cpus[c].pop_front();
+            let _ = d.free_iova(CpuId::new(on), Pfn::new(pfn), pages);
+        }
+    }
+
+    /// `fq_flush_timeout` if due by `now`: one flush, then every CPU's queue is reaped on
+    /// the CPU that runs the timer (the one that armed it): Linux frees every queued range
+    /// into the timer CPU's caches.
+    fn tick(&mut self, d: &mut IovaDomain, now: u64) {
+        let Some((deadline, tcpu)) = self.timer else {
+            return;
+        };
+        if now < deadline {
+            return;
+        }
+        self.timer = None;
+        self.start_cnt += 1;
+        self.finish_cnt += 1;
+        self.timer_flushes += 1;
+        for c in 0..self.cpus.len() {
+            self.reap(d, c, tcpu);
+        }
+    }
+
+    /// Takes `pfn` out of the queue (one step adopting a range the kernel reused).
+    fn remove(&mut self, pfn: u64) -> bool {
+        for q in &mut self.cpus {
+            if let Some(i) = q.iter().position(|e| e.0 == pfn) {
+                q.remove(i);
+                return true;
+            }
+        }
+        false
+    }
+
+    fn holds(&self, pfn: u64, pages: u64) -> bool {
+        self.cpus
+            .iter()
+            .flatten()
+            .any(|&(p, n, _)| p < pfn + pages && pfn < p + n)
+    }
+}
+
+/// One model (one mode): its domains, device states and flush queues.
+#[derive(Debug)]
+struct Model {
+    domains: Vec<IovaDomain>,
+    devices: Vec<DeviceIova>,
+    fqs: Vec<FlushQueue>,
+    /// Per domain, the model's live ranges' last free, for reuse distances (open loop).
+    last_free: Vec<FxHashMap<u64, u64>>,
+}
+
+/// Where the kernel's `[pfn, pfn + pages)` was in `d`.
+fn classify(
+    d: &IovaDomain,
+    fq: &FlushQueue,
+    reserved: &[ByteRange],
+    cpu: u16,
+    pfn: u64,
+    pages: u64,
+) -> (MismatchKind, Option<CacheSite>) {
+    let m = d.allocator();
+    let size = m.rounded_pages(pages);
+    let in_window = reserved.iter().any(|w| {
+        let (p, n) = w.pages();
+        p.get() < pfn + size && pfn < p.get() + n
+    });
+    if in_window {
+        return (MismatchKind::Reserved, None);
+    }
+    let tree = m.inner();
+    if pfn < tree.space_start().get() || pfn + size > tree.space_end().get() {
+        return (MismatchKind::OutsideSpace, None);
+    }
+    // A cached or queued range is still allocated in the tree: without a node there, it is
+    // free (and the `O(cached)` search of the magazines is skipped).
+    if m.overlapping(Pfn::new(pfn), pages).is_none() {
+        return (MismatchKind::FreeInTree, None);
+    }
+    if let Some(site) = m.locate(CpuId::new(cpu), Pfn::new(pfn), pages) {
+        let kind = match site {
+            CacheSite::Loaded { cpu: c, .. } | CacheSite::Prev { cpu: c } if c == cpu => {
+                MismatchKind::ThisCpuCache
+            }
+            _ => MismatchKind::OtherCache,
+        };
+        return (kind, Some(site));
+    }
+    if fq.holds(pfn, size) {
+        return (MismatchKind::Queued, None);
+    }
+    (MismatchKind::InUse, None)
+}
+
+/// The validation state.
+#[derive(Debug)]
+struct Validator {
+    options: ValidateOptions,
+    config: DomainConfig,
+    clock: ClockRate,
+    cpus: usize,
+    /// Trace device index → (domain, device slot); resolved on first sight.
+    device_slot: Vec<Option<usize>>,
+    /// Per device slot: (name, domain).
+    slots: Vec<(String, usize)>,
+    /// Domain names (group index or device) → domain index.
+    domain_of_group: Vec<Option<usize>>,
+    /// Per domain: its devices.
+    domain_devices: Vec<Vec<String>>,
+    open: Model,
+    one: Model,
+    live: Vec<BTreeMap<u64, Live>>,
+    /// Kernel: when each domain's ranges were last freed (allocation count then), lazy.
+    kernel_last_free: Vec<FxHashMap<u64, u64>>,
+    /// Per domain: allocations so far.
+    domain_allocs: Vec<u64>,
+    /// Per allocation: device slot (bits 0..16), open-loop exact (16), one-step exact (17).
+    outcomes: Vec<u32>,
+    /// Mismatches kept for listing: with no warm-up the first `max_mismatches` of each mode;
+    /// with one, every mismatch (where the warm-up ends is known only at the end).
+    mismatches: Vec<MismatchRec>,
+    /// Mismatches kept per mode.
+    kept: [usize; 2],
+    /// Whether the CPU count is the trace's or the user's (else an event on a higher CPU is
+    /// an error: the model would share caches the machine did not).
+    cpus_known: bool,
+    frees: u64,
+    lazy: LazyReport,
+}
+
+const OPEN_EXACT: u32 = 1 << 16;
+const ONE_EXACT: u32 = 1 << 17;
+/// Bits 18..21: the open-loop mismatch's kind + 1; 21..24: the one-step one's.
+const OPEN_KIND_SHIFT: u32 = 18;
+const ONE_KIND_SHIFT: u32 = 21;
+
+fn kind_code(k: MismatchKind) -> u32 {
+    MismatchKind::ALL
+        .iter()
+        .position(|&x| x == k)
+        .and_then(|i| u32::try_from(i + 1).ok())
+        .unwrap_or(0)
+}
+
+fn kind_of(code: u32) -> Option<MismatchKind> {
+    MismatchKind::ALL
+        .get(usize::try_from(code).ok()?.checked_sub(1)?)
+        .copied()
+}
+
+impl Validator {
+    fn new(options: &ValidateOptions, cpus: usize) -> Result<Self> {
+        let mut config = options.domain.clone();
+        config.magazine.cpus = cpus;
+        // Fail on a bad config before reading on.
+        IovaDomain::new(&config).map_err(|e| invalid("domain", e, "a valid domain setup"))?;
+        let model = || Model {
+            domains: Vec::new(),
+            devices: Vec::new(),
+            fqs: Vec::new(),
+            last_free: Vec::new(),
+        };
+        Ok(Validator {
+            options: options.clone(),
+            config,
+            clock: ClockRate::GHZ_1,
+            cpus,
+            device_slot: Vec::new(),
+            slots: Vec::new(),
+            domain_of_group: vec![None; options.groups.len()],
+            domain_devices: Vec::new(),
+            open: model(),
+            one: model(),
+            live: Vec::new(),
+            kernel_last_free: Vec::new(),
+            domain_allocs: Vec::new(),
+            outcomes: Vec::new(),
+            mismatches: Vec::new(),
+            kept: [0; 2],
+            cpus_known: true,
+            frees: 0,
+            lazy: LazyReport::default(),
+        })
+    }
+
+    /// The device slot of trace device `dev`, creating its domain on first sight.
+    fn slot(&mut self, dev: u16, name: &str) -> Result<usize> {
+        let i = usize::from(dev);
+        if self.device_slot.len() <= i {
+            self.device_slot.resize(i + 1, None);
+        }
+        if let Some(s) = self.device_slot[i] {
+            return Ok(s);
+        }
+        let group = self
+            .options
+            .groups
+            .iter()
+            .position(|g| g.iter().any(|d| d == name));
+        let domain = match group.and_then(|g| self.domain_of_group[g]) {
+            Some(d) => d,
+            None => {
+                let d = IovaDomain::new(&self.config)
+                    .map_err(|e| invalid("domain", e, "a valid domain setup"))?;
+                self.open.domains.push(d.clone());
+                self.one.domains.push(d);
+                for m in [&mut self.open, &mut self.one] {
+                    m.fqs.push(FlushQueue::new(
+                        self.options.fq_size,
+                        self.options.fq_timeout_ms.saturating_mul(1_000_000),
+                    ));
+                    m.last_free.push(FxHashMap::default());
+                }
+                self.live.push(BTreeMap::new());
+                self.kernel_last_free.push(FxHashMap::default());
+                self.domain_allocs.push(0);
+                self.domain_devices.push(Vec::new());
+                let d = self.open.domains.len() - 1;
+                if let Some(g) = group {
+                    self.domain_of_group[g] = Some(d);
+                }
+                d
+            }
+        };
+        self.domain_devices[domain].push(name.to_owned());
+        let mask = self
+            .options
+            .dma_masks
+            .iter()
+            .find(|(d, _)| d == name)
+            .map_or(u64::MAX, |&(_, m)| m);
+        let dev_iova = DeviceIova::new(mask, is_pci_name(name), self.config.forcedac);
+        self.open.devices.push(dev_iova);
+        self.one.devices.push(dev_iova);
+        self.slots.push((name.to_owned(), domain));
+        let s = self.slots.len() - 1;
+        self.device_slot[i] = Some(s);
+        Ok(s)
+    }
+
+    fn apply(
+        &mut self,
+        op: &Op,
+        header: &crate::trace::TraceHeader,
+        path: &Path,
+        skipped: &mut Skipped,
+    ) -> Result<()> {
+        let name = header
+            .devices
+            .get(usize::from(op.device()))
+            .cloned()
+            .unwrap_or_default();
+        let slot = self.slot(op.device(), &name)?;
+        let dom = self.slots[slot].1;
+        let now = op.time_ns;
+        for m in [&mut self.open, &mut self.one] {
+            m.domains[dom].on_tick(Cycles::new(now), self.clock);
+            if self.options.lazy {
+                let Model { domains, fqs, .. } = m;
+                fqs[dom].tick(&mut domains[dom], now);
+            }
+        }
+        match op.kind {
+            OpKind::Alloc => self.alloc(op, slot, dom, &name, path, skipped),
+            OpKind::Free => self.free(op, dom, path, skipped),
+        }
+    }
+
+    fn alloc(
+        &mut self,
+        op: &Op,
+        slot: usize,
+        dom: usize,
+        name: &str,
+        path: &Path,
+        skipped: &mut Skipped,
+    ) -> Result<()> {
+        let (k, pages) = (op.pfn, op.pages());
+        let cpu = CpuId::new(op.cpu);
+        // Ranges are disjoint: only the last one starting below the new end can overlap.
+        if let Some((&pfn, l)) = self.live[dom]
+            .range(..k + pages)
+            .next_back()
+            .filter(|(p, l)| k < **p + l.pages)
+        {
+            if !self.options.lenient {
+                return Err(error_at(
+                    path,
+                    op.line,
+                    "an allocation of a range free in its domain (devices sharing an IOMMU group share a domain: --group)",
+                    format!(
+                        "{name}: [{:#x}, {:#x}) overlaps [{:#x}, {:#x}) mapped at line {} and not yet unmapped",
+                        k << SHIFT,
+                        (k + pages) << SHIFT,
+                        pfn << SHIFT,
+                        (pfn + l.pages) << SHIFT,
+                        l.line
+                    ),
+                )
+                .into());
+            }
+            skipped.overlapping_allocations += 1;
+            return Ok(());
+        }
+        if !self.cpus_known && usize::from(op.cpu) >= self.cpus {
+            return Err(invalid(
+                "cpus",
+                format!("{} (the trace's header gives no CPU count)", self.cpus),
+                &format!(
+                    "at least {}: the trace has events on CPU {} (pass --cpus)",
+                    op.cpu + 1,
+                    op.cpu
+                ),
+            ));
+        }
+        let index = self.outcomes.len() as u64;
+        let mut outcome = u32::try_from(slot).unwrap_or(0xffff) & 0xffff;
+        // Reuse distance (lazy report): allocations in this domain since the range's unmap.
+        let n = self.domain_allocs[dom];
+        if self.options.lazy
+            && let Some(at) = self.kernel_last_free[dom].remove(&k)
+        {
+            self.lazy.kernel_reuse_distance.add(n - at);
+        }
+        self.domain_allocs[dom] += 1;
+        let rec = |mode, kind, model| MismatchRec {
+            mode,
+            kind,
+            cpu: op.cpu,
+            slot,
+            allocation: index,
+            line: op.line,
+            pages,
+            kernel: k,
+            model,
+        };
+        let reserved = &self.config.reserved;
+
+        // Open loop: the model allocates; the kernel's address maps to the model's.
+        let m = &mut self.open;
+        let got = m.domains[dom]
+            .alloc_iova(&mut m.devices[slot], cpu, pages)
+            .ok()
+            .map(Pfn::get);
+        let mut open_miss = None;
+        if got == Some(k) {
+            outcome |= OPEN_EXACT;
+        } else {
+            let (kind, _) = classify(&m.domains[dom], &m.fqs[dom], reserved, op.cpu, k, pages);
+            outcome |= kind_code(kind) << OPEN_KIND_SHIFT;
+            open_miss = Some(rec(Mode::OpenLoop, kind, got));
+        }
+        if self.options.lazy
+            && let Some(p) = got
+            && let Some(at) = m.last_free[dom].remove(&p)
+        {
+            self.lazy.model_reuse_distance.add(n - at);
+        }
+
+        // One step: predict, then adopt the kernel's choice.
+        let m = &mut self.one;
+        let predicted = m.domains[dom]
+            .peek_iova(&m.devices[slot], cpu, pages)
+            .map(Pfn::get);
+        let mut one_miss = None;
+        let one_held = if predicted == Some(k) {
+            let made = m.domains[dom]
+                .alloc_iova(&mut m.devices[slot], cpu, pages)
+                .ok()
+                .map(Pfn::get);
+            debug_assert_eq!(made, Some(k), "peek_iova and alloc_iova disagree");
+            outcome |= ONE_EXACT;
+            made == Some(k)
+        } else {
+            let (kind, site) = classify(&m.domains[dom], &m.fqs[dom], reserved, op.cpu, k, pages);
+            outcome |= kind_code(kind) << ONE_KIND_SHIFT;
+            one_miss = Some(rec(Mode::OneStep, kind, predicted));
+            // The kernel went above 4 GiB: its 32-bit attempt failed, and it stopped trying.
+            if k + pages > 1 << 20 {
+                m.devices[slot].pci_32bit_workaround = false;
+            }
+            let alloc = m.domains[dom].allocator_mut();
+            match (kind, site) {
+                (MismatchKind::ThisCpuCache | MismatchKind::OtherCache, Some(_)) => {
+                    alloc.take_cached(cpu, Pfn::new(k), pages).is_ok()
+                }
+                (MismatchKind::FreeInTree, _) => alloc.place(Pfn::new(k), pages).is_ok(),
+                (MismatchKind::Queued, _) => m.fqs[dom].remove(k),
+                _ => false,
+            }
+        };
+        for r in [open_miss, one_miss].into_iter().flatten() {
+            self.record(r);
+        }
+        self.live[dom].insert(
+            k,
+            Live {
+                pages,
+                open_pfn: got,
+                one_held,
+                line: op.line,
+            },
+        );
+        self.outcomes.push(outcome);
+        Ok(())
+    }
+
+    /// Keeps a mismatch for listing (see `mismatches`).
+    fn record(&mut self, m: MismatchRec) {
+        let i = usize::from(m.mode == Mode::OneStep);
+        if self.options.warmup > 0.0 || self.kept[i] < self.options.max_mismatches {
+            self.kept[i] += 1;
+            self.mismatches.push(m);
+        }
+    }
+
+    fn free(&mut self, op: &Op, dom: usize, path: &Path, skipped: &mut Skipped) -> Result<()> {
+        let k = op.pfn;
+        let Some(l) = self.live[dom].remove(&k) else {
+            if !self.options.lenient {
+                return Err(error_at(
+                    path,
+                    op.line,
+                    "an iommu:unmap of a range the trace mapped (start tracing before the driver maps anything, or use --lenient)",
+                    format!(
+                        "[{:#x}, {:#x}) on CPU {} was never mapped in this trace",
+                        k << SHIFT,
+                        op.end << SHIFT,
+                        op.cpu
+                    ),
+                )
+                .into());
+            }
+            skipped.unknown_frees += 1;
+            return Ok(());
+        };
+        self.frees += 1;
+        let n = self.domain_allocs[dom];
+        let lazy = self.options.lazy;
+        if lazy {
+            self.kernel_last_free[dom].insert(k, n);
+        }
+        let cpu = CpuId::new(op.cpu);
+        let release = |m: &mut Model, pfn: u64| {
+            if lazy {
+                let Model {
+                    domains,
+                    fqs,
+                    last_free,
+                    ..
+                } = m;
+                fqs[dom].queue(&mut domains[dom], op.cpu, pfn, l.pages, op.time_ns);
+                last_free[dom].insert(pfn, n);
+            } else {
+                let _ = m.domains[dom].free_iova(cpu, Pfn::new(pfn), l.pages);
+            }
+        };
+        if let Some(p) = l.open_pfn {
+            release(&mut self.open, p);
+        }
+        if l.one_held {
+            release(&mut self.one, k);
+        }
+        Ok(())
+    }
+
+    fn finish(
+        mut self,
+        path: &Path,
+        _header: &crate::trace::TraceHeader,
+        cpus_from: String,
+        skipped: Skipped,
+    ) -> ValidateReport {
+        let allocations = self.outcomes.len() as u64;
+        #[allow(
+            clippy::cast_possible_truncation,
+            clippy::cast_sign_loss,
+            clippy::cast_precision_loss
+        )]
+        let warm = (self.options.warmup * allocations as f64).ceil() as u64;
+        let scored_range = warm..allocations;
+        let mut devices: Vec<(u64, u64, u64, u64)> = vec![(0, 0, 0, 0); self.slots.len()];
+        let (mut open_exact, mut one_exact) = (0, 0);
+        for (i, &o) in self.outcomes.iter().enumerate() {
+            let d = &mut devices[(o & 0xffff) as usize];
+            d.0 += 1;
+            if scored_range.contains(&(i as u64)) {
+                d.1 += 1;
+                if o & OPEN_EXACT != 0 {
+                    d.2 += 1;
+                    open_exact += 1;
+                }
+                if o & ONE_EXACT != 0 {
+                    d.3 += 1;
+                    one_exact += 1;
+                }
+            }
+        }
+        let scored = scored_range.end - scored_range.start;
+        let mut kinds = KindCounts::default();
+        let mut scored_mismatches = 0u64;
+        for &o in &self.outcomes[usize::try_from(warm)
+            .unwrap_or(usize::MAX)
+            .min(self.outcomes.len())..]
+        {
+            for (shift, map) in [
+                (OPEN_KIND_SHIFT, &mut kinds.open_loop),
+                (ONE_KIND_SHIFT, &mut kinds.one_step),
+            ] {
+                if let Some(kind) = kind_of((o >> shift) & 7) {
+                    *map.entry(kind).or_insert(0) += 1;
+                    scored_mismatches += 1;
+                }
+            }
+        }
+        let mut listed = Vec::new();
+        let mut per_mode_listed = [0usize; 2];
+        for m in std::mem::take(&mut self.mismatches) {
+            if !scored_range.contains(&m.allocation) {
+                continue;
+            }
+            let i = usize::from(m.mode == Mode::OneStep);
+            if per_mode_listed[i] < self.options.max_mismatches {
+                per_mode_listed[i] += 1;
+                listed.push(Mismatch {
+                    mode: m.mode,
+                    allocation: m.allocation,
+                    line: m.line,
+                    device: self.slots[m.slot].0.clone(),
+                    cpu: m.cpu,
+                    pages: m.pages,
+                    kernel_iova: m.kernel << SHIFT,
+                    model_iova: m.model.map(|p| p << SHIFT),
+                    kind: m.kind,
+                });
+            }
+        }
+        listed.sort_by_key(|m| (m.mode, m.allocation));
+        let not_listed = scored_mismatches - listed.len() as u64;
+        let devices = devices
+            .iter()
+            .zip(&self.slots)
+            .map(|(&(a, s, o, e), (name, dom))| DeviceResult {
+                device: name.clone(),
+                domain: *dom,
+                allocations: a,
+                scored: s,
+                open_loop: ModeResult::new(o, s),
+                one_step: ModeResult::new(e, s),
+                open_loop_rate: rate(o, s),
+                one_step_rate: rate(e, s),
+            })
+            .collect();
+        let lazy = self.options.lazy.then(|| {
+            let (mut hits, mut misses) = (0, 0);
+            for d in &self.open.domains {
+                hits += d.allocator().stats().cache_hits;
+                misses += d.allocator().stats().cache_misses;
+            }
+            let mut l = std::mem::take(&mut self.lazy);
+            l.model_cache_hit_fraction = rate(hits, hits + misses);
+            l.model_full_flushes = self.open.fqs.iter().map(|f| f.full_flushes).sum();
+            l.model_timer_flushes = self.open.fqs.iter().map(|f| f.timer_flushes).sum();
+            l.trace_flushes = None;
+            l
+        });
+        let open_loop = ModeResult::new(open_exact, scored);
+        let one_step = ModeResult::new(one_exact, scored);
+        ValidateReport {
+            trace: path.display().to_string(),
+            kernel: self.options.kernel.clone(),
+            invalidation: if self.options.lazy { "lazy" } else { "strict" }.to_owned(),
+            cpus: self.cpus,
+            cpus_from,
+            allocations,
+            frees: self.frees,
+            warmup: self.options.warmup,
+            scored,
+            open_loop_rate: open_loop.rate,
+            one_step_rate: one_step.rate,
+            open_loop,
+            one_step,
+            devices,
+            mismatch_kinds: kinds,
+            first_mismatches: listed,
+            mismatches_not_listed: not_listed,
+            skipped,
+            lazy,
+            domains: self.domain_devices,
+        }
+    }
+}
+
+/// A PCI device name (`0000:00:04.0`, domain optional): the 32-bit first attempt applies.
+fn is_pci_name(name: &str) -> bool {
+    let parts: Vec<&str> = name.split(':').collect();
+    let hex = |s: &str, n: usize| s.len() == n && s.bytes().all(|b| b.is_ascii_hexdigit());
+    let (bus, devfn) = match parts.as_slice() {
+        [dom, bus, devfn] if hex(dom, 4) => (*bus, *devfn),
+        [bus, devfn] => (*bus, *devfn),
+        _ => return false,
+    };
+    let Some((dev, func)) = devfn.split_once('.') else {
+        return false;
+    };
+    hex(bus, 2) && hex(dev, 2) && func.len() == 1 && func.bytes().all(|b| b.is_ascii_digit())
+}
