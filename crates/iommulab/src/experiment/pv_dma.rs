@@ -6,7 +6,9 @@
 //! The workload's buffers become the domain's pseudo-physical memory ([`InGuest`]); after
 //! every unmap the device may probe the buffer it just lost (the stale-access oracle
 //! classifies it), and with `page_flip` each received buffer's frames are flipped to
-//! another domain after the unmap, as the old netback's receive path did.
+//! another domain after the unmap, as the old netback's receive path did. The workload's
+//! devices share one device handle, so one I/O address space (a TCE table serves the devices
+//! of a bus, S2.1); timer ticks are ignored (the roll-around flush has no timer).
 
 use serde::{Deserialize, Serialize};
 
