@@ -9,7 +9,7 @@
 //!  Receiver: accepts only seq == expected (in order), acks `expected` cumulatively
 //! ```
 //!
-//! The paper cites its own congestion control ([15], not described there); this model uses
+//! The paper cites its own congestion control (its reference 15, not described there); this model uses
 //! go-back-N with slow start and additive increase / multiplicative decrease, the textbook
 //! scheme with the properties S4.2 asks for: nothing lost, nothing duplicated, in order, and
 //! a window that backs off when the network drops frames.

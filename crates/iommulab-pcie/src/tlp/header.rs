@@ -34,15 +34,15 @@ pub(crate) const TYPE_CFG1: u8 = 0b0_0101;
 /// Type of completions (Cpl with Fmt 000b, CplD with Fmt 010b).
 pub(crate) const TYPE_CPL: u8 = 0b0_1010;
 
-/// The Attr field: Relaxed Ordering (Attr[1]), No Snoop (Attr[0]) and ID-Based Ordering
-/// (Attr[2], byte 1 bit 2).
+/// The Attr field: Relaxed Ordering (`Attr[1]`), No Snoop (`Attr[0]`) and ID-Based Ordering
+/// (`Attr[2]`, byte 1 bit 2).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Attr {
-    /// Attr[1]: relaxed ordering.
+    /// `Attr[1]`: relaxed ordering.
     pub relaxed_ordering: bool,
-    /// Attr[0]: no snoop.
+    /// `Attr[0]`: no snoop.
     pub no_snoop: bool,
-    /// Attr[2]: ID-based ordering.
+    /// `Attr[2]`: ID-based ordering.
     pub id_based_ordering: bool,
 }
 

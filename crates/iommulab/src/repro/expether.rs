@@ -13,7 +13,7 @@
 //! **Parameters.** Those the paper gives (10 GbE, two paths, MTU 9000, PCIe Gen1 x8 at the
 //! bridge, 60 s) are used as given; the others (N, read and payload sizes, bridge, switch and
 //! memory latencies, buffers) are estimates with their ranges in
-//! [`ExpEtherParams`](crate::pcie::timing::ExpEtherParams), chosen from what such hardware
+//! [`crate::pcie::timing::ExpEtherParams`], chosen from what such hardware
 //! does and never fitted to the figures. What the model does not have (host CPUs and their
 //! TCP stacks, TCP's own dynamics, descriptor fetches, ACK traffic) is said on the page.
 
