@@ -427,7 +427,7 @@ fn run_with<U: RemapUnit, S: PvDmaOption, W: Workload<Phys = Hpa>>(
                     }
                 }
                 if spec.page_flip && dir == DmaDirection::FromDevice && !s.is_sg {
-                    let first = s.phys.get() >> PAGE_4K.shift();
+                    let first = s.phys.pfn(PAGE_4K).get();
                     let n = PAGE_4K.pages_spanned(s.phys.page_offset(PAGE_4K), s.len);
                     for g in first..first + n {
                         api.backend_mut()

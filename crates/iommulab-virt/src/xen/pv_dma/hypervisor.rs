@@ -6,7 +6,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::addr::{Access, Bdf, DomainId, Gpa, Hpa, Iova, Perm, Pfn};
+use crate::addr::{Access, Bdf, DomainId, Gpa, Hpa, Iova, PAGE_4K, Perm, Pfn};
 use crate::clock::Cycles;
 use crate::dma::BackendError;
 use crate::hw::fault::Fault;
@@ -111,6 +111,16 @@ impl<U: RemapUnit> Hypervisor<U> {
     /// Whether the first queued entry is a map (`Some(true)`), an unmap, or none is queued.
     pub fn pending_is_map(&self) -> Option<bool> {
         self.pending.first().map(|e| matches!(e, Entry::Map { .. }))
+    }
+
+    /// Refuses a buffer of `pages` frames from `gfn` that is not all inside the domain
+    /// (what options that map nothing per request still owe the caller).
+    #[inline]
+    pub fn check_in_domain(&self, gfn: Pfn<Gpa>, pages: u64) -> Result<(), BackendError> {
+        if gfn.get().saturating_add(pages) > self.p2m.pages() {
+            return Err(BackendError::Refused { pages });
+        }
+        Ok(())
     }
 
     /// Queues the mapping of `pages` I/O pages from `iova` to the domain's frames from `gfn`;
@@ -224,7 +234,7 @@ impl<U: RemapUnit> Hypervisor<U> {
     #[inline]
     pub fn translate(&mut self, bdf: Bdf, iova: Iova, access: Access) -> Result<Hpa, Fault> {
         let hpa = self.unit.translate(bdf, iova, access)?;
-        if !self.p2m.owns(Pfn::new(hpa.get() >> 12)) {
+        if !self.p2m.owns(hpa.pfn(PAGE_4K)) {
             self.stats.foreign_accesses += 1;
         }
         Ok(hpa)

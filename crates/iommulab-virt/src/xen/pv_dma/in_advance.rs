@@ -14,24 +14,15 @@ use super::{Hypervisor, PvDmaOption};
 /// Map a frame the first time, keep it.
 #[derive(Clone, Debug, Default)]
 pub struct InAdvance {
-    /// One bit per pseudo-physical frame: mapped already.
+    /// One bit per pseudo-physical frame: mapped already (sized at setup for the domain).
     mapped: Vec<u64>,
-    /// Maps that found every page cached (no hypercall).
-    hits: u64,
 }
 
 impl InAdvance {
-    /// Maps served from the cache.
-    pub fn hits(&self) -> u64 {
-        self.hits
-    }
-
+    /// Marks `gfn` mapped; whether it was. `gfn` is inside the domain (checked by the caller).
     #[inline]
     fn test_and_set(&mut self, gfn: u64) -> bool {
         let (w, b) = ((gfn / 64) as usize, gfn % 64);
-        if w >= self.mapped.len() {
-            self.mapped.resize(w + 1, 0);
-        }
         let was = self.mapped[w] >> b & 1 == 1;
         self.mapped[w] |= 1 << b;
         was
@@ -64,19 +55,12 @@ impl PvDmaOption for InAdvance {
         pages: u64,
         _perm: Perm,
     ) -> Result<(), BackendError> {
-        if gfn.get().saturating_add(pages) > hv.p2m().pages() {
-            return Err(BackendError::Refused { pages });
-        }
-        let mut all_cached = true;
+        hv.check_in_domain(gfn, pages)?;
         for i in 0..pages {
             let g = gfn.add(i);
             if !self.test_and_set(g.get()) {
-                all_cached = false;
                 hv.queue_map(domain, Pfn::new(g.get()), g, 1, Perm::ReadWrite)?;
             }
-        }
-        if all_cached {
-            self.hits += 1;
         }
         Ok(())
     }

@@ -53,9 +53,6 @@ impl PvDmaOption for PreAllocate {
         _perm: Perm,
     ) -> Result<(), BackendError> {
         // Nothing to do, but a buffer outside the domain was never mapped.
-        if gfn.get().saturating_add(pages) > hv.p2m().pages() {
-            return Err(BackendError::Refused { pages });
-        }
-        Ok(())
+        hv.check_in_domain(gfn, pages)
     }
 }
