@@ -182,9 +182,9 @@ fn check_on<U: RemapUnit, A: IovaAllocator, F: FlushPolicy>(
         api.unmap_single(dev, l.cpu, l.addr, l.len, l.dir).unwrap();
     }
     api.drain().unwrap();
-    prop_assert_eq!(api.flush_policy().pending(), 0);
+    prop_assert_eq!(api.flush_policy_pending(), 0);
     prop_assert_eq!(api.debug().unwrap().stats().live, 0);
-    let s = api.allocator().stats();
+    let s = api.allocator_stats();
     prop_assert!(s.allocs >= s.frees);
     Ok(())
 }

@@ -9,7 +9,7 @@ use iommulab::dma::{DmaApi, DmaConfig, Native};
 use iommulab::experiment::{ExperimentConfig, replay_trace};
 use iommulab::flush::{FlushQueue, FlushQueueConfig};
 use iommulab::hw::vtd::{Vtd, VtdConfig};
-use iommulab::iova::{Magazine, MagazineConfig, RbTree};
+use iommulab::iova::{IovaAllocator, Magazine, MagazineConfig, RbTree};
 use iommulab::trace::ftrace::{FtraceOptions, FtraceReader};
 
 const C0: CpuId = CpuId::new(0);
@@ -42,9 +42,13 @@ fn flush_queue_timer_frees_into_the_timer_cpus_magazines() {
         .unwrap();
     api.unmap_single(dev, C0, a, 4096, dir).unwrap(); // arms the timer on CPU 0
     api.unmap_single(dev, C1, b, 4096, dir).unwrap();
-    assert_eq!(api.allocator().cached_ranges(), 0, "still queued");
+    assert_eq!(
+        api.allocator_of(dev).unwrap().cached_ranges(),
+        0,
+        "still queued"
+    );
     api.tick(Cycles::new(11_000_000)).unwrap(); // 11 ms at 1 GHz: past the 10 ms timer
-    let snap = api.allocator().snapshot();
+    let snap = api.allocator_of(dev).unwrap().snapshot();
     let pfn = |x: iommulab::addr::Iova| x.get() >> 12;
     assert_eq!(
         snap.cpus[0][0][0],
@@ -55,6 +59,111 @@ fn flush_queue_timer_frees_into_the_timer_cpus_magazines() {
         snap.cpus[1][0].iter().all(Vec::is_empty),
         "nothing in CPU 1's"
     );
+}
+
+fn bare_api<F: iommulab::flush::FlushPolicy>(flush: F) -> DmaApi<Magazine<RbTree>, F> {
+    let tree = RbTree::new(Pfn::new(1), Pfn::new(1 << 20)).unwrap();
+    DmaApi::new(
+        DmaConfig::default(),
+        Native::new(Vtd::new(VtdConfig::default()).unwrap()),
+        Magazine::new(tree, MagazineConfig::default()).unwrap(),
+        flush,
+    )
+}
+
+/// dma-iommu.c `iommu_dma_init_domain` → `init_iova_domain`: every DMA domain has an
+/// `iova_domain` of its own, so two devices in their own groups (ACS: one group per PCI
+/// function) each get the top of their own space, while a device in the same group as
+/// another (`iommu_group_get` → the group's default domain) shares its allocator.
+#[test]
+fn each_domain_has_its_own_iova_allocator() {
+    let mut api = bare_api(FlushQueue::new(
+        FlushQueueConfig::default(),
+        1,
+        ClockRate::GHZ_1,
+    ));
+    let a = api.attach(Bdf::new(0, 1, 0).unwrap()).unwrap();
+    let b = api.attach(Bdf::new(0, 2, 0).unwrap()).unwrap();
+    let c = api
+        .attach_to_group_of(Bdf::new(0, 2, 1).unwrap(), b)
+        .unwrap();
+    let dir = DmaDirection::ToDevice;
+    let map = |api: &mut DmaApi<_, _>, dev| {
+        api.map_single(dev, C0, Hpa::new(0x10_0000), 4096, dir)
+            .unwrap()
+            .get()
+    };
+    let top = 0xffff_f000;
+    assert_eq!(map(&mut api, a), top, "a's own space");
+    assert_eq!(
+        map(&mut api, b),
+        top,
+        "b's own space: the same address as a's"
+    );
+    assert_eq!(map(&mut api, c), top - 0x1000, "c shares b's space");
+    assert_eq!(api.allocators().len(), 2);
+    assert_eq!(api.domain_of(b), api.domain_of(c));
+    assert_ne!(api.domain_of(a), api.domain_of(b));
+    assert_eq!(api.allocator_stats().allocs, 3);
+}
+
+/// dma-iommu.c `iommu_dma_init_fq`: the flush queue hangs off the domain's cookie, so one
+/// domain's unmaps never fill another's ring (`queue_iova` → `fq_full` on the domain's own
+/// per-CPU ring) and a flush invalidates the queue's own domain only.
+#[test]
+fn flush_queues_are_per_domain() {
+    let cfg = FlushQueueConfig {
+        entries: 4, // a ring holds 3 ranges
+        ..FlushQueueConfig::default()
+    };
+    let mut api = bare_api(FlushQueue::new(cfg, 1, ClockRate::GHZ_1));
+    let a = api.attach(Bdf::new(0, 1, 0).unwrap()).unwrap();
+    let b = api.attach(Bdf::new(0, 2, 0).unwrap()).unwrap();
+    let dir = DmaDirection::ToDevice;
+    for (dev, n) in [(a, 3u64), (b, 3)] {
+        for i in 0..n {
+            let addr = api
+                .map_single(dev, C0, Hpa::new((i + 1) << 20), 4096, dir)
+                .unwrap();
+            api.unmap_single(dev, C0, addr, 4096, dir).unwrap();
+        }
+    }
+    assert_eq!(api.flush_policies().len(), 2);
+    assert_eq!(
+        api.flush_policy_pending(),
+        6,
+        "two rings of 3; one shared ring would have flushed"
+    );
+    assert_eq!(api.flush_stats().flushes, 0);
+    assert_eq!(api.unit().stats().inv_domain, 0);
+}
+
+/// 2.6.26 intel-iommu.c `add_unmap`: one `deferred_flush` array for every domain, freed into
+/// each entry's own domain (`__free_iova(&deferred_flush[i].domain[j]->iovad, ...)`): the
+/// deferred policy is one instance, shared.
+#[test]
+fn the_deferred_array_is_shared_by_every_domain() {
+    use iommulab::flush::{Deferred, DeferredConfig};
+    let mut api = bare_api(Deferred::new(DeferredConfig::default(), ClockRate::GHZ_1));
+    let a = api.attach(Bdf::new(0, 1, 0).unwrap()).unwrap();
+    let b = api.attach(Bdf::new(0, 2, 0).unwrap()).unwrap();
+    let dir = DmaDirection::ToDevice;
+    let x = api
+        .map_single(a, C0, Hpa::new(0x10_0000), 4096, dir)
+        .unwrap();
+    let y = api
+        .map_single(b, C0, Hpa::new(0x20_0000), 4096, dir)
+        .unwrap();
+    assert_eq!(x, y, "two spaces");
+    api.unmap_single(a, C0, x, 4096, dir).unwrap();
+    api.unmap_single(b, C0, y, 4096, dir).unwrap();
+    assert_eq!(api.flush_policies().len(), 1);
+    assert_eq!(api.flush_policy_pending(), 2);
+    api.drain().unwrap();
+    // Each range went back to its own domain's allocator.
+    for dev in [a, b] {
+        assert_eq!(api.allocator_of(dev).unwrap().stats().frees, 1);
+    }
 }
 
 fn line(cpu: u16, ts: &str, body: &str) -> String {

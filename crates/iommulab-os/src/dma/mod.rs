@@ -2,7 +2,12 @@
 //! built from an IOVA allocator `A` and a flush policy `F` (monomorphised: no dynamic
 //! dispatch on the per-operation path).
 //!
-//! One domain per device. A mapping of `len` bytes at physical address `phys` takes
+//! One domain per device group (a device attached alone gets a domain of its own, as behind
+//! ACS every PCI device is its own IOMMU group; [`DmaApi::attach_to_group_of`] puts one in an
+//! existing group's domain). Each domain has its own IOVA allocator, as Linux keeps an
+//! `iova_domain` in every DMA domain's cookie (`iommu_dma_init_domain`); a flush policy with
+//! [`FlushPolicy::PER_DOMAIN`] (the ≥ 4.14 flush queue) is kept per domain too, one without
+//! (2.6.26's global deferred array) is shared. A mapping of `len` bytes at physical address `phys` takes
 //! `ceil((phys % 4096 + len) / 4096)` I/O pages; the returned DMA address keeps the sub-page
 //! offset, as Linux's does. The direction sets the page permission (to-device → read,
 //! from-device → write). After non-present → present PTE changes only a write-buffer flush
@@ -19,13 +24,13 @@ use serde::{Deserialize, Serialize};
 use crate::addr::{Access, Bdf, CpuId, DmaDirection, DomainId, Hpa, Iova, PAGE_4K, Pfn, PhysAddr};
 use crate::clock::Cycles;
 use crate::device::{AccessOutcome, StaleOracle};
-use crate::flush::{FlushCtx, FlushPolicy, Unmapped};
+use crate::flush::{FlushCtx, FlushPolicy, FlushStats, Unmapped};
 use crate::hw::error::MapError;
 use crate::hw::unit::RemapUnit;
 use crate::hw::vtd::Vtd;
 
 use crate::iova::rbtree::DMA_32BIT_PFN;
-use crate::iova::{IovaAllocator, IovaError};
+use crate::iova::{IovaAllocator, IovaError, IovaStats};
 pub use backend::{BackendError, MapAttrs, MapBackend, Native};
 
 pub use debug::{DmaDebug, DmaDebugError, MapKind};
@@ -165,19 +170,27 @@ struct Device {
 pub struct DmaApi<A, F, B = Native<Vtd>> {
     config: DmaConfig,
     backend: B,
-    iova: A,
-    flush: F,
+    /// The allocator as configured, never used: each new domain starts as a clone of it.
+    iova_template: A,
+    /// One allocator per domain, domain `d`'s at index `d − 1`.
+    iovas: Vec<A>,
+    /// `iovas[i].stats().wraps` when last checked (the wrap flush).
+    last_wraps: Vec<u64>,
+    /// The policy as configured; each domain's is a clone when [`FlushPolicy::PER_DOMAIN`].
+    flush_template: F,
+    /// One policy per domain ([`FlushPolicy::PER_DOMAIN`]) or exactly one, shared.
+    flushes: Vec<F>,
     devices: Vec<Device>,
     debug: Option<DmaDebug>,
     oracle: Option<StaleOracle>,
     limit: Pfn<Iova>,
     now: Cycles,
-    last_wraps: u64,
     stats: DmaStats,
 }
 
 impl<A: IovaAllocator, F: FlushPolicy, B: MapBackend> DmaApi<A, F, B> {
-    /// A DMA layer mapping through `backend`, with allocator `iova` and policy `flush`.
+    /// A DMA layer mapping through `backend`; every domain gets a fresh copy of allocator
+    /// `iova`, and of policy `flush` when it is per-domain.
     pub fn new(config: DmaConfig, backend: B, iova: A, flush: F) -> Self {
         let bits = u32::from(config.dma_bits.clamp(13, 63));
         // dma-iommu caps the device's limit at the domain's aperture (`force_aperture`,
@@ -185,12 +198,19 @@ impl<A: IovaAllocator, F: FlushPolicy, B: MapBackend> DmaApi<A, F, B> {
         // cannot map, whatever the DMA mask.
         let aperture = u32::from(backend.address_bits()).clamp(13, 63);
         let limit = Pfn::new((1u64 << (bits.min(aperture) - 12)).min(iova.space_end().get()));
+        let flushes = if F::PER_DOMAIN {
+            Vec::new()
+        } else {
+            vec![flush.clone()]
+        };
         Self {
             config,
             backend,
-            last_wraps: iova.stats().wraps,
-            iova,
-            flush,
+            iova_template: iova,
+            iovas: Vec::new(),
+            last_wraps: Vec::new(),
+            flush_template: flush,
+            flushes,
             devices: Vec::new(),
             debug: config
                 .debug
@@ -202,11 +222,42 @@ impl<A: IovaAllocator, F: FlushPolicy, B: MapBackend> DmaApi<A, F, B> {
         }
     }
 
-    /// Attaches the device `bdf` in a domain of its own.
+    /// Attaches the device `bdf` in a domain of its own (its own IOMMU group), with a fresh
+    /// allocator (and flush queue, for a per-domain policy).
     pub fn attach(&mut self, bdf: Bdf) -> Result<DeviceHandle, DmaError> {
         let index =
             u16::try_from(self.devices.len()).map_err(|_| DmaError::NoSuchDevice(u16::MAX))?;
-        let domain = DomainId::new(index + 1);
+        let domain = u16::try_from(self.iovas.len() + 1)
+            .map(DomainId::new)
+            .map_err(|_| DmaError::NoSuchDevice(u16::MAX))?;
+        self.attach_in(bdf, index, domain)?;
+        let a = self.iova_template.clone();
+        self.last_wraps.push(a.stats().wraps);
+        self.iovas.push(a);
+        if F::PER_DOMAIN {
+            self.flushes.push(self.flush_template.clone());
+        }
+        Ok(DeviceHandle(index))
+    }
+
+    /// Attaches the device `bdf` in the domain of `peer` (the same IOMMU group: devices
+    /// behind one PCIe-to-PCI bridge, or functions without ACS), sharing its IOVA space.
+    pub fn attach_to_group_of(
+        &mut self,
+        bdf: Bdf,
+        peer: DeviceHandle,
+    ) -> Result<DeviceHandle, DmaError> {
+        let domain = self.device(peer)?.domain;
+        let index =
+            u16::try_from(self.devices.len()).map_err(|_| DmaError::NoSuchDevice(u16::MAX))?;
+        self.attach_in(bdf, index, domain)?;
+        Ok(DeviceHandle(index))
+    }
+
+    fn attach_in(&mut self, bdf: Bdf, index: u16, domain: DomainId) -> Result<(), DmaError> {
+        if index == u16::MAX {
+            return Err(DmaError::NoSuchDevice(index));
+        }
         if self.config.translation != Translation::Passthrough {
             self.backend.attach(bdf, domain)?;
         }
@@ -216,7 +267,7 @@ impl<A: IovaAllocator, F: FlushPolicy, B: MapBackend> DmaApi<A, F, B> {
             attached: true,
             pci_32bit_workaround: !self.config.forcedac,
         });
-        Ok(DeviceHandle(index))
+        Ok(())
     }
 
     /// Detaches a device: tears down every mapping it still holds, drains the flush policy
@@ -251,6 +302,18 @@ impl<A: IovaAllocator, F: FlushPolicy, B: MapBackend> DmaApi<A, F, B> {
         }
     }
 
+    /// Index of `domain`'s allocator.
+    #[inline]
+    fn slot(domain: DomainId) -> usize {
+        usize::from(domain.get()) - 1
+    }
+
+    /// Index of the flush policy serving `domain`.
+    #[inline]
+    fn flush_slot(domain: DomainId) -> usize {
+        if F::PER_DOMAIN { Self::slot(domain) } else { 0 }
+    }
+
     fn device(&self, dev: DeviceHandle) -> Result<Device, DmaError> {
         match self.devices.get(usize::from(dev.0)) {
             Some(d) if d.attached => Ok(*d),
@@ -262,24 +325,51 @@ impl<A: IovaAllocator, F: FlushPolicy, B: MapBackend> DmaApi<A, F, B> {
     pub fn tick(&mut self, now: Cycles) -> Result<(), DmaError> {
         self.now = now;
         let clock = self.backend.cost().clock;
-        self.iova.on_tick(now, clock);
+        for a in &mut self.iovas {
+            a.on_tick(now, clock);
+        }
         let mut ctx = FlushCtx {
             backend: &mut self.backend,
-            iova: &mut self.iova,
+            iovas: &mut self.iovas,
             now,
         };
-        self.flush.on_tick(&mut ctx)?;
-        Ok(())
+        let mut result = Ok(());
+        for f in &mut self.flushes {
+            let r = f.on_tick(&mut ctx);
+            if result.is_ok() {
+                result = r;
+            }
+        }
+        Ok(result?)
     }
 
-    /// Flushes and frees everything the flush policy holds.
+    /// Flushes and frees everything every flush policy holds.
     pub fn drain(&mut self) -> Result<(), DmaError> {
         let mut ctx = FlushCtx {
             backend: &mut self.backend,
-            iova: &mut self.iova,
+            iovas: &mut self.iovas,
             now: self.now,
         };
-        self.flush.drain(&mut ctx)?;
+        let mut result = Ok(());
+        for f in &mut self.flushes {
+            let r = f.drain(&mut ctx);
+            if result.is_ok() {
+                result = r;
+            }
+        }
+        Ok(result?)
+    }
+
+    /// Flushes and frees what the policy serving `domain` holds (its own queue when the
+    /// policy is per-domain).
+    fn drain_for(&mut self, domain: DomainId) -> Result<(), DmaError> {
+        let mut ctx = FlushCtx {
+            backend: &mut self.backend,
+            iovas: &mut self.iovas,
+            now: self.now,
+        };
+        let f = &mut self.flushes[Self::flush_slot(domain)];
+        f.drain(&mut ctx)?;
         Ok(())
     }
 
@@ -292,9 +382,10 @@ impl<A: IovaAllocator, F: FlushPolicy, B: MapBackend> DmaApi<A, F, B> {
     /// that fails the device stops trying (`pci_32bit_workaround = false`, sticky).
     fn alloc_iova(&mut self, cpu: CpuId, d: Device, pages: u64) -> Result<Pfn<Iova>, DmaError> {
         let below_4g = Pfn::new(DMA_32BIT_PFN);
+        let slot = Self::slot(d.domain);
         if d.pci_32bit_workaround && self.limit > below_4g {
-            match self.iova.alloc_fast(cpu, pages, below_4g, false) {
-                Ok(p) => return self.after_alloc(p),
+            match self.iovas[slot].alloc_fast(cpu, pages, below_4g, false) {
+                Ok(p) => return self.after_alloc(d.domain, p),
                 Err(IovaError::Exhausted { .. }) => {
                     let i = usize::from(d.domain.get() - 1);
                     if let Some(dev) = self.devices.get_mut(i) {
@@ -304,29 +395,32 @@ impl<A: IovaAllocator, F: FlushPolicy, B: MapBackend> DmaApi<A, F, B> {
                 Err(e) => return Err(e.into()),
             }
         }
-        let pfn = match self.iova.alloc(cpu, pages, self.limit) {
+        let pfn = match self.iovas[slot].alloc(cpu, pages, self.limit) {
             Ok(p) => p,
-            Err(IovaError::Exhausted { .. }) if self.flush.pending() > 0 => {
-                self.drain()?;
+            Err(IovaError::Exhausted { .. })
+                if self.flushes[Self::flush_slot(d.domain)].pending() > 0 =>
+            {
+                self.drain_for(d.domain)?;
                 self.stats.drain_retries += 1;
-                self.iova.alloc(cpu, pages, self.limit)?
+                self.iovas[slot].alloc(cpu, pages, self.limit)?
             }
             Err(e) => return Err(e.into()),
         };
-        self.after_alloc(pfn)
+        self.after_alloc(d.domain, pfn)
     }
 
-    /// Runs the wrap flush if the allocation wrapped.
-    fn after_alloc(&mut self, pfn: Pfn<Iova>) -> Result<Pfn<Iova>, DmaError> {
-        let wraps = self.iova.stats().wraps;
-        if wraps != self.last_wraps {
-            self.last_wraps = wraps;
+    /// Runs the wrap flush if the allocation in `domain` wrapped.
+    fn after_alloc(&mut self, domain: DomainId, pfn: Pfn<Iova>) -> Result<Pfn<Iova>, DmaError> {
+        let slot = Self::slot(domain);
+        let wraps = self.iovas[slot].stats().wraps;
+        if wraps != self.last_wraps[slot] {
+            self.last_wraps[slot] = wraps;
             let mut ctx = FlushCtx {
                 backend: &mut self.backend,
-                iova: &mut self.iova,
+                iovas: &mut self.iovas,
                 now: self.now,
             };
-            self.flush.on_wrap(&mut ctx)?;
+            self.flushes[Self::flush_slot(domain)].on_wrap(&mut ctx)?;
         }
         Ok(pfn)
     }
@@ -354,7 +448,7 @@ impl<A: IovaAllocator, F: FlushPolicy, B: MapBackend> DmaApi<A, F, B> {
         if let Err(e) = mapped {
             // The range was never mapped, so it cannot be cached: free it at once.
             if !identity {
-                self.iova.free(cpu, pfn, pages)?;
+                self.iovas[Self::slot(d.domain)].free(cpu, pfn, pages)?;
             }
             return Err(Self::backend_error(e));
         }
@@ -388,10 +482,10 @@ impl<A: IovaAllocator, F: FlushPolicy, B: MapBackend> DmaApi<A, F, B> {
         }
         let mut ctx = FlushCtx {
             backend: &mut self.backend,
-            iova: &mut self.iova,
+            iovas: &mut self.iovas,
             now: self.now,
         };
-        self.flush.on_unmap(
+        self.flushes[Self::flush_slot(d.domain)].on_unmap(
             &mut ctx,
             cpu,
             Unmapped {
@@ -628,7 +722,7 @@ impl<A: IovaAllocator, F: FlushPolicy, B: MapBackend> DmaApi<A, F, B> {
                                 .unmap(d.domain, base, done, attrs)
                                 .map_err(Self::backend_error)?;
                         }
-                        self.iova.free(cpu, base, total_pages)?;
+                        self.iovas[Self::slot(d.domain)].free(cpu, base, total_pages)?;
                         return Err(Self::backend_error(err));
                     }
                     entry.dma = Iova::new(next.base(PAGE_4K).get() | e.phys.page_offset(PAGE_4K));
@@ -841,19 +935,58 @@ impl<A: IovaAllocator, F: FlushPolicy, B: MapBackend> DmaApi<A, F, B> {
         &mut self.backend
     }
 
-    /// The IOVA allocator.
-    pub fn allocator(&self) -> &A {
-        &self.iova
+    /// The IOVA allocator of each domain, domain `d`'s at index `d − 1` (one per device
+    /// attached alone).
+    pub fn allocators(&self) -> &[A] {
+        &self.iovas
     }
 
-    /// The flush policy.
-    pub fn flush_policy(&self) -> &F {
-        &self.flush
+    /// The allocator of `dev`'s domain.
+    pub fn allocator_of(&self, dev: DeviceHandle) -> Option<&A> {
+        let d = self.devices.get(usize::from(dev.0))?;
+        self.iovas.get(Self::slot(d.domain))
     }
 
-    /// Ranges the flush policy holds, waiting for an invalidation.
+    /// The allocator as configured (what every new domain's starts as): its name and space.
+    pub fn allocator_template(&self) -> &A {
+        &self.iova_template
+    }
+
+    /// Every domain's allocator counters added up; the peak metadata is the sum of each
+    /// domain's peak (an upper bound on the peak of the sum).
+    pub fn allocator_stats(&self) -> IovaStats {
+        let mut s = IovaStats::default();
+        let mut peak = 0;
+        for a in &self.iovas {
+            s.merge(a.stats());
+            peak += a.stats().peak_metadata_bytes;
+        }
+        s.peak_metadata_bytes = peak;
+        s
+    }
+
+    /// The flush policies: one per domain ([`FlushPolicy::PER_DOMAIN`]) or the one shared.
+    pub fn flush_policies(&self) -> &[F] {
+        &self.flushes
+    }
+
+    /// The flush policy as configured: its name.
+    pub fn flush_template(&self) -> &F {
+        &self.flush_template
+    }
+
+    /// Every flush policy's counters added up (`max_pending`: the largest of any one).
+    pub fn flush_stats(&self) -> FlushStats {
+        let mut s = FlushStats::default();
+        for f in &self.flushes {
+            s.merge(f.stats());
+        }
+        s
+    }
+
+    /// Ranges the flush policies hold, waiting for an invalidation.
     pub fn flush_policy_pending(&self) -> usize {
-        self.flush.pending()
+        self.flushes.iter().map(FlushPolicy::pending).sum()
     }
 
     /// The dma-debug checker, if enabled.

@@ -82,7 +82,7 @@ impl Deferred {
         let mut first_err = Ok(());
         for (cpu, r) in self.array.drain(..) {
             self.stats.frees += 1;
-            if let Err(e) = ctx.iova.free(cpu, r.pfn, r.pages)
+            if let Err(e) = ctx.free(cpu, &r)
                 && first_err.is_ok()
             {
                 first_err = Err(e);

@@ -7,8 +7,9 @@
 //! Faithful details: a ring is full when `(tail + 1) & mask == head`, so it holds
 //! `entries - 1` ranges; each entry records `flush_start_cnt` when queued and is freed once
 //! `flush_finish_cnt` has passed it; before queueing, a CPU first reaps what others' flushes
-//! already covered. The domain flush invalidates every domain with queued entries (Linux has
-//! one queue set per domain; iommulab keeps one per DMA layer and tracks dirty domains).
+//! already covered. The flush invalidates every domain with queued entries: the DMA layer keeps
+//! one queue set per domain as Linux does ([`FlushPolicy::PER_DOMAIN`]), so that is the
+//! queue's own domain; a queue shared by hand between domains flushes each dirty one.
 //!
 //! Reaped ranges go back to the IOVA allocator (`free_iova_fast`) on the CPU that reaps
 //! them, whichever CPU queued them: on the unmap path, the unmapping CPU reaps its own ring;
@@ -152,7 +153,7 @@ impl FlushQueue {
             }
             if let Some(r) = e.range.take() {
                 self.stats.frees += 1;
-                if let Err(err) = ctx.iova.free(on, r.pfn, r.pages)
+                if let Err(err) = ctx.free(on, &r)
                     && result.is_ok()
                 {
                     result = Err(err);
@@ -193,6 +194,9 @@ impl FlushQueue {
 }
 
 impl FlushPolicy for FlushQueue {
+    // `iommu_dma_init_fq`: the queue belongs to the domain's cookie.
+    const PER_DOMAIN: bool = true;
+
     fn on_unmap<A: IovaAllocator, B: MapBackend>(
         &mut self,
         ctx: &mut FlushCtx<'_, A, B>,

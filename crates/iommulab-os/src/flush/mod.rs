@@ -89,15 +89,31 @@ impl FlushStats {
 }
 
 /// What a policy may touch when it acts: the map backend (to invalidate the remapping
-/// unit's cache) and the allocator (to free).
+/// unit's cache) and the domains' allocators (to free).
 #[derive(Debug)]
 pub struct FlushCtx<'a, A, B> {
     /// The backend whose remapping unit's translation cache the policy invalidates.
     pub backend: &'a mut B,
-    /// The allocator that gets the IOVAs back.
-    pub iova: &'a mut A,
+    /// One allocator per domain, domain `d`'s at index `d − 1`: Linux keeps an `iova_domain`
+    /// in every DMA domain's cookie (`iommu_dma_init_domain`), so a range goes back to the
+    /// allocator of the domain it was unmapped from.
+    pub iovas: &'a mut [A],
     /// The modeled time now.
     pub now: Cycles,
+}
+
+impl<A: IovaAllocator, B> FlushCtx<'_, A, B> {
+    /// Returns `range` to its domain's allocator on behalf of `cpu`.
+    #[inline]
+    pub fn free(&mut self, cpu: CpuId, range: &Unmapped) -> Result<(), IovaError> {
+        let i = usize::from(range.domain.get()).wrapping_sub(1);
+        match self.iovas.get_mut(i) {
+            Some(a) => a.free(cpu, range.pfn, range.pages),
+            None => Err(IovaError::NoSuchDomain {
+                domain: range.domain.get(),
+            }),
+        }
+    }
 }
 
 impl<A, B: MapBackend> FlushCtx<'_, A, B> {
@@ -115,7 +131,13 @@ impl<A, B: MapBackend> FlushCtx<'_, A, B> {
 ///
 /// Invariant (see the module doc): an IOVA is never returned to the allocator while a
 /// stale IOTLB entry for it may exist.
-pub trait FlushPolicy {
+pub trait FlushPolicy: Clone {
+    /// Whether a kernel keeps one instance of this policy per DMA domain (Linux ≥ 4.14's
+    /// flush queue lives in the domain's cookie) rather than one for the whole IOMMU
+    /// (2.6.26's deferred array is global: `deferred_flush`, one list for every domain). The
+    /// DMA layer clones the policy per domain when this is `true`.
+    const PER_DOMAIN: bool = false;
+
     /// The PTEs of `range` were just cleared on `cpu`; the policy now owns its IOVA.
     fn on_unmap<A: IovaAllocator, B: MapBackend>(
         &mut self,

@@ -41,7 +41,7 @@ impl FlushPolicy for PerLap {
         self.stats.frees += 1;
         self.since_flush += 1;
         self.stats.max_pending = self.stats.max_pending.max(self.since_flush);
-        ctx.iova.free(cpu, range.pfn, range.pages)
+        ctx.free(cpu, &range)
     }
 
     fn on_wrap<A: IovaAllocator, B: MapBackend>(

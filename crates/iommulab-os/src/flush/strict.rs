@@ -33,7 +33,7 @@ impl FlushPolicy for Strict {
         self.stats.flushes += 1;
         ctx.invalidate(InvRequest::covering(range.domain, range.pfn, range.pages));
         self.stats.frees += 1;
-        ctx.iova.free(cpu, range.pfn, range.pages)
+        ctx.free(cpu, &range)
     }
 
     fn on_wrap<A: IovaAllocator, B: MapBackend>(

@@ -62,6 +62,12 @@ pub enum IovaError {
         /// Length in pages.
         pages: u64,
     },
+    /// A range handed back for a domain that has no allocator (a caller's bug).
+    #[error("no IOVA allocator for domain {domain}")]
+    NoSuchDomain {
+        /// The domain id.
+        domain: u16,
+    },
     /// A request for zero pages, or one that overflows the space.
     #[error("invalid IOVA request of {pages} page(s) (the space holds {space} pages)")]
     BadRequest {
@@ -140,7 +146,7 @@ impl IovaStats {
 /// - a free of anything but a live allocation, with its exact length, is an error and changes
 ///   nothing (magazines check what they can: see their module doc);
 /// - exhaustion is `Err(IovaError::Exhausted)`, never a panic.
-pub trait IovaAllocator {
+pub trait IovaAllocator: Clone {
     /// Allocates `pages` contiguous pages that end at or below `limit` (exclusive), on
     /// behalf of CPU `cpu` (only per-CPU caches care).
     fn alloc(&mut self, cpu: CpuId, pages: u64, limit: Pfn<Iova>) -> Result<Pfn<Iova>, IovaError>;

@@ -470,12 +470,7 @@ fn summarise<A: IovaAllocator, F: FlushPolicy, U: RemapUnit, S: PvDmaOption>(
     let cost = *api.backend().cost();
     let d = api.stats();
     let dma_calls = d.maps + d.unmaps + d.map_sgs + d.unmap_sgs;
-    let domain = modeled_software(
-        &cost,
-        dma_calls,
-        api.allocator().stats(),
-        api.flush_policy().stats(),
-    );
+    let domain = modeled_software(&cost, dma_calls, &api.allocator_stats(), &api.flush_stats());
     let hyper = hv.cycles().get().saturating_sub(setup_cycles.get());
     #[expect(clippy::cast_precision_loss, reason = "counts below 2^53")]
     let per = |x: u64| {

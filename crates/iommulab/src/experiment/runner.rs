@@ -300,13 +300,19 @@ fn modeled_now<A: IovaAllocator, F: FlushPolicy, U: RemapUnit>(
     if !iommu_on {
         return io;
     }
-    io + api.unit().cpu_cycles()
-        + modeled_software(
-            cost,
-            dma_calls(api),
-            api.allocator().stats(),
-            api.flush_policy().stats(),
-        )
+    // The price is linear in the counters: add each domain's allocator and each flush
+    // policy on its own instead of merging their stats on every I/O.
+    let none_i = IovaStats::default();
+    let none_f = FlushStats::default();
+    let mut c =
+        io + api.unit().cpu_cycles() + modeled_software(cost, dma_calls(api), &none_i, &none_f);
+    for a in api.allocators() {
+        c = c + modeled_software(cost, 0, a.stats(), &none_f);
+    }
+    for f in api.flush_policies() {
+        c = c + modeled_software(cost, 0, &none_i, f.stats());
+    }
+    c
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -323,8 +329,8 @@ fn summarise<A: IovaAllocator, F: FlushPolicy, U: RemapUnit>(
 ) -> RunResult {
     let n = ios.max(1) as f64;
     let iommu = api.unit().stats();
-    let iova = *api.allocator().stats();
-    let flush = *api.flush_policy().stats();
+    let iova = api.allocator_stats();
+    let flush = api.flush_stats();
     let io_path = Cycles::new(ios * cost.io_path);
     let (hw, sw, devc) = if iommu_on {
         (
@@ -350,8 +356,8 @@ fn summarise<A: IovaAllocator, F: FlushPolicy, U: RemapUnit>(
     };
     let (allocator, flush_name) = if iommu_on {
         (
-            api.allocator().name().to_string(),
-            api.flush_policy().name().to_string(),
+            api.allocator_template().name().to_string(),
+            api.flush_template().name().to_string(),
         )
     } else {
         ("none".to_string(), "none".to_string())

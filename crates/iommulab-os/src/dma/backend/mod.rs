@@ -66,7 +66,8 @@ pub trait MapBackend {
     /// Input address width of a domain, in bits.
     fn address_bits(&self) -> u8;
 
-    /// Creates `domain` and routes `bdf`'s DMA through it.
+    /// Routes `bdf`'s DMA through `domain`, creating the domain if it does not exist yet (a
+    /// device joining its group's domain finds it there).
     fn attach(&mut self, bdf: Bdf, domain: DomainId) -> Result<(), MapError>;
 
     /// Stops translating for `bdf`.

@@ -43,7 +43,10 @@ impl<U: RemapUnit> MapBackend for Native<U> {
         self.unit.address_bits()
     }
     fn attach(&mut self, bdf: Bdf, domain: DomainId) -> Result<(), MapError> {
-        self.unit.create_domain(domain)?;
+        match self.unit.create_domain(domain) {
+            Ok(()) | Err(MapError::DomainExists { .. }) => {}
+            Err(e) => return Err(e),
+        }
         self.unit.attach(bdf, domain)
     }
     fn detach(&mut self, bdf: Bdf) -> Result<(), MapError> {

@@ -69,9 +69,16 @@ impl<U: RemapUnit, S: PvDmaOption> MapBackend for PvDmaBackend<U, S> {
     }
     fn attach(&mut self, bdf: Bdf, domain: DomainId) -> Result<(), MapError> {
         let unit = self.hv.unit_mut();
-        unit.create_domain(domain)?;
+        let fresh = match unit.create_domain(domain) {
+            Ok(()) => true,
+            Err(MapError::DomainExists { .. }) => false,
+            Err(e) => return Err(e),
+        };
         unit.attach(bdf, domain)?;
-        self.option.setup(&mut self.hv, domain)
+        if fresh {
+            self.option.setup(&mut self.hv, domain)?;
+        }
+        Ok(())
     }
     fn detach(&mut self, bdf: Bdf) -> Result<(), MapError> {
         self.hv.unit_mut().detach(bdf)
