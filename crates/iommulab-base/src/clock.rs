@@ -122,6 +122,45 @@ impl ClockRate {
     }
 }
 
+/// Linux's timer base: `hz` ticks (jiffies) a second, the first at modeled time 0. A timer
+/// armed with `mod_timer(t, jiffies + msecs_to_jiffies(ms))` fires at the tick boundary
+/// `msecs_to_jiffies(ms)` ticks after the current one, so between `ms − 1000/hz` and `ms`
+/// milliseconds after arming when `ms` is a whole number of ticks, up to one tick later
+/// otherwise (10 ms at HZ = 250: 3 jiffies, fired 8–12 ms after arming).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Jiffies {
+    /// Cycles per jiffy (whole nanoseconds per jiffy: exact for HZ = 100, 250, 1000).
+    tick: u64,
+    /// Jiffies the timer waits (`msecs_to_jiffies(ms)`).
+    wait: u64,
+}
+
+impl Jiffies {
+    /// A timer of `ms` milliseconds at `hz` ticks a second, on a machine at `clock`; `None`
+    /// when `hz` is 0.
+    pub fn new(ms: u64, hz: u32, clock: ClockRate) -> Option<Self> {
+        if hz == 0 {
+            return None;
+        }
+        let hz = u64::from(hz);
+        // `msecs_to_jiffies`: rounds up (`_msecs_to_jiffies`, HZ ≤ MSEC_PER_SEC).
+        let wait = (ms.saturating_mul(hz)).div_ceil(1000);
+        let tick = clock.cycles_from_ns(1_000_000_000 / hz).get().max(1);
+        Some(Self { tick, wait })
+    }
+
+    /// When a timer armed at `now` fires.
+    pub fn deadline(self, now: Cycles) -> Cycles {
+        let j = now.get() / self.tick;
+        Cycles::new(j.saturating_add(self.wait).saturating_mul(self.tick))
+    }
+
+    /// Jiffies the timer waits.
+    pub const fn wait(self) -> u64 {
+        self.wait
+    }
+}
+
 impl TryFrom<f64> for ClockRate {
     type Error = ClockRateError;
     fn try_from(ghz: f64) -> Result<Self, ClockRateError> {
@@ -161,6 +200,26 @@ pub fn saturating_u64(x: f64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// include/linux/jiffies.h `msecs_to_jiffies` rounds up; `mod_timer(t, jiffies + n)`
+    /// fires on the n-th tick boundary after the current jiffy.
+    #[test]
+    fn a_jiffies_timer_fires_on_a_tick_boundary() {
+        let g = ClockRate::GHZ_1; // 1 cycle = 1 ns
+        let j = Jiffies::new(10, 250, g).unwrap();
+        assert_eq!(j.wait(), 3, "10 ms at HZ=250: 2.5 jiffies, rounded up");
+        // Armed 1 ns after a boundary: fires 3 ticks after that boundary, 12 ms − 1 ns later.
+        assert_eq!(j.deadline(Cycles::new(4_000_001)).get(), 16_000_000);
+        // Armed 1 ns before a boundary: 8 ms + 1 ns later.
+        assert_eq!(j.deadline(Cycles::new(3_999_999)).get(), 12_000_000);
+        let k = Jiffies::new(10, 1000, g).unwrap();
+        assert_eq!(k.wait(), 10);
+        assert_eq!(k.deadline(Cycles::new(500_000)).get(), 10_000_000);
+        let h = Jiffies::new(10, 100, g).unwrap();
+        assert_eq!(h.wait(), 1);
+        assert_eq!(h.deadline(Cycles::ZERO).get(), 10_000_000);
+        assert!(Jiffies::new(10, 0, g).is_none());
+    }
 
     #[test]
     fn ns_ms_and_seconds_convert_at_the_rate() {

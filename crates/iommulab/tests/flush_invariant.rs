@@ -222,7 +222,7 @@ fn flush_queue() -> FlushQueue {
     FlushQueue::new(
         FlushQueueConfig {
             entries: 16,
-            timeout_ms: 10,
+            ..FlushQueueConfig::default()
         },
         2,
         ClockRate::ghz(3.0),

@@ -47,7 +47,16 @@ fn flush_queue_timer_frees_into_the_timer_cpus_magazines() {
         0,
         "still queued"
     );
-    api.tick(Cycles::new(11_000_000)).unwrap(); // 11 ms at 1 GHz: past the 10 ms timer
+    // Armed at time 0: 10 ms is 3 jiffies at HZ = 250, so the timer fires at 12 ms
+    // (`msecs_to_jiffies` rounds up), not at 10 or 11.
+    api.tick(Cycles::new(11_999_999)).unwrap();
+    assert_eq!(
+        api.flush_policy_pending(),
+        2,
+        "the timer has not fired at 12 ms − 1 ns"
+    );
+    api.tick(Cycles::new(12_000_000)).unwrap();
+    assert_eq!(api.flush_policy_pending(), 0);
     let snap = api.allocator_of(dev).unwrap().snapshot();
     let pfn = |x: iommulab::addr::Iova| x.get() >> 12;
     assert_eq!(

@@ -15,15 +15,17 @@
 //! them, whichever CPU queued them: on the unmap path, the unmapping CPU reaps its own ring;
 //! when the timer fires (`fq_flush_timeout`), the CPU running the timer (the one that armed
 //! it: `mod_timer` queues on the current CPU) reaps every ring, so every range lands in
-//! *its* per-CPU magazines. The timer is exact at `timeout_ms`; Linux's counts jiffies
-//! (`msecs_to_jiffies(10)`, so 10–12 ms at HZ=250). `drain` (the model's own exhaustion
+//! *its* per-CPU magazines. The timer counts jiffies as Linux's does
+//! (`mod_timer(&cookie->fq_timer, jiffies + msecs_to_jiffies(IOVA_FQ_TIMEOUT))`): at `hz` = 250
+//! (Debian's `CONFIG_HZ_250`) 10 ms is 3 jiffies, so it fires 8–12 ms after arming, on a
+//! tick boundary ([`Jiffies`]); `hz = 0` makes it exact at `timeout_ms`. `drain` (the model's own exhaustion
 //! path; Linux has none) reaps on the timer's CPU, CPU 0 when none is armed.
 
 use serde::{Deserialize, Serialize};
 
 use super::{FlushCtx, FlushPolicy, FlushStats, Unmapped};
 use crate::addr::{CpuId, DomainId};
-use crate::clock::{ClockRate, Cycles};
+use crate::clock::{ClockRate, Cycles, Jiffies};
 use crate::dma::backend::MapBackend;
 use crate::hw::invalidate::InvRequest;
 use crate::iova::{IovaAllocator, IovaError};
@@ -36,6 +38,9 @@ pub struct FlushQueueConfig {
     pub entries: usize,
     /// The one-shot timer in milliseconds of simulated time (`IOVA_DEFAULT_FQ_TIMEOUT` 10).
     pub timeout_ms: u64,
+    /// The kernel's timer frequency (`CONFIG_HZ`): the timer fires on a jiffy boundary
+    /// (module docs). 250 is Debian's and the kernel's default; 0 = exactly `timeout_ms`.
+    pub hz: u32,
 }
 
 impl Default for FlushQueueConfig {
@@ -43,6 +48,7 @@ impl Default for FlushQueueConfig {
         Self {
             entries: 256,
             timeout_ms: 10,
+            hz: 250,
         }
     }
 }
@@ -90,6 +96,8 @@ pub struct FlushQueue {
     /// The deadline and the CPU that armed the timer (and so runs it).
     timer: Option<(Cycles, CpuId)>,
     timeout: Cycles,
+    /// The jiffies base when `hz` > 0.
+    jiffies: Option<Jiffies>,
     /// Domains with entries queued since the last flush; reserved up front.
     dirty: Vec<DomainId>,
     /// Entries in all rings (kept so the per-unmap path need not sum the rings).
@@ -111,6 +119,7 @@ impl FlushQueue {
             flush_finish_cnt: 0,
             timer: None,
             timeout: clock.cycles_from_ms(config.timeout_ms),
+            jiffies: Jiffies::new(config.timeout_ms, config.hz, clock),
             dirty: Vec::with_capacity(16),
             queued: 0,
             stats: FlushStats::default(),
@@ -231,7 +240,11 @@ impl FlushPolicy for FlushQueue {
         let pending = self.total_pending() as u64;
         self.stats.max_pending = self.stats.max_pending.max(pending);
         if self.timer.is_none() {
-            self.timer = Some((ctx.now + self.timeout, cpu));
+            let at = match self.jiffies {
+                Some(j) => j.deadline(ctx.now),
+                None => ctx.now + self.timeout,
+            };
+            self.timer = Some((at, cpu));
             self.stats.timer_arms += 1;
         }
         result
