@@ -474,3 +474,44 @@ fn lazy_frees_wait_for_the_timer_and_land_on_its_cpu() {
     let strict = run(&t, &opts()).unwrap();
     assert!(strict.one_step.exact < 6, "{:?}", strict.mismatch_kinds);
 }
+
+/// `iommu_create_device_direct_mappings` (drivers/iommu/iommu.c) maps a device's
+/// `IOMMU_RESV_DIRECT` regions identity (IOVA = physical address) with `iommu_map` when it
+/// joins its default domain: an `iommu:map` no DMA-API call made and no `dma_*` event closes
+/// (on q35, intel/iommu.c's floppy workaround maps the ISA bridge's first 16 MiB; it is the
+/// first event of every boot-time trace). It is not an allocation: the next, non-contiguous
+/// `iommu:map` of the CPU starts a new run, and the direct mapping is counted, not replayed.
+#[test]
+fn direct_mappings_are_not_allocations() {
+    let mut t = Trace::new(Some(1));
+    t.event(
+        0,
+        "map: IOMMU: iova=0x0000000000000000 - 0x0000000001000000 paddr=0x0000000000000000 size=16777216",
+    );
+    t.map(0, DISK, 0xffff_f000, 1);
+    t.map(0, DISK, 0xffff_e000, 1);
+    // And one still open at the end of the trace.
+    t.event(
+        0,
+        "map: IOMMU: iova=0x00000000000a0000 - 0x00000000000c0000 paddr=0x00000000000a0000 size=131072",
+    );
+    let r = run(&t, &opts()).unwrap();
+    assert_eq!(
+        (r.allocations, r.one_step.exact, r.open_loop.exact),
+        (2, 2, 2)
+    );
+    assert_eq!(r.direct_mappings, 2);
+    assert_eq!(r.skipped.total(), 0);
+    // An identity run that a dma_map_* closes is an allocation like any other.
+    let mut t = Trace::new(Some(1));
+    t.event(
+        0,
+        "map: IOMMU: iova=0x00000000ffffe000 - 0x00000000fffff000 paddr=0x00000000ffffe000 size=4096",
+    );
+    t.event(
+        0,
+        &format!("dma_map_page: {DISK} dir=TO_DEVICE dma_addr=ffffe000 size=4096 phys_addr=ffffe000 attrs="),
+    );
+    let r = run(&t, &opts()).unwrap();
+    assert_eq!((r.allocations, r.direct_mappings), (1, 0));
+}
