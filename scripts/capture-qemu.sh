@@ -161,6 +161,14 @@ scenario_capture() {
         done
     done
     echo "SCENARIO=$SCENARIO" >"$ROOT/scenario.env"
+    # yassour-httpd's pages: 100 files of 2-64 KiB (sizes from a fixed-seed LCG: 2^k KiB
+    # times 1 to 2, k = 1..5), random bytes.
+    local i x=2010 base
+    for i in $(seq 0 99); do
+        x=$(((x * 1103515245 + 12345) % 2147483648))
+        base=$((2048 << (x % 5)))
+        head -c $((base + (x >> 7) % base)) /dev/urandom >"$ROOT/www/p$i.html"
+    done
 
     cat >"$ROOT/init" <<'EOF'
 #!/bin/busybox sh
@@ -260,9 +268,7 @@ yassour-tcp)
     ifconfig $E down
     ;;
 yassour-httpd)
-    # 100 static pages, 2-64 KiB, log-uniform sizes from a fixed seed (S1.9: static wiki pages).
-    awk 'BEGIN { srand(2010); for (i = 0; i < 100; i++) printf "%d %d\n", i, int(2048 * exp(rand() * log(32))) }' |
-        while read -r i n; do head -c $n /dev/urandom >/www/p$i.html; done
+    # /www: the host put 100 static pages there (S1.9: static wiki pages).
     say "pages: $(ls /www | wc -l) files, $(du -sk /www | cut -f1) KiB"
     e1000e_up
     httpd -p 80 -h /www
@@ -324,9 +330,13 @@ EOF
             iperf3 -c 127.0.0.1 -p "$IPERF_PORT" -R -w 64K -n 48M >>"$OUT/host.log" 2>&1
             ;;
         yassour-httpd)
-            # 400 requests, page i with probability rising towards page 0 (i = 100 u^2).
-            local n=0 code
-            for i in $(awk 'BEGIN { srand(1); for (k = 0; k < 400; k++) print int(100 * rand() ^ 2) }'); do
+            # 400 requests, one connection each; page i = 100 u^2 for u uniform in [0, 1)
+            # from a fixed-seed LCG, so low-numbered pages are the popular ones.
+            local n=0 code k x=1 u
+            for k in $(seq 1 400); do
+                x=$(((x * 1103515245 + 12345) % 2147483648))
+                u=$(((x >> 16) % 1000))
+                i=$((u * u / 10000))
                 code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$HTTP_PORT/p$i.html")
                 [ "$code" = 200 ] && n=$((n + 1))
             done
