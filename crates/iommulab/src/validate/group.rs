@@ -52,6 +52,8 @@ enum Owner {
     Device(u16),
     /// Dropped (lenient mode): counted, not applied.
     Skipped,
+    /// Moved to a later place in the queue (a free claimed by its `dma_unmap_page`).
+    Moved,
 }
 
 /// One allocator call.
@@ -74,7 +76,7 @@ impl Op {
     pub fn device(&self) -> u16 {
         match self.owner {
             Owner::Device(d) => d,
-            Owner::Unknown | Owner::Skipped => u16::MAX,
+            Owner::Unknown | Owner::Skipped | Owner::Moved => u16::MAX,
         }
     }
 
@@ -292,12 +294,19 @@ impl Grouper {
                 let cpu = e.cpu;
                 let waiting = std::mem::take(&mut self.cpu(cpu).waiting_frees);
                 let mut rest = Vec::with_capacity(waiting.len());
-                let mut claimed = false;
+                let mut claimed = None;
                 for &seq in waiting.iter().rev() {
                     match self.at(seq) {
-                        Some(op) if !claimed && op.contains(dma) => {
-                            op.owner = Owner::Device(e.device);
-                            claimed = true;
+                        Some(op) if claimed.is_none() && op.contains(dma) => {
+                            // `__iommu_dma_unmap` traces `iommu:unmap`, then syncs the IOTLB
+                            // and frees the range (`iommu_dma_free_iova`); `dma_unmap_page`
+                            // is traced after it returns. The free belongs here, after
+                            // whatever an interrupt or the other CPU did in between.
+                            let mut moved = *op;
+                            op.owner = Owner::Moved;
+                            moved.owner = Owner::Device(e.device);
+                            moved.time_ns = e.time_ns;
+                            claimed = Some(moved);
                         }
                         Some(_) => rest.push(seq),
                         None => {}
@@ -305,6 +314,10 @@ impl Grouper {
                 }
                 rest.reverse();
                 self.cpu(cpu).waiting_frees = rest;
+                if let Some(op) = claimed {
+                    self.push(op);
+                    return self.bound(path);
+                }
             }
             EventKind::UnmapSg | EventKind::Free => {
                 let dev = e.device;
@@ -329,7 +342,7 @@ impl Grouper {
                 self.queue[0].owner = Owner::Skipped;
             }
             // Resolved heads leave through `pop_ready`; a skipped one is dropped here.
-            if self.queue[0].owner == Owner::Skipped {
+            if matches!(self.queue[0].owner, Owner::Skipped | Owner::Moved) {
                 self.queue.pop_front();
                 self.base += 1;
             } else {
@@ -352,7 +365,7 @@ impl Grouper {
             let head = *self.queue.front()?;
             match head.owner {
                 Owner::Unknown => return None,
-                Owner::Skipped => {
+                Owner::Skipped | Owner::Moved => {
                     self.queue.pop_front();
                     self.base += 1;
                 }
