@@ -11,6 +11,9 @@
 //!   traced after the unmap (`kernel/dma/mapping.c`), so the CPU's next one whose DMA address
 //!   lies in the range names the device; `dma_unmap_sg` and `dma_free` are traced on entry,
 //!   before it, so an `iommu:unmap` right after one of them on the same CPU is that call's.
+//!   The range goes back to the allocator in between (`__iommu_dma_unmap`: `iommu:unmap`,
+//!   the IOTLB sync, `iommu_dma_free_iova`), so a free claimed by a `dma_unmap_page` takes
+//!   its place in order there, after anything an interrupt or another CPU did meanwhile.
 //!
 //! - A **direct mapping** is a run of identity `iommu:map` events (IOVA = physical address)
 //!   that the CPU's next `iommu:map` does not continue (or the trace's end closes) with no
