@@ -476,10 +476,10 @@ fn lazy_frees_wait_for_the_timer_and_land_on_its_cpu() {
 }
 
 /// `iommu_create_device_direct_mappings` (drivers/iommu/iommu.c) maps a device's
-/// `IOMMU_RESV_DIRECT` regions identity (IOVA = physical address) with `iommu_map` when it
-/// joins its default domain: an `iommu:map` no DMA-API call made and no `dma_*` event closes
-/// (on q35, intel/iommu.c's floppy workaround maps the ISA bridge's first 16 MiB; it is the
-/// first event of every boot-time trace). It is not an allocation: the next, non-contiguous
+/// `IOMMU_RESV_DIRECT(_RELAXABLE)` regions identity (IOVA = physical address) with
+/// `iommu_map` when it joins its default domain: an `iommu:map` no DMA-API call made and no
+/// `dma_*` event closes (on q35, intel/iommu.c's floppy workaround maps the ISA bridge's
+/// first 16 MiB; it is the first event of every boot-time trace). It is not an allocation: the next, non-contiguous
 /// `iommu:map` of the CPU starts a new run, and the direct mapping is counted, not replayed.
 #[test]
 fn direct_mappings_are_not_allocations() {

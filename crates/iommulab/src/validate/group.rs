@@ -18,9 +18,10 @@
 //! - A **direct mapping** is a run of identity `iommu:map` events (IOVA = physical address)
 //!   that the CPU's next `iommu:map` does not continue (or the trace's end closes) with no
 //!   `dma_*` event in between: `iommu_create_device_direct_mappings` (drivers/iommu/iommu.c)
-//!   maps a device's `IOMMU_RESV_DIRECT` regions (on q35 the ISA bridge's first 16 MiB, the
-//!   floppy workaround of intel/iommu.c) with `iommu_map` when the device joins its default
-//!   domain, outside the DMA API and the IOVA allocator. It is counted, not replayed.
+//!   maps a device's direct regions (`IOMMU_RESV_DIRECT`, `_RELAXABLE`; on q35 the ISA
+//!   bridge's first 16 MiB, the floppy workaround of intel/iommu.c) with `iommu_map` when the
+//!   device joins its default domain, outside the DMA API and the IOVA allocator. It is
+//!   counted, not replayed.
 //!
 //! Calls wait in a queue until their device is known and leave it in trace order, so one
 //! domain's allocations and frees reach the model in the order the kernel made them even when
