@@ -24,6 +24,27 @@
 # Environment: KPKG (a kernel package name, default: what bookworm-backports'
 # linux-image-cloud-amd64 depends on now), TIMEOUT (seconds for QEMU, default 1800),
 # NET_PORT (the loopback UDP port, default 47361).
+#
+# SCENARIO selects what the guest does; unset or `default` is the run described above, which
+# made the first committed trace. The others (docs/capture.md §8) trace from the kernel
+# command line, so from a cold start before any driver probes, and use the generic Debian
+# kernel (linux-image-amd64: the cloud flavour has no e1000e). Each writes
+# OUTDIR/SCENARIO-KREL.txt.zst:
+#
+#   probe          nvme, 2 virtio-blk, virtio-net, e1000e probed with tracing on; a few reads
+#                  and pings; strict (iommu.strict=1)
+#   fio            probe, then fio O_DIRECT random reads/writes (libaio, several block sizes and
+#                  iodepths) on NVMe and virtio-blk, and iperf3 both ways on the e1000e; strict
+#   lazy           fio, with iommu.strict=0 (the flush queue)
+#   yassour-tcp    S1.9's netperf TCP_STREAM send stand-in: the guest sends a TCP stream with a
+#                  64 KiB socket buffer (iperf3 -w 64K) over the e1000e (TSO on); strict
+#   yassour-httpd  S1.9's Apache stand-in: busybox httpd in the guest serves static pages over
+#                  the e1000e to curl on the host; strict
+#
+# The e1000e's peer is the host, through QEMU user networking with restrict=on (the guest can
+# reach nothing; only the host's connections to 127.0.0.1 ports forwarded into the guest
+# pass): IPERF_PORT (default 47362), HTTP_PORT (47363), DONE_PORT (47364). SMP (vCPUs,
+# default 1) and MEM (default 2G) apply to these scenarios.
 set -euo pipefail
 
 OUT=${1:?usage: capture-qemu.sh OUTDIR}
@@ -32,6 +53,12 @@ OUT=$(cd "$OUT" && pwd)
 WORK=$OUT/work
 TIMEOUT=${TIMEOUT:-1800}
 NET_PORT=${NET_PORT:-47361}
+SCENARIO=${SCENARIO:-default}
+case $SCENARIO in
+default) KMETA=linux-image-cloud-amd64 ;;
+probe | fio | lazy | yassour-tcp | yassour-httpd) KMETA=linux-image-amd64 ;;
+*) echo "unknown SCENARIO '$SCENARIO' (default, probe, fio, lazy, yassour-tcp, yassour-httpd)" >&2; exit 2 ;;
+esac
 rm -rf "$WORK"
 mkdir -p "$WORK"
 
@@ -58,6 +85,13 @@ command -v qemu-system-x86_64 >/dev/null || need+=(qemu-system-x86)
 dpkg -s busybox-static >/dev/null 2>&1 || need+=(busybox-static)
 command -v zstd >/dev/null || need+=(zstd)
 command -v xz >/dev/null || need+=(xz-utils)
+if [ "$SCENARIO" != default ]; then
+    command -v depmod >/dev/null || need+=(kmod)
+    command -v fio >/dev/null || need+=(fio)
+    command -v iperf3 >/dev/null || need+=(iperf3)
+    command -v ethtool >/dev/null || need+=(ethtool)
+    command -v curl >/dev/null || need+=(curl)
+fi
 if [ ${#need[@]} -gt 0 ]; then
     log "installing ${need[*]}"
     # A backports qemu-utils on the host conflicts with bookworm's qemu-system-x86: then take
@@ -67,7 +101,7 @@ if [ ${#need[@]} -gt 0 ]; then
 fi
 
 if [ -z "${KPKG:-}" ]; then
-    KPKG=$(apt-cache depends -t bookworm-backports linux-image-cloud-amd64 |
+    KPKG=$(apt-cache depends -t bookworm-backports $KMETA |
         sed -n 's/^ *Depends: \(linux-image-[0-9].*\)$/\1/p' | head -n1)
 fi
 [ -n "$KPKG" ] || { echo "no kernel package found in bookworm-backports" >&2; exit 1; }
@@ -83,6 +117,279 @@ MODDIR=$WORK/kernel/lib/modules/$KREL/kernel
 for opt in CONFIG_INTEL_IOMMU=y CONFIG_EVENT_TRACING=y CONFIG_VIRTIO_PCI=y; do
     grep -qx "$opt" "$WORK/kernel/boot/config-$KREL" || { echo "$KREL lacks $opt" >&2; exit 1; }
 done
+
+# --- Scenarios other than the default (docs/capture.md §8) ------------------------------------
+# The same steps as sections 2-4 below for the default run, with tracing turned on by the
+# kernel command line instead of by /init, more devices, and a host side for the network.
+scenario_capture() {
+    local SMP=${SMP:-1} MEM=${MEM:-2G}
+    local IPERF_PORT=${IPERF_PORT:-47362} HTTP_PORT=${HTTP_PORT:-47363} DONE_PORT=${DONE_PORT:-47364}
+    local STRICT=1 BUF_MB=192
+    [ "$SCENARIO" = lazy ] && STRICT=0
+    # Per-CPU ring buffer: 192 MiB failed to allocate for a second CPU at boot in a 2 GiB
+    # guest ("failed to allocate ring buffer on CPU 1", and the CPU stays offline).
+    case $SCENARIO in probe) BUF_MB=32 ;; fio | lazy) BUF_MB=96 ;; esac
+
+    log "building the initramfs ($SCENARIO)"
+    local ROOT=$WORK/initramfs
+    mkdir -p "$ROOT"/{bin,dev,proc,sys,tmp,mnt,modules,www}
+    cp /bin/busybox "$ROOT/bin/busybox"
+    # Modules and their dependencies in load order, from the package's own modules.dep.
+    depmod -b "$WORK/kernel" "$KREL"
+    local m f name
+    for m in nvme virtio_blk virtio_net e1000e; do
+        modprobe -d "$WORK/kernel" -S "$KREL" --show-depends "$m" | sed -n 's/^insmod \([^ ]*\).*/\1/p'
+    done | awk '!seen[$0]++' | while read -r f; do
+        name=$(basename "$f")
+        name=${name%%.ko*}
+        case $f in
+        *.ko.xz) xz -dc "$f" >"$ROOT/modules/$name.ko" ;;
+        *.ko.zst) zstd -qdc "$f" >"$ROOT/modules/$name.ko" ;;
+        *) cp "$f" "$ROOT/modules/$name.ko" ;;
+        esac
+        echo "$name" >>"$ROOT/modules/order"
+    done
+    # Dynamically linked tools with the libraries ldd lists, at the same paths.
+    local tools=(/usr/sbin/ethtool)
+    case $SCENARIO in
+    fio | lazy) tools+=(/usr/bin/fio /usr/bin/iperf3) ;;
+    yassour-tcp) tools+=(/usr/bin/iperf3) ;;
+    esac
+    local t lib
+    for t in "${tools[@]}"; do
+        cp --parents -L "$t" "$ROOT"
+        for lib in $(ldd "$t" | grep -o '/[^ ]*'); do
+            [ -e "$ROOT$lib" ] || cp --parents -L "$lib" "$ROOT"
+        done
+    done
+    printf 'SCENARIO=%s\nSMP=%s\n' "$SCENARIO" "$SMP" >"$ROOT/scenario.env"
+    # yassour-httpd's pages: 100 files of 2-64 KiB (sizes from a fixed-seed LCG: 2^k KiB
+    # times 1 to 2, k = 1..5), random bytes.
+    local i x=2010 base
+    for i in $(seq 0 99); do
+        x=$(((x * 1103515245 + 12345) % 2147483648))
+        base=$((2048 << (x % 5)))
+        head -c $((base + (x >> 7) % base)) /dev/urandom >"$ROOT/www/p$i.html"
+    done
+
+    cat >"$ROOT/init" <<'EOF'
+#!/bin/busybox sh
+/bin/busybox --install -s /bin
+export PATH=/bin:/usr/bin:/usr/sbin
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t devtmpfs devtmpfs /dev
+mount -t tracefs nodev /sys/kernel/tracing
+. /scenario.env
+T=/sys/kernel/tracing
+say() { echo "capture: $*" >/dev/console; }
+# The network interface a driver (e1000e, virtio_net) made.
+nic() { for n in /sys/class/net/*; do
+    [ "$(basename "$(readlink -f $n/device/driver 2>/dev/null)")" = "$1" ] && basename $n; done; }
+
+say "scenario $SCENARIO, kernel $(uname -r): $(cat /proc/cmdline)"
+say "tracing since boot: tracing_on $(cat $T/tracing_on), clock $(sed 's/.*\[\(.*\)\].*/\1/' $T/trace_clock), buffer $(cat $T/buffer_size_kb) KiB per CPU, $(grep -c . $T/set_event) events, $(cat $T/options/overwrite) overwrite"
+say "iommu groups: $(ls /sys/kernel/iommu_groups | wc -l); cpus $(grep -c ^processor /proc/cpuinfo)"
+[ "$(grep -c ^processor /proc/cpuinfo)" = "$SMP" ] || { say "only $(grep -c ^processor /proc/cpuinfo) of $SMP CPUs online"; poweroff -f; }
+
+for m in $(cat /modules/order); do insmod /modules/$m.ko; done
+for i in $(seq 1 200); do
+    [ -b /dev/vda ] && [ -b /dev/vdb ] && [ -b /dev/nvme0n1 ] && [ -n "$(nic e1000e)" ] && break
+    sleep 0.1
+done
+[ -b /dev/vdb ] || { say "no /dev/vdb"; poweroff -f; }
+for d in /sys/bus/pci/devices/*; do
+    drv=none
+    [ -e $d/driver ] && drv=$(basename "$(readlink -f $d/driver)")
+    say "$(basename $d) $(cat $d/vendor):$(cat $d/device) driver $drv iommu_group $(basename "$(readlink -f $d/iommu_group)")"
+done
+E=$(nic e1000e)
+V=$(nic virtio_net)
+say "e1000e $E, virtio_net $V"
+
+# virtio-net: pings to a made-up neighbour, looped back by QEMU's socket netdev (as default).
+vnet_ping() {
+    ifconfig $V 169.254.77.1 netmask 255.255.0.0 up
+    arp -s 169.254.77.2 52:54:00:00:77:02
+    ping -c 8 -i 0.2 -s 1200 169.254.77.2 >/dev/null 2>&1
+    ping -c 8 -i 0.2 -s 56 169.254.77.2 >/dev/null 2>&1
+    ifconfig $V down
+}
+# e1000e on QEMU user networking (10.0.2.0/24; the host reaches the guest only through the
+# forwarded ports). The driver's offloads as it set them.
+e1000e_up() {
+    ifconfig $E 10.0.2.15 netmask 255.255.255.0 up
+    for i in $(seq 1 50); do grep -q 1 /sys/class/net/$E/carrier 2>/dev/null && break; sleep 0.1; done
+    say "$E: $(ethtool -k $E | grep -e 'tcp-segmentation-offload:' -e 'scatter-gather:' -e 'generic-segmentation' | tr -s '\t\n' '  ')"
+}
+# Wait until the host closes the run (it connects to the forwarded DONE port).
+wait_host() { say "net ready"; nc -l -p 7000 </dev/null >/dev/null 2>&1; say "host done"; }
+
+case $SCENARIO in
+probe)
+    say "probe: a few reads"
+    dd if=/dev/vda of=/dev/null bs=4096 count=16 iflag=direct 2>/dev/null
+    dd if=/dev/vda of=/dev/null bs=65536 count=4 iflag=direct 2>/dev/null
+    dd if=/dev/nvme0n1 of=/dev/null bs=4096 count=16 iflag=direct 2>/dev/null
+    dd if=/dev/nvme0n1 of=/dev/null bs=131072 count=4 iflag=direct 2>/dev/null
+    vnet_ping
+    e1000e_up
+    sleep 1
+    ifconfig $E down
+    ;;
+fio | lazy)
+    # fio: O_DIRECT, libaio; each job a fixed number of I/Os (so the run's length does not
+    # depend on the host's speed); numjobs=2 where there are 2 CPUs to spread over.
+    J=1
+    [ "$(grep -c ^processor /proc/cpuinfo)" -gt 1 ] && J=2
+    for dev in /dev/nvme0n1 /dev/vda; do
+        for spec in "randread 4k 1 2000" "randread 4k 32 4000" "randwrite 4k 16 2000" \
+            "randread 16k 8 2000" "randrw 64k 8 1000" "randwrite 128k 4 500" "randread 1m 2 200"; do
+            set -- $spec
+            r=$(fio --name=j --filename=$dev --direct=1 --ioengine=libaio --thread \
+                --rw=$1 --bs=$2 --iodepth=$3 --number_ios=$4 --size=192M --numjobs=$J \
+                --group_reporting --minimal 2>&1 | awk -F';' '{ print "read " $6 " KiB " $8 " IOPS, write " $47 " KiB " $49 " IOPS" }')
+            say "fio $dev $1 bs=$2 iodepth=$3 number_ios=$4 numjobs=$J: $r"
+        done
+    done
+    vnet_ping
+    e1000e_up
+    iperf3 -s -p 5201 >/dev/null 2>&1 &
+    wait_host
+    kill $!
+    ifconfig $E down
+    ;;
+yassour-tcp)
+    e1000e_up
+    # iperf3's server in reverse mode is the sender: the host's `iperf3 -c -R -w 64K` makes it
+    # set SO_SNDBUF (and SO_RCVBUF) to 64 KiB on its data socket; -J reports what it got.
+    iperf3 -s -1 -p 5201 -J >/tmp/iperf3.json 2>&1 &
+    P=$!
+    say "net ready"
+    wait $P
+    say "iperf3 server: $(grep -e '"sock_bufsize"' -e '"sndbuf_actual"' -e '"rcvbuf_actual"' -e '"bytes"' -e '"bits_per_second"' /tmp/iperf3.json | head -n 8 | tr -s ' \n' ' ')"
+    ifconfig $E down
+    ;;
+yassour-httpd)
+    # /www: the host put 100 static pages there (S1.9: static wiki pages).
+    say "pages: $(ls /www | wc -l) files, $(du -sk /www | cut -f1) KiB"
+    e1000e_up
+    httpd -p 80 -h /www
+    wait_host
+    ifconfig $E down
+    ;;
+esac
+
+echo 0 > $T/tracing_on
+say "$(grep -m1 entries-in-buffer $T/trace)"
+for c in $T/per_cpu/cpu*; do say "$(basename $c): $(grep -e overrun -e dropped $c/stats | tr '\n' ' ')"; done
+say "events: $(grep -vc '^#' $T/trace) lines; $(grep -c LOST $T/trace) lost markers"
+cat $T/trace > /dev/vdb
+sync
+say "trace written"
+poweroff -f
+EOF
+    chmod +x "$ROOT/init"
+    # Not compressed: fio's libraries are ~80 MB, which TCG would take long to inflate.
+    (cd "$ROOT" && find . | busybox cpio -o -H newc 2>/dev/null) >"$WORK/initramfs.cpio"
+
+    truncate -s 256M "$WORK/data.img"
+    truncate -s 1G "$WORK/trace.img"
+    truncate -s 256M "$WORK/nvme.img"
+    APPEND="console=ttyS0 intel_iommu=on iommu.strict=$STRICT panic=-1 trace_event=dma:*,iommu:map,iommu:unmap trace_buf_size=${BUF_MB}M trace_clock=mono trace_options=nooverwrite"
+    QEMU=(qemu-system-x86_64
+        -machine q35 -accel tcg -cpu max -smp "$SMP" -m "$MEM"
+        -device intel-iommu,intremap=off
+        -kernel "$VMLINUZ" -initrd "$WORK/initramfs.cpio" -append "$APPEND"
+        -drive file="$WORK/data.img",if=none,id=d0,format=raw,cache=unsafe
+        -device virtio-blk-pci,drive=d0,iommu_platform=on,disable-legacy=on
+        -drive file="$WORK/trace.img",if=none,id=d1,format=raw
+        -device virtio-blk-pci,drive=d1,iommu_platform=on,disable-legacy=on
+        -drive file="$WORK/nvme.img",if=none,id=d2,format=raw,cache=unsafe
+        -device nvme,serial=iommulab0,drive=d2
+        -netdev socket,id=n0,udp=127.0.0.1:$NET_PORT,localaddr=127.0.0.1:$NET_PORT
+        -device virtio-net-pci,netdev=n0,iommu_platform=on,disable-legacy=on,mac=52:54:00:00:77:01
+        -netdev "user,id=n1,restrict=on,net=10.0.2.0/24,hostfwd=tcp:127.0.0.1:$IPERF_PORT-10.0.2.15:5201,hostfwd=tcp:127.0.0.1:$HTTP_PORT-10.0.2.15:80,hostfwd=tcp:127.0.0.1:$DONE_PORT-10.0.2.15:7000"
+        -device e1000e,netdev=n1,mac=52:54:00:00:77:11
+        -display none -no-reboot -nodefaults -serial stdio)
+    log "booting $KREL under QEMU (TCG, $SMP vCPU; timeout ${TIMEOUT}s)"
+    local start elapsed qpid
+    start=$(date +%s)
+    : >"$OUT/host.log"
+    timeout "$TIMEOUT" "${QEMU[@]}" </dev/null >"$OUT/console.log" 2>&1 &
+    qpid=$!
+    # The host side: wait for the guest's "net ready", then drive the traffic.
+    if [ "$SCENARIO" != probe ]; then
+        until grep -q 'capture: net ready' "$OUT/console.log"; do
+            kill -0 $qpid 2>/dev/null || break
+            sleep 1
+        done
+        case $SCENARIO in
+        fio | lazy)
+            # 16 MiB to the guest, then 16 MiB from it. iperf3 3.12's server, right after a
+            # test, may drop the next control connection: then try again.
+            local dir try
+            for dir in "" -R; do
+                for try in 1 2 3 4 5; do
+                    iperf3 -c 127.0.0.1 -p "$IPERF_PORT" -n 16M $dir >>"$OUT/host.log" 2>&1 && break
+                    sleep 2
+                done
+            done
+            ;;
+        yassour-tcp)
+            iperf3 -c 127.0.0.1 -p "$IPERF_PORT" -R -w 64K -n 48M >>"$OUT/host.log" 2>&1
+            ;;
+        yassour-httpd)
+            # 400 requests, one connection each; page i = 100 u^2 for u uniform in [0, 1)
+            # from a fixed-seed LCG, so low-numbered pages are the popular ones.
+            local n=0 code k x=1 u
+            for k in $(seq 1 400); do
+                x=$(((x * 1103515245 + 12345) % 2147483648))
+                u=$(((x >> 16) % 1000))
+                i=$((u * u / 10000))
+                code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$HTTP_PORT/p$i.html")
+                [ "$code" = 200 ] && n=$((n + 1))
+            done
+            echo "curl: $n of 400 requests answered 200" >>"$OUT/host.log"
+            ;;
+        esac
+        if [ "$SCENARIO" != yassour-tcp ]; then
+            (exec 3<>"/dev/tcp/127.0.0.1/$DONE_PORT" && echo done >&3) || true
+        fi
+    fi
+    wait $qpid || {
+        echo "QEMU failed or timed out; see $OUT/console.log" >&2
+        tail -n 20 "$OUT/console.log" >&2
+        exit 1
+    }
+    elapsed=$(($(date +%s) - start))
+    grep -q 'capture: trace written' "$OUT/console.log" || {
+        echo "the guest did not write the trace; see $OUT/console.log" >&2
+        exit 1
+    }
+    local NAME=$SCENARIO-$KREL.txt
+    tr -d '\000' <"$WORK/trace.img" >"$WORK/$NAME"
+    zstd -q -19 -T0 -f "$WORK/$NAME" -o "$OUT/$NAME.zst"
+    {
+        echo "scenario: $SCENARIO"
+        echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+        echo "kernel package: $KPKG $KVERSION"
+        echo "kernel release: $KREL"
+        echo "qemu: $(qemu-system-x86_64 --version | head -n1)"
+        echo "busybox: $(busybox | head -n1)"
+        for t in fio iperf3 ethtool curl; do echo "$t: $(dpkg-query -W -f='${Version}' $t)"; done
+        echo "guest run time: ${elapsed}s"
+        echo "kernel command line: $APPEND"
+        echo "qemu command line: ${QEMU[*]}"
+        echo "trace: $NAME.zst, $(wc -l <"$WORK/$NAME") lines, $(wc -c <"$WORK/$NAME") bytes uncompressed, $(wc -c <"$OUT/$NAME.zst") compressed"
+        grep 'capture: ' "$OUT/console.log" | grep -e entries-in-buffer -e 'lost markers' -e overrun
+        cat "$OUT/host.log"
+    } | tee "$OUT/versions.txt" >&2
+}
+if [ "$SCENARIO" != default ]; then
+    scenario_capture
+    exit 0
+fi
 
 # --- 2. The initramfs ---------------------------------------------------------------------------
 log "building the initramfs"

@@ -10,6 +10,7 @@ import pytest
 import iommulab
 
 QEMU = Path(__file__).parents[2] / "traces" / "qemu-virtio-6.12.95+deb12-cloud-amd64.txt.zst"
+PROBE = Path(__file__).parents[2] / "traces" / "probe-6.12.95+deb12-amd64.txt.zst"
 
 # A 64-bit PCI device's first two pages, top-down from 4 GiB; the freed first page comes back
 # from CPU 0's magazine; then a "kernel" choice the model would not make.
@@ -36,6 +37,15 @@ def test_validate_real_trace_matches_the_cli_numbers() -> None:
     assert r["one_step_rate"] >= 0.97
     assert all(d["one_step_rate"] >= 0.97 for d in r["devices"])
     assert r["mismatch_kinds"]["one_step"] == {"free_in_tree": 1}
+
+
+def test_validate_cold_boot_probe_trace_is_exact() -> None:
+    # A boot-time trace on 2 CPUs (traces/README.md): every allocation predicted, both modes.
+    r = iommulab.validate(PROBE)
+    assert (r["allocations"], r["frees"], r["cpus"]) == (792, 522, 2)
+    assert r["one_step_rate"] == 1.0 and r["open_loop_rate"] == 1.0
+    assert r["direct_mappings"] == 1
+    assert all(d["one_step_rate"] == 1.0 for d in r["devices"])
 
 
 def test_validate_hand_trace(tmp_path: Path) -> None:

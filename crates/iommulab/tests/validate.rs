@@ -474,3 +474,280 @@ fn lazy_frees_wait_for_the_timer_and_land_on_its_cpu() {
     let strict = run(&t, &opts()).unwrap();
     assert!(strict.one_step.exact < 6, "{:?}", strict.mismatch_kinds);
 }
+
+/// `iommu_create_device_direct_mappings` (drivers/iommu/iommu.c) maps a device's
+/// `IOMMU_RESV_DIRECT(_RELAXABLE)` regions identity (IOVA = physical address) with
+/// `iommu_map` when it joins its default domain: an `iommu:map` no DMA-API call made and no
+/// `dma_*` event closes (on q35, intel/iommu.c's floppy workaround maps the ISA bridge's
+/// first 16 MiB; it is the first event of every boot-time trace). It is not an allocation: the next, non-contiguous
+/// `iommu:map` of the CPU starts a new run, and the direct mapping is counted, not replayed.
+#[test]
+fn direct_mappings_are_not_allocations() {
+    let mut t = Trace::new(Some(1));
+    t.event(
+        0,
+        "map: IOMMU: iova=0x0000000000000000 - 0x0000000001000000 paddr=0x0000000000000000 size=16777216",
+    );
+    t.map(0, DISK, 0xffff_f000, 1);
+    t.map(0, DISK, 0xffff_e000, 1);
+    // And one still open at the end of the trace.
+    t.event(
+        0,
+        "map: IOMMU: iova=0x00000000000a0000 - 0x00000000000c0000 paddr=0x00000000000a0000 size=131072",
+    );
+    let r = run(&t, &opts()).unwrap();
+    assert_eq!(
+        (r.allocations, r.one_step.exact, r.open_loop.exact),
+        (2, 2, 2)
+    );
+    assert_eq!(r.direct_mappings, 2);
+    assert_eq!(r.skipped.total(), 0);
+    // An identity run that a dma_map_* closes is an allocation like any other.
+    let mut t = Trace::new(Some(1));
+    t.event(
+        0,
+        "map: IOMMU: iova=0x00000000ffffe000 - 0x00000000fffff000 paddr=0x00000000ffffe000 size=4096",
+    );
+    t.event(
+        0,
+        &format!("dma_map_page: {DISK} dir=TO_DEVICE dma_addr=ffffe000 size=4096 phys_addr=ffffe000 attrs="),
+    );
+    let r = run(&t, &opts()).unwrap();
+    assert_eq!((r.allocations, r.direct_mappings), (1, 0));
+}
+
+fn committed(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../traces")
+        .join(name)
+}
+
+/// What one committed boot-time trace scores (traces/README.md, docs/validation.md §5):
+/// allocations, frees, one-step and open-loop exact matches, the one-step mismatch kinds,
+/// and the one direct mapping (the ISA bridge's 16 MiB, the first line).
+struct Expected {
+    trace: &'static str,
+    lazy: bool,
+    cpus: usize,
+    allocations: u64,
+    frees: u64,
+    one_step: u64,
+    open_loop: u64,
+    one_step_kinds: &'static [(&'static str, u64)],
+}
+
+fn check_committed(e: &Expected) -> ValidateReport {
+    let o = ValidateOptions {
+        lazy: e.lazy,
+        ..opts()
+    };
+    let r = validate(&committed(e.trace), &o).unwrap();
+    assert_eq!(
+        (r.allocations, r.frees, r.cpus),
+        (e.allocations, e.frees, e.cpus),
+        "{}",
+        e.trace
+    );
+    assert_eq!(
+        (r.one_step.exact, r.open_loop.exact),
+        (e.one_step, e.open_loop),
+        "{}: {:?}",
+        e.trace,
+        r.mismatch_kinds
+    );
+    let kinds: serde_json::Value = serde_json::to_value(&r.mismatch_kinds).unwrap();
+    let want: serde_json::Map<String, serde_json::Value> = e
+        .one_step_kinds
+        .iter()
+        .map(|&(k, n)| (k.to_owned(), n.into()))
+        .collect();
+    assert_eq!(
+        kinds["one_step"],
+        serde_json::Value::Object(want),
+        "{}",
+        e.trace
+    );
+    assert_eq!(
+        (r.direct_mappings, r.skipped.total()),
+        (1, 0),
+        "{}",
+        e.trace
+    );
+    r
+}
+
+/// A cold boot traced from the kernel command line, 2 CPUs, strict: every allocation of all
+/// five devices predicted exactly in both modes (issue 12: 100% on cold-start probe traces).
+#[test]
+fn committed_probe_trace_is_predicted_exactly() {
+    let r = check_committed(&Expected {
+        trace: "probe-6.12.95+deb12-amd64.txt.zst",
+        lazy: false,
+        cpus: 2,
+        allocations: 792,
+        frees: 522,
+        one_step: 792,
+        open_loop: 792,
+        one_step_kinds: &[],
+    });
+    assert_eq!(r.devices.len(), 5);
+    assert_eq!(r.one_step_rate, Some(1.0));
+    assert_eq!(r.open_loop_rate, Some(1.0));
+}
+
+/// S1.9's TCP send stand-in (e1000e, 1 CPU, strict). The three one-step misses are the
+/// e1000e's: an interrupt's frees traced between a receive-refill's `alloc_iova_fast` and its
+/// `iommu:map`, so the trace shows them before an allocation that came first (traces/README.md).
+#[test]
+fn committed_yassour_tcp_trace() {
+    let r = check_committed(&Expected {
+        trace: "yassour-tcp-6.12.95+deb12-amd64.txt.zst",
+        lazy: false,
+        cpus: 1,
+        allocations: 40_932,
+        frees: 40_921,
+        one_step: 40_929,
+        open_loop: 40_587,
+        one_step_kinds: &[("this_cpu_cache", 3)],
+    });
+    assert!(r.one_step_rate.unwrap() >= 0.97);
+    for d in &r.devices {
+        if d.device != "0000:00:05.0" {
+            assert_eq!(d.one_step.exact, d.allocations, "{d:?}");
+        }
+    }
+}
+
+/// S1.9's static web pages stand-in (busybox httpd, e1000e, 1 CPU, strict): every allocation
+/// predicted in both modes once frees take effect at their `dma_unmap_page` (its two
+/// one-step misses before were an interrupt inside a softirq's unmap).
+#[test]
+fn committed_yassour_httpd_trace() {
+    let r = check_committed(&Expected {
+        trace: "yassour-httpd-6.12.95+deb12-amd64.txt.zst",
+        lazy: false,
+        cpus: 1,
+        allocations: 14_859,
+        frees: 14_848,
+        one_step: 14_859,
+        open_loop: 14_859,
+        one_step_kinds: &[],
+    });
+    assert_eq!(r.one_step_rate, Some(1.0));
+}
+
+/// fio O_DIRECT random I/O on NVMe and virtio-blk and iperf3 on the e1000e, 2 CPUs, strict
+/// (traces/README.md). Above 97% one step over the trace; NVMe alone is below it (96.3%):
+/// its misses are allocations whose `alloc_iova_fast` came before a completion interrupt
+/// whose frees the trace shows first (docs/validation.md §5).
+#[test]
+fn committed_fio_trace() {
+    let r = check_committed(&Expected {
+        trace: "fio-6.12.95+deb12-amd64.txt.zst",
+        lazy: false,
+        cpus: 2,
+        allocations: 278_133,
+        frees: 277_862,
+        one_step: 272_828,
+        open_loop: 193_512,
+        one_step_kinds: &[
+            ("free_in_tree", 789),
+            ("this_cpu_cache", 1391),
+            ("other_cache", 3044),
+            ("in_use", 81),
+        ],
+    });
+    assert!(r.one_step_rate.unwrap() >= 0.97);
+    let per: Vec<(&str, u64, u64, u64)> = r
+        .devices
+        .iter()
+        .map(|d| {
+            (
+                d.device.as_str(),
+                d.allocations,
+                d.one_step.exact,
+                d.open_loop.exact,
+            )
+        })
+        .collect();
+    assert_eq!(
+        per,
+        [
+            ("0000:00:03.0", 26_095, 25_136, 11_148),
+            ("0000:00:01.0", 228_787, 224_441, 159_113),
+            ("0000:00:02.0", 14, 14, 14),
+            ("0000:00:04.0", 322, 322, 322),
+            ("0000:00:05.0", 22_915, 22_915, 22_915),
+        ]
+    );
+}
+
+/// The fio workload with `iommu.strict=0` (2 CPUs): the flush queue frees at flushes the
+/// trace does not record, so exact prediction is low (docs/validation.md §6); what lazy mode
+/// reports instead is pinned: the reuse-distance histograms of the kernel and the model, the
+/// model's cache-hit fraction and flush counts, and no trace flush count.
+#[test]
+fn committed_lazy_trace() {
+    let r = check_committed(&Expected {
+        trace: "lazy-6.12.95+deb12-amd64.txt.zst",
+        lazy: true,
+        cpus: 2,
+        allocations: 252_790,
+        frees: 252_519,
+        one_step: 25_486,
+        open_loop: 1_097,
+        one_step_kinds: &[
+            ("free_in_tree", 8640),
+            ("this_cpu_cache", 57_997),
+            ("other_cache", 124_154),
+            ("in_use", 289),
+            ("queued", 36_224),
+        ],
+    });
+    assert_eq!(r.invalidation, "lazy");
+    let l = r.lazy.unwrap();
+    assert_eq!(
+        l.kernel_reuse_distance.buckets,
+        [
+            531, 500, 897, 1622, 2844, 5902, 10_042, 17_293, 34_272, 74_950, 70_756, 22_476, 3524,
+            683, 527, 352, 313, 86, 7
+        ]
+    );
+    assert_eq!(
+        l.model_reuse_distance.buckets,
+        [
+            370, 407, 795, 1702, 3245, 6042, 11_347, 20_418, 37_154, 81_331, 60_850, 18_345, 3775,
+            949, 580, 338, 135, 129, 25
+        ]
+    );
+    assert_eq!((l.model_full_flushes, l.model_timer_flushes), (304, 1014));
+    let hit = l.model_cache_hit_fraction.unwrap();
+    assert!((hit - 0.979_283_554_610_311_8).abs() < 1e-12, "{hit}");
+    assert_eq!(l.trace_flushes, None);
+}
+
+/// `__iommu_dma_unmap` (drivers/iommu/dma-iommu.c) traces `iommu:unmap` in
+/// `iommu_unmap_fast`, then syncs the IOTLB and frees the range (`iommu_dma_free_iova`), and
+/// `dma_unmap_page_attrs` (kernel/dma/mapping.c) traces `dma_unmap_page` after that returns:
+/// a free takes effect at its `dma_unmap_page`. An interrupt whose unmap comes in between
+/// freed first (`yassour-httpd` line 21017: a softirq's unmap, a hard interrupt's two, then
+/// the softirq's `dma_unmap_page`), so the next pop returns the softirq's range.
+#[test]
+fn a_free_takes_effect_at_its_dma_unmap_page() {
+    let mut t = Trace::new(Some(1));
+    t.map(0, NIC, 0xffff_f000, 1); // A
+    t.map(0, NIC, 0xffff_e000, 1); // B
+    t.iommu_unmap(0, 0xffff_f000, 4096); // A's unmap begins
+    t.unmap(0, NIC, 0xffff_e000, 1); // an interrupt frees B
+    t.event(
+        0,
+        &format!("dma_unmap_page: {NIC} dir=TO_DEVICE dma_addr=fffff000 size=4096 attrs="),
+    ); // A is freed
+    t.map(0, NIC, 0xffff_f000, 1); // the magazine's top: A
+    t.map(0, NIC, 0xffff_e000, 1); // then B
+    let r = run(&t, &opts()).unwrap();
+    assert_eq!(
+        (r.allocations, r.one_step.exact, r.open_loop.exact),
+        (4, 4, 4)
+    );
+}

@@ -11,6 +11,17 @@
 //!   traced after the unmap (`kernel/dma/mapping.c`), so the CPU's next one whose DMA address
 //!   lies in the range names the device; `dma_unmap_sg` and `dma_free` are traced on entry,
 //!   before it, so an `iommu:unmap` right after one of them on the same CPU is that call's.
+//!   The range goes back to the allocator in between (`__iommu_dma_unmap`: `iommu:unmap`,
+//!   the IOTLB sync, `iommu_dma_free_iova`), so a free claimed by a `dma_unmap_page` takes
+//!   its place in order there, after anything an interrupt or another CPU did meanwhile.
+//!
+//! - A **direct mapping** is a run of identity `iommu:map` events (IOVA = physical address)
+//!   that the CPU's next `iommu:map` does not continue (or the trace's end closes) with no
+//!   `dma_*` event in between: `iommu_create_device_direct_mappings` (drivers/iommu/iommu.c)
+//!   maps a device's direct regions (`IOMMU_RESV_DIRECT`, `_RELAXABLE`; on q35 the ISA
+//!   bridge's first 16 MiB, the floppy workaround of intel/iommu.c) with `iommu_map` when the
+//!   device joins its default domain, outside the DMA API and the IOVA allocator. It is
+//!   counted, not replayed.
 //!
 //! Calls wait in a queue until their device is known and leave it in trace order, so one
 //! domain's allocations and frees reach the model in the order the kernel made them even when
@@ -45,6 +56,8 @@ enum Owner {
     Device(u16),
     /// Dropped (lenient mode): counted, not applied.
     Skipped,
+    /// Moved to a later place in the queue (a free claimed by its `dma_unmap_page`).
+    Moved,
 }
 
 /// One allocator call.
@@ -67,7 +80,7 @@ impl Op {
     pub fn device(&self) -> u16 {
         match self.owner {
             Owner::Device(d) => d,
-            Owner::Unknown | Owner::Skipped => u16::MAX,
+            Owner::Unknown | Owner::Skipped | Owner::Moved => u16::MAX,
         }
     }
 
@@ -116,6 +129,8 @@ impl Skipped {
 struct CpuState {
     /// The open `iommu:map` run (a sequence number).
     run: Option<u64>,
+    /// Every `iommu:map` of the open run was an identity mapping (IOVA = physical address).
+    run_identity: bool,
     /// `iommu:unmap`s waiting for their `dma_unmap_*` (sequence numbers).
     waiting_frees: Vec<u64>,
     /// A `dma_unmap_sg`/`dma_free` traced on entry: (device, DMA address).
@@ -131,6 +146,8 @@ pub(super) struct Grouper {
     cpus: Vec<CpuState>,
     lenient: bool,
     pub skipped: Skipped,
+    /// Direct mappings seen (see the module doc): not allocations, in either mode.
+    pub direct_mappings: u64,
 }
 
 /// A parse-style error at `line`.
@@ -151,6 +168,7 @@ impl Grouper {
             cpus: Vec::new(),
             lenient,
             skipped: Skipped::default(),
+            direct_mappings: 0,
         }
     }
 
@@ -188,12 +206,21 @@ impl Grouper {
             let end = (dma.saturating_add(e.len.max(1)) + (1 << SHIFT) - 1) >> SHIFT;
             match e.kind {
                 EventKind::Map => {
+                    let identity = e.phys == Some(dma);
+                    let run_identity = self.cpu(e.cpu).run_identity;
                     if let Some(seq) = self.cpu(e.cpu).run
                         && let Some(op) = self.at(seq)
                     {
-                        op.pfn = op.pfn.min(pfn);
-                        op.end = op.end.max(end);
-                        return Ok(());
+                        if run_identity && !(identity && pfn == op.end) {
+                            // A direct mapping, which no dma_* event closes: a new run starts.
+                            op.owner = Owner::Skipped;
+                            self.direct_mappings += 1;
+                        } else {
+                            op.pfn = op.pfn.min(pfn);
+                            op.end = op.end.max(end);
+                            self.cpu(e.cpu).run_identity = run_identity && identity;
+                            return Ok(());
+                        }
                     }
                     let seq = self.push(Op {
                         kind: OpKind::Alloc,
@@ -204,7 +231,9 @@ impl Grouper {
                         time_ns: e.time_ns,
                         owner: Owner::Unknown,
                     });
-                    self.cpu(e.cpu).run = Some(seq);
+                    let c = self.cpu(e.cpu);
+                    c.run = Some(seq);
+                    c.run_identity = identity;
                 }
                 EventKind::Unmap => {
                     let entry = self.cpu(e.cpu).entry_unmap.take();
@@ -269,12 +298,19 @@ impl Grouper {
                 let cpu = e.cpu;
                 let waiting = std::mem::take(&mut self.cpu(cpu).waiting_frees);
                 let mut rest = Vec::with_capacity(waiting.len());
-                let mut claimed = false;
+                let mut claimed = None;
                 for &seq in waiting.iter().rev() {
                     match self.at(seq) {
-                        Some(op) if !claimed && op.contains(dma) => {
-                            op.owner = Owner::Device(e.device);
-                            claimed = true;
+                        Some(op) if claimed.is_none() && op.contains(dma) => {
+                            // `__iommu_dma_unmap` traces `iommu:unmap`, then syncs the IOTLB
+                            // and frees the range (`iommu_dma_free_iova`); `dma_unmap_page`
+                            // is traced after it returns. The free belongs here, after
+                            // whatever an interrupt or the other CPU did in between.
+                            let mut moved = *op;
+                            op.owner = Owner::Moved;
+                            moved.owner = Owner::Device(e.device);
+                            moved.time_ns = e.time_ns;
+                            claimed = Some(moved);
                         }
                         Some(_) => rest.push(seq),
                         None => {}
@@ -282,6 +318,10 @@ impl Grouper {
                 }
                 rest.reverse();
                 self.cpu(cpu).waiting_frees = rest;
+                if let Some(op) = claimed {
+                    self.push(op);
+                    return self.bound(path);
+                }
             }
             EventKind::UnmapSg | EventKind::Free => {
                 let dev = e.device;
@@ -306,7 +346,7 @@ impl Grouper {
                 self.queue[0].owner = Owner::Skipped;
             }
             // Resolved heads leave through `pop_ready`; a skipped one is dropped here.
-            if self.queue[0].owner == Owner::Skipped {
+            if matches!(self.queue[0].owner, Owner::Skipped | Owner::Moved) {
                 self.queue.pop_front();
                 self.base += 1;
             } else {
@@ -329,7 +369,7 @@ impl Grouper {
             let head = *self.queue.front()?;
             match head.owner {
                 Owner::Unknown => return None,
-                Owner::Skipped => {
+                Owner::Skipped | Owner::Moved => {
                     self.queue.pop_front();
                     self.base += 1;
                 }
@@ -345,6 +385,16 @@ impl Grouper {
     /// At the end of the trace: every call must have found its device (strict), or those
     /// that did not are counted (lenient). Calls after an unresolved one are released.
     pub fn finish(&mut self, path: &Path) -> Result<(), TraceError> {
+        // A run of identity maps still open at the end: a direct mapping.
+        for c in 0..self.cpus.len() {
+            if let (Some(seq), true) = (self.cpus[c].run, self.cpus[c].run_identity)
+                && let Some(op) = self.at(seq)
+                && op.owner == Owner::Unknown
+            {
+                op.owner = Owner::Skipped;
+                self.direct_mappings += 1;
+            }
+        }
         for i in 0..self.queue.len() {
             let op = self.queue[i];
             if op.owner == Owner::Unknown {

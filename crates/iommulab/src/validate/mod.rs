@@ -304,6 +304,9 @@ pub struct ValidateReport {
     pub mismatches_not_listed: u64,
     /// What was skipped (lenient mode; all zero otherwise).
     pub skipped: Skipped,
+    /// Direct mappings left out in either mode: identity `iommu:map` runs no DMA-API call
+    /// made (`iommu_create_device_direct_mappings`; group.rs).
+    pub direct_mappings: u64,
     /// Lazy mode's extra checks.
     pub lazy: Option<LazyReport>,
     /// Domains and the devices in them.
@@ -387,6 +390,12 @@ impl ValidateReport {
         }
         if self.skipped.total() > 0 {
             t.push_str(&format!("skipped (lenient): {:?}\n", self.skipped));
+        }
+        if self.direct_mappings > 0 {
+            t.push_str(&format!(
+                "direct mappings (identity iommu:map runs outside the DMA API), not replayed: {}\n",
+                self.direct_mappings
+            ));
         }
         if let Some(l) = &self.lazy {
             t.push_str(&format!(
@@ -489,7 +498,13 @@ pub fn validate_ftrace<R: BufRead>(
         v.apply(&op, r.header(), &path, &mut grouper.skipped)?;
     }
     grouper.skipped.malformed_lines = r.report().malformed_skipped;
-    Ok(v.finish(&path, r.header(), cpus_from, grouper.skipped))
+    Ok(v.finish(
+        &path,
+        r.header(),
+        cpus_from,
+        grouper.skipped,
+        grouper.direct_mappings,
+    ))
 }
 
 /// A mismatch as recorded while replaying (the device by slot, resolved at the end).
@@ -1043,6 +1058,7 @@ impl Validator {
         _header: &crate::trace::TraceHeader,
         cpus_from: String,
         skipped: Skipped,
+        direct_mappings: u64,
     ) -> ValidateReport {
         let allocations = self.outcomes.len() as u64;
         #[allow(
@@ -1158,6 +1174,7 @@ impl Validator {
             first_mismatches: listed,
             mismatches_not_listed: not_listed,
             skipped,
+            direct_mappings,
             lazy,
             domains: self.domain_devices,
         }
