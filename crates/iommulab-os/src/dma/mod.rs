@@ -386,6 +386,8 @@ impl<A: IovaAllocator, F: FlushPolicy, B: MapBackend> DmaApi<A, F, B> {
         if self.config.translation == Translation::Identity {
             return Ok(());
         }
+        // The allocator's unmap-time work (2.6.26's `find_iova`), before the policy.
+        self.iova.lookup_on_unmap(cpu, pfn, pages);
         let mut ctx = FlushCtx {
             backend: &mut self.backend,
             iova: &mut self.iova,
@@ -844,6 +846,11 @@ impl<A: IovaAllocator, F: FlushPolicy, B: MapBackend> DmaApi<A, F, B> {
     /// The IOVA allocator.
     pub fn allocator(&self) -> &A {
         &self.iova
+    }
+
+    /// The IOVA allocator, mutably (the runner drains its touched-line log).
+    pub fn allocator_mut(&mut self) -> &mut A {
+        &mut self.iova
     }
 
     /// The flush policy.
