@@ -22,7 +22,6 @@ pub const LINE_BYTES: u64 = 64;
 /// The line-address region of the IOVA allocator's metadata (a node slot or bitmap line is
 /// added to it).
 pub const ALLOCATOR_REGION: u64 = 1 << 40;
-const IO_PATH_HOT_REGION: u64 = 2 << 40;
 const IO_PATH_FRESH_REGION: u64 = 3 << 40;
 
 /// Geometry of the modeled caches and the I/O path's footprint.
@@ -82,12 +81,19 @@ pub struct CpuCacheStats {
 }
 
 /// One set-associative level; each set keeps its tags most-recently-used first.
+///
+/// The I/O path's reused ("hot") lines are touched every I/O, so under LRU they are always
+/// more recent than any allocator line from an earlier I/O: they hold `pinned[set]` ways of
+/// each set for good, and the allocator's lines compete for the rest. That is exact for
+/// reuse across I/Os (what decides the allocator's hits) and saves replaying the footprint.
 #[derive(Clone, Debug)]
 struct Level {
     sets: usize,
     ways: usize,
     /// `sets * ways` tags, `u64::MAX` for an empty way.
     tags: Vec<u64>,
+    /// Ways of each set the hot footprint holds.
+    pinned: Vec<u8>,
 }
 
 impl Level {
@@ -107,17 +113,30 @@ impl Level {
             sets,
             ways: ways as usize,
             tags: vec![u64::MAX; sets * ways as usize],
+            pinned: vec![0; sets],
         })
     }
 
-    /// Looks `line` up and makes it most recent (filling it on a miss). Returns whether it
-    /// was there.
+    /// Pins `hot` consecutive lines' ways (line `i` maps to set `i % sets`).
+    fn pin(&mut self, hot: u32) {
+        for i in 0..hot as usize {
+            let set = i & (self.sets - 1);
+            self.pinned[set] = self.pinned[set].saturating_add(1);
+        }
+    }
+
+    /// Looks `line` up and makes it most recent (filling it on a miss) among the ways the
+    /// hot footprint leaves. Returns whether it was there.
     fn access(&mut self, line: u64) -> bool {
         let set = (line as usize) & (self.sets - 1);
-        let ways = &mut self.tags[set * self.ways..(set + 1) * self.ways];
+        let free = self.ways.saturating_sub(usize::from(self.pinned[set]));
+        if free == 0 {
+            return false;
+        }
+        let ways = &mut self.tags[set * self.ways..set * self.ways + free];
         let pos = ways.iter().position(|&t| t == line);
         let hit = pos.is_some();
-        let at = pos.unwrap_or(self.ways - 1);
+        let at = pos.unwrap_or(free - 1);
         ways[..=at].rotate_right(1);
         ways[0] = line;
         hit
@@ -154,10 +173,15 @@ impl CpuCache {
                 config.io_path_fresh_lines, config.io_path_lines
             )));
         }
+        let hot = config.io_path_lines - config.io_path_fresh_lines;
+        let mut l1 = Level::new(config.l1_lines, config.l1_ways)?;
+        let mut l2 = Level::new(config.l2_lines, config.l2_ways)?;
+        l1.pin(hot);
+        l2.pin(hot);
         Ok(CpuCache {
             config,
-            l1: Level::new(config.l1_lines, config.l1_ways)?,
-            l2: Level::new(config.l2_lines, config.l2_ways)?,
+            l1,
+            l2,
             fresh_next: 0,
             stats: CpuCacheStats::default(),
         })
@@ -186,10 +210,7 @@ impl CpuCache {
 
     /// The rest of one I/O's path runs: its footprint goes through the caches.
     pub fn io_path(&mut self) {
-        let hot = self.config.io_path_lines - self.config.io_path_fresh_lines;
-        for i in 0..u64::from(hot) {
-            self.touch(IO_PATH_HOT_REGION + i);
-        }
+        // The hot lines hold their pinned ways (see `Level`); only the fresh ones move.
         for _ in 0..self.config.io_path_fresh_lines {
             let l = IO_PATH_FRESH_REGION + self.fresh_next;
             self.fresh_next += 1;

@@ -368,6 +368,10 @@ impl IovaAllocator for Bitmap {
         &self.stats
     }
 
+    fn logs_lines(&self) -> bool {
+        self.log_lines
+    }
+
     fn log_touched_lines(&mut self, on: bool) {
         self.log_lines = on;
     }

@@ -187,6 +187,12 @@ pub trait IovaAllocator {
         let _ = (cpu, pfn, pages);
     }
 
+    /// Whether the allocator logs its metadata lines (so a CPU cache model can price them);
+    /// `false` keeps the flat per-visit and per-word prices.
+    fn logs_lines(&self) -> bool {
+        false
+    }
+
     /// Start or stop logging the cache lines the allocator's metadata accesses touch (for
     /// the CPU cache model); allocators without a line model ignore it.
     fn log_touched_lines(&mut self, on: bool) {

@@ -366,6 +366,10 @@ impl IovaAllocator for RbTree2626 {
         "rbtree-2.6.26"
     }
 
+    fn logs_lines(&self) -> bool {
+        self.log_lines
+    }
+
     fn log_touched_lines(&mut self, on: bool) {
         self.log_lines = on;
     }
