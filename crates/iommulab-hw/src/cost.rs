@@ -384,6 +384,11 @@ pub const VTD_2008_PRICES: [PriceSource; 21] = [
 impl CostModel {
     /// The value of field `name` (its TOML name; `ghz` in tenths of a GHz), `None` if
     /// there is no such field.
+    #[expect(
+        clippy::cast_possible_truncation,
+        clippy::cast_sign_loss,
+        reason = "a clock rate is positive and finite, a few GHz in tenths"
+    )]
     pub fn field(&self, name: &str) -> Option<u64> {
         Some(match name {
             "pte_set" => self.pte_set,

@@ -128,7 +128,7 @@ impl Level {
     /// Looks `line` up and makes it most recent (filling it on a miss) among the ways the
     /// hot footprint leaves. Returns whether it was there.
     fn access(&mut self, line: u64) -> bool {
-        let set = (line as usize) & (self.sets - 1);
+        let set = usize::try_from(line & (self.sets as u64 - 1)).unwrap_or(0);
         let free = self.ways.saturating_sub(usize::from(self.pinned[set]));
         if free == 0 {
             return false;

@@ -514,9 +514,9 @@ mod tests {
         assert!(t.free(C, Pfn::new(p), 4).is_ok(), "frees the rounded node");
     }
 
-    /// No `max32_alloc_size`: a walk that reaches the bottom fails (`IOVA_START_PFN + size
-    /// + pad > limit_pfn`, so the first page of the space is never handed out), and every
-    /// later request walks again instead of failing at once.
+    /// No `max32_alloc_size`: a walk that reaches the bottom fails (when
+    /// `IOVA_START_PFN + size + pad > limit_pfn`, so the first page of the space is never
+    /// handed out), and every later request walks again instead of failing at once.
     #[test]
     fn walk_to_the_bottom_fails_and_is_repeated() {
         let mut t = RbTree2626::new(Pfn::new(1), Pfn::new(8)).unwrap();
