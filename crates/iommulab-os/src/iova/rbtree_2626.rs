@@ -24,13 +24,16 @@
 //!
 //! Sources: the walk, the pad, the `prev` insert and the two locks are verified against the
 //! posted patch text (linux-mm, 2008-02-11, "iova RB tree setup tweak", against
-//! 2.6.24-mm1); `__get_cached_rbnode`, `__cached_rbnode_insert_update`, `find_iova` and
-//! `__free_iova` against the 2.6.2x `iova.c` text of the same functions. Two points are
-//! reconstructed, not verified against a 2.6.26 tree: that the tweak is in 2.6.26-rc6 (it
-//! went in during the 2.6.26 merge window), and the delete update's exact test (2.6.26:
-//! `free->pfn_lo >= cached->pfn_lo` → `rb_next(free)`; later kernels also require the next
-//! node to lie below 4 GiB — the two agree whenever no range lies above 4 GiB, as in every
-//! run of the pseudo driver).
+//! 2.6.24-mm1); `__get_cached_rbnode`, `__cached_rbnode_insert_update`,
+//! `__cached_rbnode_delete_update`, `find_iova` and `__free_iova` against the 2.6.2x `iova.c`
+//! text of the same functions. Two points are reconstructed, not verified against a 2.6.26
+//! tree: that the tweak is in 2.6.26-rc6 (it went in during the 2.6.26 merge window), and
+//! whether 2.6.26-rc6's delete update already had the check the 2.6.2x text has ("only cache
+//! if it's below 32bit pfn": the cache moves to `rb_next(freed)` only if that node lies below
+//! the 32-bit boundary, else to `NULL`). The model has the check: without it a free could
+//! cache a node above 4 GiB and the next 32-bit request would be placed above its limit
+//! (the property test in `tests/iova_props.rs` finds that at once). The two agree whenever no
+//! range lies above 4 GiB, as in every run of the pseudo driver.
 //!
 //! Deviation: when the walk's `prev` is `NULL` (an empty tree, or a cached node that is the
 //! lowest node) 2.6.26 links the new node into a local variable, not the tree; the model
@@ -90,12 +93,22 @@ impl RbTree2626 {
     /// An empty domain over `[start, end)` with 2.6.26's 32-bit boundary
     /// ([`DMA_32BIT_PFN_2626`]).
     pub fn new(start: Pfn<Iova>, end: Pfn<Iova>) -> Result<Self, SpaceError> {
+        Self::with_dma32_boundary(start, end, Pfn::new(DMA_32BIT_PFN_2626))
+    }
+
+    /// An empty domain whose cached node serves requests whose inclusive limit is exactly
+    /// `dma_32bit_pfn` (tests move it into small spaces).
+    pub fn with_dma32_boundary(
+        start: Pfn<Iova>,
+        end: Pfn<Iova>,
+        dma_32bit_pfn: Pfn<Iova>,
+    ) -> Result<Self, SpaceError> {
         Ok(RbTree2626 {
             tree: RbTree::unanchored(start, end)?,
             cached32: NIL,
             start_pfn: start.get(),
             end_pfn: end.get(),
-            dma_32bit_pfn: DMA_32BIT_PFN_2626,
+            dma_32bit_pfn: dma_32bit_pfn.get(),
             null_prev_inserts: 0,
             log_lines: false,
             touched: Vec::with_capacity(256),
@@ -274,7 +287,14 @@ impl RbTree2626 {
             let c = self.cached32;
             self.touch(c);
             if self.tree.core_range(z).0 >= self.tree.core_range(c).0 {
-                self.cached32 = self.tree.core_next(z);
+                // "only cache if it's below 32bit pfn".
+                let next = self.tree.core_next(z);
+                self.cached32 = if next != NIL && self.tree.core_range(next).0 < self.dma_32bit_pfn
+                {
+                    next
+                } else {
+                    NIL
+                };
             }
         }
         if self.log_lines {
@@ -480,26 +500,53 @@ mod tests {
             unmap(&mut t, p, 1);
             assert_eq!(t.cached32(), None);
         }
-        // Deferred: 3 live, the oldest (highest) freed first: the cache goes to rb_next of
-        // the freed one, which is NULL at the top.
+        // Deferred: 3 live (a above b above c, c cached). Freeing b (at or above the cache)
+        // moves the cache to rb_next(b) = a, unless a is not below `dma_32bit_pfn`: here a is
+        // the boundary page 0xfffff itself, so the cache becomes NULL (the test is strict).
         let a = alloc(&mut t, 1);
         let b = alloc(&mut t, 1);
         let c = alloc(&mut t, 1);
-        t.lookup_on_unmap(C, Pfn::new(c), 1);
+        assert_eq!((a, b, c), (END - 1, END - 2, END - 3));
         t.free(C, Pfn::new(b), 1).unwrap();
         assert_eq!(
             t.cached32(),
-            Some((Pfn::new(a), 1)),
-            "b >= c: rb_next(b) = a"
+            None,
+            "rb_next(b) = a = 0xfffff is not below the boundary"
         );
+        // The walk from rb_last fills the hole b left, then goes on below c.
+        let d = alloc(&mut t, 1);
+        assert_eq!(d, END - 2, "from rb_last (a): the hole b left");
+        let e = alloc(&mut t, 1);
+        assert_eq!(e, END - 4, "from rb_prev(d) = c: below c");
+        // Freeing the cached node e moves the cache to rb_next(e) = c, below the boundary.
+        t.free(C, Pfn::new(e), 1).unwrap();
+        assert_eq!(t.cached32(), Some((Pfn::new(c), 1)));
+        // Freeing d (above the cache): rb_next(d) = a is the boundary page, so NULL.
+        t.free(C, Pfn::new(d), 1).unwrap();
+        assert_eq!(t.cached32(), None);
+        // Freeing below a NULL cache changes nothing.
         t.free(C, Pfn::new(c), 1).unwrap();
-        assert_eq!(
-            t.cached32(),
-            Some((Pfn::new(a), 1)),
-            "c below the cache: no move"
-        );
         t.free(C, Pfn::new(a), 1).unwrap();
         assert_eq!(t.cached32(), None);
+        t.check_invariants().unwrap();
+    }
+
+    /// `__cached_rbnode_delete_update` caches `rb_next(freed)` only below the 32-bit
+    /// boundary: a node above it (from a request with a higher limit) never becomes the
+    /// cache, so a later 32-bit request stays below its limit.
+    #[test]
+    fn delete_update_never_caches_above_the_boundary() {
+        let mut t =
+            RbTree2626::with_dma32_boundary(Pfn::new(1), Pfn::new(64), Pfn::new(15)).unwrap();
+        let low = t.alloc(C, 1, Pfn::new(16)).unwrap().get();
+        assert_eq!(low, 15);
+        let high = t.alloc(C, 1, Pfn::new(64)).unwrap().get();
+        assert_eq!(high, 63, "limit above the boundary: from rb_last");
+        t.free(C, Pfn::new(low), 1).unwrap();
+        assert_eq!(t.cached32(), None, "rb_next is above the boundary: NULL");
+        let again = t.alloc(C, 1, Pfn::new(16)).unwrap().get();
+        assert!(again < 16, "{again}");
+        t.check_invariants().unwrap();
     }
 
     /// `alloc_iova` rounds the size up to a power of two and `iova_get_pad_size` pads below
