@@ -27,6 +27,7 @@
 use iommulab_base::{addr, clock};
 
 pub mod cost;
+pub mod cpu_cache;
 pub mod error;
 pub mod fault;
 pub mod invalidate;
@@ -38,6 +39,7 @@ pub mod unit;
 pub mod vtd;
 
 pub use cost::{CostModel, CostPreset};
+pub use cpu_cache::{CpuCache, CpuCacheConfig, CpuCacheStats};
 pub use error::MapError;
 pub use fault::{Fault, FaultReason};
 pub use invalidate::{InvRequest, InvalidationInterface};

@@ -133,6 +133,8 @@ pub fn files(reproduction: Reproduction) -> Vec<String> {
             "runs.json",
             "runs.csv",
             "results.csv",
+            "prices.csv",
+            "sweep.csv",
             "figure4.svg",
             "figure4.png",
         ]

@@ -201,13 +201,49 @@ fn run_and_render(r: Reproduction) -> tempfile::TempDir {
 #[test]
 fn fujita2008_quick_matches_the_golden_files() {
     let out = run_and_render(Reproduction::Fujita2008);
-    assert_eq!(compare_tree(out.path(), "fujita2008"), 5);
+    assert_eq!(compare_tree(out.path(), "fujita2008"), 7);
     // The measured values are really there (ignored, not missing).
     let v: Value = serde_json::from_str(
         &fs::read_to_string(out.path().join("fujita2008/results.json")).unwrap(),
     )
     .unwrap();
     assert!(v[0]["software_ns_per_op"].as_f64().unwrap() > 0.0);
+}
+
+/// The headline numbers of the Fujita page, pinned with a tolerance so that a change that
+/// moves one fails here with its name (the golden comparison above fails on any change; this
+/// says which headline moved and by how much). Figure 4's bars relative to disabled and the
+/// CPU's busy share, as the quick run gives them (the full run's agree to 3 decimals).
+#[test]
+fn fujita2008_headline_numbers_are_pinned() {
+    const PINNED: [(&str, f64, f64); 6] = [
+        // (config, relative to disabled, CPU busy share)
+        ("disabled", 1.0, 0.700),
+        ("default", 0.800, 0.760),
+        ("strict", 0.7493, 0.7752),
+        ("bitmap", 0.8240, 0.7528),
+        ("strict-bitmap", 0.7591, 0.7723),
+        ("modern", 0.8202, 0.7539),
+    ];
+    let r = iommulab::repro::fujita2008::run(&ReproOptions::new(true)).unwrap();
+    for (config, rel, util) in PINNED {
+        let a = r.get(config).unwrap_or_else(|| panic!("{config} missing"));
+        let got = a.relative_to_disabled.unwrap();
+        assert!(
+            (got - rel).abs() < 2e-3,
+            "{config}: relative {got:.4}, pinned {rel}"
+        );
+        assert!(
+            (a.cpu_utilisation - util).abs() < 2e-3,
+            "{config}: CPU busy {:.4}, pinned {util}",
+            a.cpu_utilisation
+        );
+    }
+    // The sweep's baseline is the preset: its bars are the timing runs' bars.
+    let base = &r.sweep[0];
+    assert_eq!(base.kind, "baseline");
+    assert!((base.bars.default - 0.800).abs() < 2e-3);
+    assert!((base.bars.bitmap - 0.824).abs() < 2e-3);
 }
 
 #[test]

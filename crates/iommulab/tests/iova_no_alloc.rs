@@ -11,7 +11,8 @@
 use iommulab::addr::{CpuId, Iova, Pfn};
 use iommulab::clock::{ClockRate, Cycles};
 use iommulab::iova::{
-    Bitmap, IovaAllocator, Locked, Magazine, MagazineConfig, RbTree, SharedMagazine,
+    Bitmap, IovaAllocator, Locked, Magazine, MagazineConfig, RangeControl, RbTree, RbTree2626,
+    SharedMagazine,
 };
 
 #[global_allocator]
@@ -91,6 +92,39 @@ fn rbtree_steady_state_does_not_allocate() {
 #[test]
 fn bitmap_steady_state_does_not_allocate() {
     assert_steady_state_does_not_allocate(bitmap());
+}
+
+/// Linux 2.6.26's allocator with its touched-line log on (as the CPU cache model runs it):
+/// `find_iova` at unmap, `__free_iova`, the log cleared after every pair as the runner does.
+#[test]
+fn rbtree_2626_with_line_log_does_not_allocate() {
+    let cpu = CpuId::new(0);
+    let mut t = RbTree2626::new(Pfn::new(1), Pfn::new(END)).unwrap();
+    t.reserve(Pfn::new(0xfee00), 0x100).unwrap();
+    t.log_touched_lines(true);
+    let mut ring = [(Pfn::new(0), 0); RING];
+    let mut run = |t: &mut RbTree2626, from: u64, pairs: u64| {
+        for i in from..from + pairs {
+            let slot = usize::try_from(i % RING as u64).unwrap();
+            let (p, n) = ring[slot];
+            if n != 0 {
+                t.lookup_on_unmap(cpu, p, n);
+                t.free(cpu, p, n).unwrap();
+            }
+            let pages = 1 + i % 4;
+            ring[slot] = (t.alloc(cpu, pages, Pfn::new(END)).unwrap(), pages);
+            assert!(!t.touched_lines().is_empty());
+            t.clear_touched_lines();
+        }
+    };
+    run(&mut t, 0, WARM_UP);
+    let before = alloc_counter::this_thread();
+    run(&mut t, WARM_UP, MEASURED);
+    let allocs = alloc_counter::this_thread() - before;
+    assert_eq!(
+        allocs, 0,
+        "rbtree-2.6.26: {allocs} heap allocations in steady state"
+    );
 }
 
 /// Magazines are recycled through the depot's spare list.

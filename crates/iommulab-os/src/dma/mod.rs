@@ -480,6 +480,8 @@ impl<A: IovaAllocator, F: FlushPolicy, B: MapBackend> DmaApi<A, F, B> {
         if self.config.translation == Translation::Identity {
             return Ok(());
         }
+        // The allocator's unmap-time work (2.6.26's `find_iova`), before the policy.
+        self.iovas[Self::slot(d.domain)].lookup_on_unmap(cpu, pfn, pages);
         let mut ctx = FlushCtx {
             backend: &mut self.backend,
             iovas: &mut self.iovas,
@@ -945,6 +947,11 @@ impl<A: IovaAllocator, F: FlushPolicy, B: MapBackend> DmaApi<A, F, B> {
     pub fn allocator_of(&self, dev: DeviceHandle) -> Option<&A> {
         let d = self.devices.get(usize::from(dev.0))?;
         self.iovas.get(Self::slot(d.domain))
+    }
+
+    /// Every domain's allocator, mutably (the runner drains their touched-line logs).
+    pub fn allocators_mut(&mut self) -> &mut [A] {
+        &mut self.iovas
     }
 
     /// The allocator as configured (what every new domain's starts as): its name and space.

@@ -85,6 +85,10 @@ pub struct Bitmap {
     /// Next-fit hint: the bit after the last allocation (`next_bit`), relative to `start`.
     hint: u64,
     stats: IovaStats,
+    /// Whether touched words are logged (as 64-byte lines) for the CPU cache model.
+    log_lines: bool,
+    /// Lines (`word / 8`) touched since the last clear.
+    touched: Vec<u64>,
 }
 
 impl Bitmap {
@@ -106,7 +110,69 @@ impl Bitmap {
                 peak_metadata_bytes: bytes,
                 ..IovaStats::default()
             },
+            log_lines: false,
+            touched: Vec::with_capacity(64),
         })
+    }
+
+    /// Logs the 64-byte line of word `w` for the cache model (8 words a line).
+    #[inline]
+    fn touch_word(&mut self, w: usize) {
+        if self.log_lines {
+            let line = (w / 8) as u64;
+            if self.touched.last() != Some(&line) {
+                self.touched.push(line);
+            }
+        }
+    }
+
+    /// Marks `[pfn, pfn + pages)` (clipped to the space) as used, as one range: a reserved
+    /// window (`reserve`: not counted as an allocation) or a placed range (`place`: counted;
+    /// it must be free and inside the space).
+    pub(crate) fn reserve_range(
+        &mut self,
+        pfn: Pfn<Iova>,
+        pages: u64,
+        place: bool,
+    ) -> Result<(), IovaError> {
+        let lo = pfn.get();
+        let bad = IovaError::NotFree { pfn: lo, pages };
+        let hi = lo
+            .checked_add(pages)
+            .filter(|_| pages > 0)
+            .ok_or(bad.clone())?;
+        let (a, b) = (lo.max(self.start_pfn), hi.min(self.end_pfn));
+        if place && (a != lo || b != hi) {
+            return Err(bad);
+        }
+        if a >= b {
+            return Ok(());
+        }
+        let (i, j) = (a - self.start_pfn, b - self.start_pfn);
+        if place && self.first_used(Pfn::new(a), b - a).is_some() {
+            return Err(bad);
+        }
+        let used = &mut self.used;
+        Self::for_words(i, j, |w, m| {
+            used[w] |= m;
+            true
+        });
+        if !Self::bit(&self.ends, j - 1) {
+            Self::flip_bit(&mut self.ends, j - 1);
+        }
+        if place {
+            self.stats.allocs += 1;
+        }
+        Ok(())
+    }
+
+    /// The first used page in `[pfn, pfn + pages)`, if any (uncounted).
+    pub(crate) fn first_used(&self, pfn: Pfn<Iova>, pages: u64) -> Option<Pfn<Iova>> {
+        let lo = pfn.get().max(self.start_pfn);
+        let hi = pfn.get().saturating_add(pages).min(self.end_pfn);
+        (lo..hi)
+            .find(|&p| Self::bit(&self.used, p - self.start_pfn))
+            .map(Pfn::new)
     }
 
     /// First page of the space.
@@ -136,6 +202,7 @@ impl Bitmap {
         while i < to {
             let w = word(i);
             self.stats.bitmap_words += 1;
+            self.touch_word(w);
             let bits = !self.used[w] & (!0u64 << (i & 63));
             if bits != 0 {
                 let z = (i & !63) + u64::from(bits.trailing_zeros());
@@ -152,6 +219,7 @@ impl Bitmap {
         while i < to {
             let w = word(i);
             self.stats.bitmap_words += 1;
+            self.touch_word(w);
             let bits = self.used[w] & (!0u64 << (i & 63));
             if bits != 0 {
                 return ((i & !63) + u64::from(bits.trailing_zeros())).min(to);
@@ -258,6 +326,7 @@ impl IovaAllocator for Bitmap {
             true
         });
         self.stats.bitmap_words += words;
+        self.touch_word(word(i));
         Self::flip_bit(&mut self.ends, i + pages - 1);
         self.hint = i + pages;
         self.stats.allocs += 1;
@@ -283,6 +352,7 @@ impl IovaAllocator for Bitmap {
             true
         });
         self.stats.bitmap_words += words;
+        self.touch_word(word(i));
         Self::flip_bit(&mut self.ends, i + pages - 1);
         // GART's rule: nothing freed in this lap is reused before the wrap.
         if i + pages > self.hint {
@@ -296,6 +366,22 @@ impl IovaAllocator for Bitmap {
 
     fn stats(&self) -> &IovaStats {
         &self.stats
+    }
+
+    fn logs_lines(&self) -> bool {
+        self.log_lines
+    }
+
+    fn log_touched_lines(&mut self, on: bool) {
+        self.log_lines = on;
+    }
+
+    fn touched_lines(&self) -> &[u64] {
+        &self.touched
+    }
+
+    fn clear_touched_lines(&mut self) {
+        self.touched.clear();
     }
 
     fn metadata_bytes(&self) -> u64 {

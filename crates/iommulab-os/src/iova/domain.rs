@@ -60,6 +60,62 @@ pub const Q35_PCI_WINDOWS_512M: [ByteRange; 4] = [
     },
 ];
 
+/// The memory BARs of QEMU q35's default devices as the committed real trace's console log
+/// lists them (`pci 0000:00:01.0: BAR 1 [mem 0xfebc4000-0xfebc4fff]` ...): the ranges
+/// Linux 2.6.26's `dmar_init_reserved_ranges` reserves in every domain ("Reserve all PCI MMIO
+/// to avoid peer-to-peer access": each device's `IORESOURCE_MEM` resources, not the host
+/// bridge's windows as 6.x does). Placement is the firmware's, so the same for any kernel.
+pub const Q35_DEVICE_BARS: [ByteRange; 8] = [
+    ByteRange {
+        start: 0xfebc_4000,
+        end: 0xfebc_4fff,
+    },
+    ByteRange {
+        start: 0xfebf_4000,
+        end: 0xfebf_7fff,
+    },
+    ByteRange {
+        start: 0xfebc_5000,
+        end: 0xfebc_5fff,
+    },
+    ByteRange {
+        start: 0xfebf_8000,
+        end: 0xfebf_bfff,
+    },
+    ByteRange {
+        start: 0xfebc_0000,
+        end: 0xfebc_3fff,
+    },
+    ByteRange {
+        start: 0xfebc_6000,
+        end: 0xfebc_6fff,
+    },
+    ByteRange {
+        start: 0xfebf_c000,
+        end: 0xfebf_ffff,
+    },
+    ByteRange {
+        start: 0xfebc_7000,
+        end: 0xfebc_7fff,
+    },
+];
+
+/// What Linux 2.6.26's `dmar_init_reserved_ranges` reserves on q35: the IOAPIC range
+/// (`IOAPIC_RANGE_START..=IOAPIC_RANGE_END`, the same window as today) and every device's
+/// memory BARs ([`Q35_DEVICE_BARS`]); `domain_reserve_special_ranges` copies them into every
+/// domain.
+pub const RESERVED_2626_Q35: [ByteRange; 9] = [
+    VTD_IOAPIC_WINDOW,
+    Q35_DEVICE_BARS[0],
+    Q35_DEVICE_BARS[1],
+    Q35_DEVICE_BARS[2],
+    Q35_DEVICE_BARS[3],
+    Q35_DEVICE_BARS[4],
+    Q35_DEVICE_BARS[5],
+    Q35_DEVICE_BARS[6],
+    Q35_DEVICE_BARS[7],
+];
+
 /// An inclusive byte range `[start, end]`, as Linux prints resources.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ByteRange {

@@ -17,6 +17,7 @@ pub mod gap_tree;
 pub mod magazine;
 pub mod none;
 pub mod rbtree;
+pub mod rbtree_2626;
 pub mod shared;
 
 use serde::{Deserialize, Serialize};
@@ -32,6 +33,7 @@ pub use magazine::{
 };
 pub use none::NoIova;
 pub use rbtree::{RbTree, SpaceError};
+pub use rbtree_2626::RbTree2626;
 pub use shared::{Locked, SharedMagazine};
 
 /// Errors of an IOVA allocator.
@@ -183,6 +185,34 @@ pub trait IovaAllocator: Clone {
 
     /// A short name for tables and JSON (`rbtree`, `bitmap`, `magazine+rbtree`, ...).
     fn name(&self) -> &'static str;
+
+    /// The driver unmapped `[pfn, pfn + pages)`: the allocator's work at unmap time, before
+    /// the flush policy decides when to free it. Linux 2.6.26 looks the range up here
+    /// (`find_iova` in `intel_unmap_single`); today's kernels and the bitmap do nothing.
+    fn lookup_on_unmap(&mut self, cpu: CpuId, pfn: Pfn<Iova>, pages: u64) {
+        let _ = (cpu, pfn, pages);
+    }
+
+    /// Whether the allocator logs its metadata lines (so a CPU cache model can price them);
+    /// `false` keeps the flat per-visit and per-word prices.
+    fn logs_lines(&self) -> bool {
+        false
+    }
+
+    /// Start or stop logging the cache lines the allocator's metadata accesses touch (for
+    /// the CPU cache model); allocators without a line model ignore it.
+    fn log_touched_lines(&mut self, on: bool) {
+        let _ = on;
+    }
+
+    /// The lines touched since the last [`IovaAllocator::clear_touched_lines`], in the
+    /// allocator's own numbering (a tree node's slot, a bitmap word's 64-byte line).
+    fn touched_lines(&self) -> &[u64] {
+        &[]
+    }
+
+    /// Empties the touched-line log.
+    fn clear_touched_lines(&mut self) {}
 }
 
 /// An allocator that can say what it would hand out without doing it, and be told to take a
@@ -214,6 +244,22 @@ impl RangeControl for RbTree {
     }
     fn overlapping(&self, pfn: Pfn<Iova>, pages: u64) -> Option<(Pfn<Iova>, u64)> {
         RbTree::overlapping(self, pfn, pages)
+    }
+}
+
+impl RangeControl for Bitmap {
+    fn peek_alloc(&self, pages: u64, limit: Pfn<Iova>) -> Option<Pfn<Iova>> {
+        let mut copy = self.clone();
+        copy.alloc(CpuId::new(0), pages, limit).ok()
+    }
+    fn place(&mut self, pfn: Pfn<Iova>, pages: u64) -> Result<(), IovaError> {
+        Bitmap::reserve_range(self, pfn, pages, true)
+    }
+    fn reserve(&mut self, pfn: Pfn<Iova>, pages: u64) -> Result<(), IovaError> {
+        Bitmap::reserve_range(self, pfn, pages, false)
+    }
+    fn overlapping(&self, pfn: Pfn<Iova>, pages: u64) -> Option<(Pfn<Iova>, u64)> {
+        Bitmap::first_used(self, pfn, pages).map(|p| (p, 1))
     }
 }
 

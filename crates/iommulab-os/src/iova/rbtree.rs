@@ -35,7 +35,7 @@ use crate::addr::{CpuId, Iova, Pfn};
 use crate::clock::{ClockRate, Cycles};
 
 /// The sentinel: index 0, always black, standing in for every NULL child (CLRS's `T.nil`).
-const NIL: u32 = 0;
+pub(crate) const NIL: u32 = 0;
 /// The anchor node (`iovad->anchor`), index 1, above all usable space.
 const ANCHOR: u32 = 1;
 /// `IOVA_ANCHOR`: the anchor's `pfn_lo == pfn_hi`.
@@ -155,6 +155,9 @@ pub struct RbTree {
     max32_alloc_size: u64,
     live: u64,
     stats: IovaStats,
+    /// Whether the anchor node is in the tree (Linux ≥ 4.15; the 2.6.26 allocator in
+    /// [`super::rbtree_2626`] uses the tree without it).
+    anchored: bool,
 }
 
 impl RbTree {
@@ -190,7 +193,20 @@ impl RbTree {
             max32_alloc_size: dma_32bit_pfn.get(),
             live: 0,
             stats: IovaStats::default(),
+            anchored: true,
         })
+    }
+
+    /// An empty tree over `[start, end)` without the anchor node: the red-black tree core
+    /// for [`super::rbtree_2626::RbTree2626`], which walks it itself (its own cached node,
+    /// no anchor, no `max32_alloc_size`). Its `IovaAllocator` methods are not used.
+    pub(crate) fn unanchored(start: Pfn<Iova>, end: Pfn<Iova>) -> Result<Self, SpaceError> {
+        let mut t = Self::new(start, end)?;
+        t.root = NIL;
+        t.cached_node = NIL;
+        t.cached32_node = NIL;
+        t.anchored = false;
+        Ok(t)
     }
 
     /// Live ranges.
@@ -375,7 +391,7 @@ impl RbTree {
         if self.nodes[self.root as usize].red {
             return Err("root is red".into());
         }
-        if self.nodes[self.root as usize].parent != NIL {
+        if self.root != NIL && self.nodes[self.root as usize].parent != NIL {
             return Err("root has a parent".into());
         }
         let mut count = 0u64;
@@ -394,13 +410,16 @@ impl RbTree {
         if let Some(b) = bad {
             return Err(b);
         }
-        if count != self.live + 1 {
+        if count != self.live + u64::from(self.anchored) {
             return Err(format!(
-                "{count} nodes in tree, {} live + anchor",
-                self.live
+                "{count} nodes in tree, {} live (anchor: {})",
+                self.live, self.anchored
             ));
         }
         self.black_height(self.root)?;
+        if !self.anchored {
+            return Ok(());
+        }
         for (name, c) in [
             ("cached", self.cached_node),
             ("cached32", self.cached32_node),
@@ -780,6 +799,75 @@ impl RbTree {
             }
         }
         self.set_red(x, false);
+    }
+
+    // ---- the tree core, for the 2.6.26 walk in `rbtree_2626` -----------------------------
+
+    /// The root (`NIL` when empty).
+    pub(crate) fn core_root(&self) -> u32 {
+        self.root
+    }
+
+    /// `(pfn_lo, pfn_hi)` of node `x`.
+    pub(crate) fn core_range(&self, x: u32) -> (u64, u64) {
+        let n = self.n(x);
+        (n.pfn_lo, n.pfn_hi)
+    }
+
+    /// `(left, right, parent)` of node `x`.
+    pub(crate) fn core_links(&self, x: u32) -> (u32, u32, u32) {
+        let n = self.n(x);
+        (n.left, n.right, n.parent)
+    }
+
+    /// A node for `[lo, hi]` inserted by a descent from `start` (`NIL`: the root), then
+    /// rebalanced; counted as a live range and a slab allocation. `None` if the arena is full.
+    pub(crate) fn core_insert(&mut self, lo: u64, hi: u64, start: u32) -> Option<u32> {
+        let z = self.new_node(lo, hi)?;
+        self.insert(z, start);
+        self.live += 1;
+        self.stats.slab_allocs += 1;
+        self.stats.peak_metadata_bytes = self.stats.peak_metadata_bytes.max(self.live * NODE_BYTES);
+        Some(z)
+    }
+
+    /// Erases node `x` and recycles its slot (a slab free).
+    pub(crate) fn core_erase(&mut self, x: u32) {
+        self.erase(x);
+        let head = self.free_head;
+        *self.m(x) = Node {
+            left: head,
+            ..Node::blank()
+        };
+        self.free_head = x;
+        self.live -= 1;
+        self.stats.slab_frees += 1;
+    }
+
+    /// `rb_next`, counting its steps as tree visits.
+    pub(crate) fn core_next(&mut self, x: u32) -> u32 {
+        self.next(x)
+    }
+
+    /// The counters, to update.
+    pub(crate) fn core_stats_mut(&mut self) -> &mut IovaStats {
+        &mut self.stats
+    }
+
+    /// The node whose range holds `pfn`, by a descent from the root, uncounted.
+    pub(crate) fn core_find(&self, pfn: u64) -> u32 {
+        let mut x = self.root;
+        while x != NIL {
+            let n = self.n(x);
+            if pfn < n.pfn_lo {
+                x = n.left;
+            } else if pfn > n.pfn_hi {
+                x = n.right;
+            } else {
+                return x;
+            }
+        }
+        NIL
     }
 
     /// `iova_find_limit`: the lowest node with `pfn_lo >= limit_pfn` (the anchor when the

@@ -10,13 +10,17 @@ use crate::error::Error;
 use crate::flush::{Deferred, FlushConfig, FlushPolicy, FlushQueue, PerLap, Strict};
 use crate::hw::vtd::Vtd;
 use crate::hw::{Calgary, Dart, RemapUnit};
-use crate::iova::{AllocatorKind, Bitmap, GapTree, IovaAllocator, Magazine, RbTree};
+use crate::iova::domain::ByteRange;
+use crate::iova::{
+    AllocatorKind, Bitmap, GapTree, IovaAllocator, IovaError, Magazine, RangeControl, RbTree,
+    RbTree2626,
+};
 use crate::workload::{
     NetRx, PseudoScsi, PseudoScsiConfig, ReplayReport, TraceWorkload, Workload, WorkloadConfig,
 };
 
 use super::config::{
-    ExperimentConfig, HardwareConfig, Resolved, ResolvedSystem, UnitKind, WorkloadSpec,
+    ExperimentConfig, HardwareConfig, Kernel, Resolved, ResolvedSystem, UnitKind, WorkloadSpec,
 };
 use super::result::RunResult;
 use super::runner::{self, RunLabels};
@@ -220,20 +224,31 @@ impl<W: Workload<Phys = Hpa>> Go<'_, W> {
             .max(1);
         self.oracle |= !matches!(cfg.device, DeviceMode::Benign);
         let go = self;
-        match m.allocator {
-            AllocatorKind::Rbtree => go.with_flush(RbTree::new(start, end)?, m.flush, cpus, clock),
-            AllocatorKind::Bitmap => go.with_flush(Bitmap::new(start, end)?, m.flush, cpus, clock),
-            AllocatorKind::GapTree => {
+        let reserved = &go.resolved.reserved;
+        match (go.resolved.kernel, m.allocator) {
+            (Kernel::V2_6_26, AllocatorKind::Rbtree) => {
+                let t = reserve(RbTree2626::new(start, end)?, reserved)?;
+                go.with_flush(t, m.flush, cpus, clock)
+            }
+            (_, AllocatorKind::Rbtree) => {
+                let t = reserve(RbTree::new(start, end)?, reserved)?;
+                go.with_flush(t, m.flush, cpus, clock)
+            }
+            (_, AllocatorKind::Bitmap) => {
+                let b = reserve(Bitmap::new(start, end)?, reserved)?;
+                go.with_flush(b, m.flush, cpus, clock)
+            }
+            (_, AllocatorKind::GapTree) => {
                 go.with_flush(GapTree::new(start, end)?, m.flush, cpus, clock)
             }
-            AllocatorKind::Magazine => {
+            (_, AllocatorKind::Magazine) => {
                 let magazine = crate::iova::MagazineConfig { cpus, ..m.magazine };
-                go.with_flush(
-                    Magazine::new(RbTree::new(start, end)?, magazine)?,
-                    m.flush,
-                    cpus,
-                    clock,
-                )
+                let mut a = Magazine::new(RbTree::new(start, end)?, magazine)?;
+                for w in reserved {
+                    let (p, n) = w.pages();
+                    a.reserve(p, n)?;
+                }
+                go.with_flush(a, m.flush, cpus, clock)
             }
         }
     }
@@ -291,9 +306,19 @@ impl<W: Workload<Phys = Hpa>> Go<'_, W> {
             cfg.software_clock,
             self.labels,
             self.stop_at,
+            cfg.hardware.cpu_cache,
             self.progress,
         )
     }
+}
+
+/// `reserve_iova` of every window into a fresh allocator (the domain's set-up).
+fn reserve<A: RangeControl>(mut a: A, windows: &[ByteRange]) -> Result<A, IovaError> {
+    for w in windows {
+        let (p, n) = w.pages();
+        a.reserve(p, n)?;
+    }
+    Ok(a)
 }
 
 /// Something to do with a concrete workload type: the builder hands each

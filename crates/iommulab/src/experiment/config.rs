@@ -56,9 +56,11 @@ use crate::device::DeviceMode;
 use crate::dma::Translation;
 use crate::flush::{DeferredConfig, FlushConfig, FlushQueueConfig};
 use crate::hw::cost::{CostModel, CostPreset};
+use crate::hw::cpu_cache::CpuCacheConfig;
 use crate::hw::invalidate::InvalidationInterface;
 use crate::hw::iotlb::IotlbConfig;
 use crate::hw::vtd::VtdConfig;
+use crate::iova::domain::{ByteRange, RESERVED_2626_Q35};
 use crate::iova::{AllocatorKind, MagazineConfig};
 use crate::trace::TraceFormat;
 use crate::virt::{
@@ -193,6 +195,50 @@ impl NamedConfig {
     }
 }
 
+/// Which Linux the OS-side mechanisms follow (`kernel = "6.12" | "2.6.26"`).
+///
+/// `6.12` (the default) is today's `iova.c` walk ([`crate::iova::RbTree`]) and flush policies,
+/// with no reserved windows unless `reserved` names some. `2.6.26` is the kernel Fujita & Mori
+/// measured (S0.8): `rbtree` is 2.6.26's `alloc_iova`/`find_iova`/`__free_iova`
+/// ([`crate::iova::RbTree2626`]), `deferred` is its `add_unmap`/`flush_unmaps` (250 entries,
+/// 10 ms; the same [`crate::flush::Deferred`]), and every domain holds what
+/// `dmar_init_reserved_ranges` reserved (the IOAPIC window and every device's memory BARs,
+/// q35's by default: [`crate::iova::domain::RESERVED_2626_Q35`]). 2.6.26 had no per-CPU
+/// IOVA caches and no flush queues: `magazine`, `gap-tree` and `flush_queue` are refused.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Kernel {
+    /// Linux 6.12.
+    #[default]
+    #[serde(rename = "6.12")]
+    V6_12,
+    /// Linux 2.6.26 (-rc6, the paper's).
+    #[serde(rename = "2.6.26")]
+    V2_6_26,
+}
+
+impl Kernel {
+    /// Its name in configs.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Kernel::V6_12 => "6.12",
+            Kernel::V2_6_26 => "2.6.26",
+        }
+    }
+
+    /// Whether this is the default (left out of serialised configs).
+    pub fn is_default(&self) -> bool {
+        *self == Kernel::V6_12
+    }
+
+    /// The windows every domain reserves when `reserved` is not given.
+    pub fn default_reserved(self) -> Vec<ByteRange> {
+        match self {
+            Kernel::V6_12 => Vec::new(),
+            Kernel::V2_6_26 => RESERVED_2626_Q35.to_vec(),
+        }
+    }
+}
+
 /// The software mechanisms of a configuration.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -261,6 +307,11 @@ pub struct HardwareConfig {
     /// existing outputs stay as they were.
     #[serde(skip_serializing_if = "UnitKind::is_vtd")]
     pub unit: UnitKind,
+    /// Price the allocator's metadata accesses by the level of a modeled L1D/L2 that serves
+    /// them (`[hardware.cpu_cache]`, Core 2 E6850 geometry by default) instead of the flat
+    /// `tree_visit`/`bitmap_word` prices. Off when absent.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpu_cache: Option<CpuCacheConfig>,
 }
 
 /// The remapping unit an experiment runs on: every experiment runs on any of them
@@ -306,6 +357,7 @@ impl Default for HardwareConfig {
             write_buffer_flush: None,
             cost_overrides: toml::Table::new(),
             unit: UnitKind::Vtd,
+            cpu_cache: None,
         }
     }
 }
@@ -351,6 +403,13 @@ impl HardwareConfig {
                 value: levels.to_string(),
                 expected: "3, 4 or 5 (39-, 48- or 57-bit address width)".into(),
             });
+        }
+        if let Some(c) = self.cpu_cache {
+            crate::hw::CpuCache::new(c).map_err(|e| ConfigError::Invalid {
+                key: "hardware.cpu_cache".into(),
+                value: format!("{c:?}"),
+                expected: e.to_string(),
+            })?;
         }
         let iotlb = self.iotlb.unwrap_or_default();
         if iotlb.sets == 0 || !iotlb.sets.is_power_of_two() || iotlb.ways == 0 {
@@ -417,6 +476,13 @@ pub struct ExperimentConfig {
     /// Stop after this many seconds of modeled time (the paper ran 30 s, S0.8) instead of
     /// after `workload.ios` I/Os.
     pub duration_s: Option<f64>,
+    /// Which Linux the mechanisms follow ([`Kernel`]; bare metal).
+    #[serde(skip_serializing_if = "Kernel::is_default")]
+    pub kernel: Kernel,
+    /// Byte windows every domain reserves (`reserve_iova`); default: the kernel's
+    /// ([`Kernel::default_reserved`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reserved: Option<Vec<ByteRange>>,
 }
 
 impl Default for ExperimentConfig {
@@ -432,6 +498,8 @@ impl Default for ExperimentConfig {
             dma_bits: 32,
             software_clock: SoftwareClock::Modeled,
             duration_s: None,
+            kernel: Kernel::V6_12,
+            reserved: None,
         }
     }
 }
@@ -548,6 +616,7 @@ impl ExperimentConfig {
         let mechanisms = self.mechanisms();
         mechanisms.validate()?;
         let unit = self.hardware.resolve()?;
+        let reserved = self.resolve_kernel(&mechanisms)?;
         if !(13..=64).contains(&self.dma_bits) {
             return Err(ConfigError::Invalid {
                 key: "dma_bits".into(),
@@ -608,7 +677,60 @@ impl ExperimentConfig {
             mechanisms,
             unit,
             system,
+            kernel: self.kernel,
+            reserved,
         })
+    }
+
+    /// Checks the mechanisms against the kernel and returns the windows to reserve.
+    fn resolve_kernel(&self, m: &Mechanisms) -> Result<Vec<ByteRange>, ConfigError> {
+        if self.kernel == Kernel::V2_6_26 {
+            let refuse = |key: &str, value: &str, why: &str| ConfigError::Invalid {
+                key: key.into(),
+                value: value.into(),
+                expected: format!("{why} with `kernel = \"2.6.26\"`"),
+            };
+            match m.allocator {
+                AllocatorKind::Rbtree | AllocatorKind::Bitmap => {}
+                a => {
+                    return Err(refuse(
+                        "mechanisms.allocator",
+                        a.name(),
+                        "`rbtree` or `bitmap` (per-CPU IOVA caches came in 4.7; the gap tree \
+                         is this project's)",
+                    ));
+                }
+            }
+            if let FlushConfig::FlushQueue(_) = m.flush {
+                return Err(refuse(
+                    "mechanisms.flush.kind",
+                    "flush_queue",
+                    "`strict`, `deferred` or `per_lap` (flush queues came in 4.14)",
+                ));
+            }
+        }
+        let reserved = self
+            .reserved
+            .clone()
+            .unwrap_or_else(|| self.kernel.default_reserved());
+        for (i, w) in reserved.iter().enumerate() {
+            if w.end < w.start {
+                return Err(ConfigError::Invalid {
+                    key: format!("reserved[{i}]"),
+                    value: format!("{:#x}..={:#x}", w.start, w.end),
+                    expected: "start <= end (an inclusive byte range)".into(),
+                });
+            }
+        }
+        if !reserved.is_empty() && m.allocator == AllocatorKind::GapTree {
+            return Err(ConfigError::Invalid {
+                key: "reserved".into(),
+                value: format!("{} window(s)", reserved.len()),
+                expected: "no reserved windows with allocator `gap-tree` (it has no reserve)"
+                    .into(),
+            });
+        }
+        Ok(reserved)
     }
 
     /// The keys a system with a fixed DMA stack (a guest, a Xen PV domain) cannot honour,
@@ -705,6 +827,10 @@ pub struct Resolved {
     pub unit: VtdConfig,
     /// The system the workload runs on.
     pub system: ResolvedSystem,
+    /// The kernel the mechanisms follow.
+    pub kernel: Kernel,
+    /// The windows every domain reserves.
+    pub reserved: Vec<ByteRange>,
 }
 
 /// The system of a resolved experiment.
@@ -962,6 +1088,63 @@ mod tests {
             .to_string();
         assert!(e.contains("`hardware.cost`"), "{e}");
         assert!(e.contains("vtd-2008") && e.contains("line 2"), "{e}");
+    }
+
+    /// `kernel` takes "6.12" or "2.6.26"; anything else is named with the allowed values.
+    #[test]
+    fn kernel_knob_parses_and_names_bad_values() {
+        let c = ExperimentConfig::from_toml("kernel = \"2.6.26\"").unwrap();
+        assert_eq!(c.kernel, Kernel::V2_6_26);
+        let r = c.resolve().unwrap();
+        assert_eq!(r.reserved, RESERVED_2626_Q35.to_vec());
+        assert!(
+            ExperimentConfig::default()
+                .resolve()
+                .unwrap()
+                .reserved
+                .is_empty()
+        );
+        let e = ExperimentConfig::from_toml("kernel = \"2.6.25\"")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("`kernel`") && e.contains("2.6.26") && e.contains("6.12"),
+            "{e}"
+        );
+        let text = c.to_toml().unwrap();
+        assert!(text.contains("kernel = \"2.6.26\""), "{text}");
+        assert!(
+            !ExperimentConfig::default()
+                .to_toml()
+                .unwrap()
+                .contains("kernel")
+        );
+    }
+
+    /// 2.6.26 had no magazines and no flush queues: `modern` is refused by key.
+    #[test]
+    fn kernel_2626_refuses_later_mechanisms() {
+        let c = ExperimentConfig {
+            kernel: Kernel::V2_6_26,
+            configuration: NamedConfig::Modern,
+            ..ExperimentConfig::default()
+        };
+        let e = c.resolve().unwrap_err().to_string();
+        assert!(
+            e.contains("mechanisms.allocator") && e.contains("4.7"),
+            "{e}"
+        );
+    }
+
+    /// A reserved window with its ends swapped is named by index.
+    #[test]
+    fn bad_reserved_window_is_named() {
+        let e = ExperimentConfig::from_toml("[[reserved]]\nstart = 0x2000\nend = 0x1000\n")
+            .unwrap()
+            .resolve()
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("reserved[0]"), "{e}");
     }
 
     #[test]

@@ -45,6 +45,9 @@ pub struct ComponentStats {
     pub dma: DmaStats,
     /// Device accesses as the oracle classified them.
     pub access: AccessOutcome,
+    /// The allocator's metadata accesses by cache level (runs with `[hardware.cpu_cache]`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_cache: Option<crate::hw::CpuCacheStats>,
 }
 
 /// What one run measured.

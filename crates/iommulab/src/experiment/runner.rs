@@ -13,6 +13,7 @@ use crate::dma::{DeviceHandle, DmaApi, DmaError, Native, SgEntry, Translation};
 use crate::error::Error;
 use crate::flush::{FlushPolicy, FlushStats};
 use crate::hw::cost::CostModel;
+use crate::hw::cpu_cache::{CpuCache, CpuCacheConfig, CpuCacheStats};
 use crate::hw::unit::RemapUnit;
 use crate::iova::{IovaAllocator, IovaStats};
 use crate::workload::{DmaOp, Workload};
@@ -29,13 +30,32 @@ pub fn modeled_software(
     iova: &IovaStats,
     flush: &FlushStats,
 ) -> Cycles {
+    modeled_software_cached(cost, dma_calls, iova, flush, None)
+}
+
+/// [`modeled_software`], with the allocator's metadata accesses priced by the CPU cache
+/// model when there is one: each logged line access at `l1_hit`, `l2_hit` or
+/// `memory_access` by the level that served it, instead of the flat `tree_visit` and
+/// `bitmap_word` prices.
+pub fn modeled_software_cached(
+    cost: &CostModel,
+    dma_calls: u64,
+    iova: &IovaStats,
+    flush: &FlushStats,
+    cache: Option<&CpuCacheStats>,
+) -> Cycles {
+    let metadata = match cache {
+        None => iova.tree_visits * cost.tree_visit + iova.bitmap_words * cost.bitmap_word,
+        Some(c) => {
+            c.l1_hits * cost.l1_hit + c.l2_hits * cost.l2_hit + c.misses * cost.memory_access
+        }
+    };
     let c = dma_calls * cost.dma_api_call
         + (iova.lock_acquisitions + flush.lock_acquisitions) * cost.lock_handoff
         + iova.slab_allocs * cost.slab_alloc
         + iova.slab_frees * cost.slab_free
-        + iova.tree_visits * cost.tree_visit
+        + metadata
         + iova.tree_rebalances * cost.tree_rebalance
-        + iova.bitmap_words * cost.bitmap_word
         + iova.magazine_ops * cost.magazine_op
         + flush.queue_appends * cost.queue_append
         + flush.timer_arms * cost.timer_arm;
@@ -106,6 +126,7 @@ pub fn run<A, F, U, W>(
     software_clock: SoftwareClock,
     labels: RunLabels,
     stop_at: Option<Cycles>,
+    cpu_cache: Option<CpuCacheConfig>,
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<RunResult, Error>
 where
@@ -134,6 +155,27 @@ where
     // The workload's own clock (trace timestamps), in cycles; timers fire by the later of it
     // and the modeled clock.
     let mut workload_now = Cycles::ZERO;
+    // The CPU cache model, when asked for: the allocator logs the lines it touches and the
+    // runner plays them, then the rest of the I/O path, through the caches after each I/O.
+    let mut cache = match cpu_cache {
+        Some(c) if iommu_on => {
+            Some(
+                CpuCache::new(c).map_err(|e| crate::experiment::ConfigError::Invalid {
+                    key: "hardware.cpu_cache".into(),
+                    value: format!("{c:?}"),
+                    expected: e.to_string(),
+                })?,
+            )
+        }
+        _ => None,
+    };
+    for a in api.allocators_mut() {
+        a.log_touched_lines(cache.is_some());
+    }
+    // An allocator without a line model keeps its flat prices.
+    if !api.allocators().iter().any(IovaAllocator::logs_lines) {
+        cache = None;
+    }
 
     let start = Instant::now();
     while let Some(op) = workload.next_op()? {
@@ -217,7 +259,19 @@ where
                         probe_after_unmap(api, dev, s.addr, dir, neighbours, &mut access)?;
                     }
                 }
-                let now = modeled_now(api, &cost, ios, iommu_on).max(workload_now);
+                if let Some(c) = cache.as_mut() {
+                    // Every domain's nodes go through the one cache (each allocator
+                    // numbers its own lines, so two domains' lines may alias).
+                    for a in api.allocators_mut() {
+                        for &line in a.touched_lines() {
+                            c.allocator_access(line);
+                        }
+                        a.clear_touched_lines();
+                    }
+                    c.io_path();
+                }
+                let cache_stats = cache.as_ref().map(CpuCache::stats);
+                let now = modeled_now(api, &cost, ios, iommu_on, cache_stats).max(workload_now);
                 api.tick(now)?;
                 if ios.is_multiple_of(PROGRESS_EVERY) {
                     progress(ios, total);
@@ -228,7 +282,8 @@ where
             }
             DmaOp::Tick { now_ns } => {
                 workload_now = cost.clock.cycles_from_ns(now_ns);
-                let now = modeled_now(api, &cost, ios, iommu_on).max(workload_now);
+                let cache_stats = cache.as_ref().map(CpuCache::stats);
+                let now = modeled_now(api, &cost, ios, iommu_on, cache_stats).max(workload_now);
                 api.tick(now)?;
             }
         }
@@ -247,6 +302,14 @@ where
     }
     // Drain what is pending, so every IOVA is back and every stale window closed.
     api.drain()?;
+    if let Some(c) = cache.as_mut() {
+        for a in api.allocators_mut() {
+            for &line in a.touched_lines() {
+                c.allocator_access(line);
+            }
+            a.clear_touched_lines();
+        }
+    }
     let wall = start.elapsed().as_secs_f64();
     progress(ios, total);
 
@@ -260,6 +323,7 @@ where
         software_clock,
         labels,
         iommu_on,
+        cache.as_ref().map(|c| *c.stats()),
     ))
 }
 
@@ -295,22 +359,27 @@ fn modeled_now<A: IovaAllocator, F: FlushPolicy, U: RemapUnit>(
     cost: &CostModel,
     ios: u64,
     iommu_on: bool,
+    cache: Option<&CpuCacheStats>,
 ) -> Cycles {
     let io = Cycles::new(ios * cost.io_path);
     if !iommu_on {
         return io;
     }
     // The price is linear in the counters: add each domain's allocator and each flush
-    // policy on its own instead of merging their stats on every I/O.
+    // policy on its own instead of merging their stats on every I/O. With the cache model
+    // the metadata accesses are priced once, from the one cache every domain shares.
     let none_i = IovaStats::default();
     let none_f = FlushStats::default();
-    let mut c =
-        io + api.unit().cpu_cycles() + modeled_software(cost, dma_calls(api), &none_i, &none_f);
+    let no_lines = CpuCacheStats::default();
+    let per_part = cache.map(|_| &no_lines);
+    let mut c = io
+        + api.unit().cpu_cycles()
+        + modeled_software_cached(cost, dma_calls(api), &none_i, &none_f, cache);
     for a in api.allocators() {
-        c = c + modeled_software(cost, 0, a.stats(), &none_f);
+        c = c + modeled_software_cached(cost, 0, a.stats(), &none_f, per_part);
     }
     for f in api.flush_policies() {
-        c = c + modeled_software(cost, 0, &none_i, f.stats());
+        c = c + modeled_software_cached(cost, 0, &none_i, f.stats(), per_part);
     }
     c
 }
@@ -326,6 +395,7 @@ fn summarise<A: IovaAllocator, F: FlushPolicy, U: RemapUnit>(
     software_clock: SoftwareClock,
     labels: RunLabels,
     iommu_on: bool,
+    cache: Option<CpuCacheStats>,
 ) -> RunResult {
     let n = ios.max(1) as f64;
     let iommu = api.unit().stats();
@@ -335,7 +405,7 @@ fn summarise<A: IovaAllocator, F: FlushPolicy, U: RemapUnit>(
     let (hw, sw, devc) = if iommu_on {
         (
             api.unit().cpu_cycles(),
-            modeled_software(cost, dma_calls(api), &iova, &flush),
+            modeled_software_cached(cost, dma_calls(api), &iova, &flush, cache.as_ref()),
             api.unit().device_cycles(),
         )
     } else {
@@ -403,6 +473,7 @@ fn summarise<A: IovaAllocator, F: FlushPolicy, U: RemapUnit>(
             flush,
             dma: *api.stats(),
             access,
+            cpu_cache: cache,
         },
         guest: None,
         xen_pv: None,

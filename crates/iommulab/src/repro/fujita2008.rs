@@ -8,8 +8,10 @@ use serde::Serialize;
 use super::{ReproOptions, Reproduction, Steps};
 use crate::Error;
 use crate::device::DeviceMode;
-use crate::experiment::{ExperimentConfig, NamedConfig, RunResult, run_bench};
-use crate::hw::cost::CostPreset;
+use crate::experiment::config::Kernel;
+use crate::experiment::{ExperimentConfig, HardwareConfig, NamedConfig, RunResult, run_bench};
+use crate::hw::cost::{CostModel, CostPreset, PriceSource, VTD_2008_PRICES};
+use crate::hw::cpu_cache::CpuCacheConfig;
 
 /// The line of the reproductions' index.
 pub const TITLE: &str = "Fujita & Mori 2008, IOMMU performance evaluation in Linux (Figure 4: IOPS of the \
@@ -91,6 +93,11 @@ pub struct Protocol {
     pub repeats: u32,
     /// Modeled seconds of the malicious-device run of each configuration.
     pub security_seconds: f64,
+    /// Modeled seconds of each run of the sensitivity sweep (one run per configuration and
+    /// point: the modeled clock does not depend on the seed).
+    pub sweep_seconds: f64,
+    /// Whether the sweep includes its grid (the full run) or only the one-at-a-time points.
+    pub sweep_grid: bool,
 }
 
 impl Protocol {
@@ -102,12 +109,16 @@ impl Protocol {
                 seconds: 10.0,
                 repeats: 2,
                 security_seconds: 0.5,
+                sweep_seconds: 0.2,
+                sweep_grid: false,
             }
         } else {
             Protocol {
                 seconds: 30.0,
                 repeats: 5,
                 security_seconds: 2.0,
+                sweep_seconds: 2.0,
+                sweep_grid: true,
             }
         }
     }
@@ -130,6 +141,12 @@ pub struct PerIo {
     pub magazine_ops: f64,
     /// IOTLB invalidations.
     pub invalidations: f64,
+    /// Allocator-metadata line accesses served by L1D (CPU cache model).
+    pub l1_hits: f64,
+    /// Served by L2.
+    pub l2_hits: f64,
+    /// Served by memory.
+    pub memory_accesses: f64,
 }
 
 impl PerIo {
@@ -146,6 +163,9 @@ impl PerIo {
             lock_acquisitions: (i.lock_acquisitions + f.lock_acquisitions) as f64 / n,
             magazine_ops: i.magazine_ops as f64 / n,
             invalidations: r.iotlb_invalidations as f64 / n,
+            l1_hits: r.stats.cpu_cache.map_or(0.0, |c| c.l1_hits as f64 / n),
+            l2_hits: r.stats.cpu_cache.map_or(0.0, |c| c.l2_hits as f64 / n),
+            memory_accesses: r.stats.cpu_cache.map_or(0.0, |c| c.misses as f64 / n),
         }
     }
 }
@@ -159,6 +179,11 @@ pub struct Aggregate {
     pub allocator: String,
     /// Its flush policy.
     pub flush: String,
+    /// The kernel its mechanisms follow (`2.6.26`, the paper's; `6.12` for `modern`).
+    pub kernel: String,
+    /// Share of the modeled time the CPU is busy: `1 - io_wait / time per I/O` (the paper:
+    /// about 70% in every configuration).
+    pub cpu_utilisation: f64,
     /// Timing runs averaged.
     pub repeats: usize,
     /// Mean I/Os per run (integer division, as a count).
@@ -229,6 +254,85 @@ pub struct Fujita2008Results {
     pub runs: Vec<RunResult>,
     /// What the paper published.
     pub paper: Paper,
+    /// The provenance of every `vtd-2008` price ([`VTD_2008_PRICES`]) with its value.
+    pub prices: Vec<Price>,
+    /// The sensitivity sweep over the estimated prices.
+    pub sweep: Vec<SweepPoint>,
+}
+
+/// One price of the preset and where it comes from.
+#[derive(Clone, Debug, Serialize)]
+pub struct Price {
+    /// The cost-model field.
+    pub field: String,
+    /// Its value in `vtd-2008` (cycles; `ghz` in tenths).
+    pub value: u64,
+    /// The source or the estimate's reasoning.
+    pub source: String,
+    /// `None`: measured; else the estimate's plausible range.
+    pub range: Option<(u64, u64)>,
+}
+
+/// The four IOMMU bars of Figure 4 at one point of the sweep, relative to `disabled`.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct Bars {
+    /// `default`.
+    pub default: f64,
+    /// `strict`.
+    pub strict: f64,
+    /// `bitmap`.
+    pub bitmap: f64,
+    /// `strict-bitmap`.
+    pub strict_bitmap: f64,
+}
+
+/// Tolerance of "≈" and of "within" a paper bar (the issue's acceptance: 0.02).
+pub const TOLERANCE: f64 = 0.02;
+
+/// The paper's four bars (strict and strict-bitmap inferred, see [`PAPER_FIGURE4`]).
+pub const PAPER_BARS: Bars = Bars {
+    default: 0.80,
+    strict: 0.80,
+    bitmap: 0.87,
+    strict_bitmap: 0.82,
+};
+
+impl Bars {
+    /// The paper's ordering: bitmap > strict-bitmap > default ≈ strict (≈: within
+    /// [`TOLERANCE`]).
+    pub fn has_paper_ordering(&self) -> bool {
+        self.bitmap > self.strict_bitmap
+            && self.strict_bitmap > self.default.max(self.strict)
+            && (self.default - self.strict).abs() <= TOLERANCE
+    }
+
+    /// Which bars lie within [`TOLERANCE`] of the paper's, in the order default, strict,
+    /// bitmap, strict-bitmap.
+    pub fn within_paper(&self) -> [bool; 4] {
+        let near = |a: f64, b: f64| (a - b).abs() <= TOLERANCE + 1e-12;
+        [
+            near(self.default, PAPER_BARS.default),
+            near(self.strict, PAPER_BARS.strict),
+            near(self.bitmap, PAPER_BARS.bitmap),
+            near(self.strict_bitmap, PAPER_BARS.strict_bitmap),
+        ]
+    }
+}
+
+/// One point of the sensitivity sweep.
+#[derive(Clone, Debug, Serialize)]
+pub struct SweepPoint {
+    /// `baseline`, `one-at-a-time` or `grid`.
+    pub kind: String,
+    /// What was changed from the preset: `(field, value)`; `io_path_lines` and
+    /// `io_path_fresh_lines` are the CPU cache model's footprint, the rest cost fields.
+    pub changes: Vec<(String, u64)>,
+    /// The bars at this point.
+    pub bars: Bars,
+    /// Whether they have the paper's ordering ([`Bars::has_paper_ordering`]).
+    pub ordering: bool,
+    /// How many of the four bars lie within [`TOLERANCE`] of the paper's.
+    pub within: usize,
 }
 
 impl Fujita2008Results {
@@ -242,13 +346,21 @@ impl Fujita2008Results {
 /// 1..=repeats), then once each with a malicious device.
 pub fn run(opts: &ReproOptions<'_>) -> Result<Fujita2008Results, Error> {
     let protocol = Protocol::new(opts.quick);
+    // S0.8: Linux 2.6.26-rc6's mechanisms on the E6850 with its caches modeled.
     let base = ExperimentConfig {
         duration_s: Some(protocol.seconds),
+        kernel: Kernel::V2_6_26,
+        hardware: HardwareConfig {
+            cpu_cache: Some(CpuCacheConfig::default()),
+            ..HardwareConfig::default()
+        },
         ..ExperimentConfig::default()
     };
     debug_assert_eq!(base.hardware.cost, CostPreset::Vtd2008);
     let configs = NamedConfig::ALL;
-    let total = configs.len() as u64 * (u64::from(protocol.repeats) + 1);
+    let plan = sweep_plan(protocol.sweep_grid);
+    let total = configs.len() as u64 * (u64::from(protocol.repeats) + 1)
+        + plan.len() as u64 * SWEPT.len() as u64;
     let mut steps = Steps::new(opts, Reproduction::Fujita2008, total);
     let timing = run_configs(&base, &configs, protocol.repeats, &mut steps, "")?;
     // The security pass: the same configurations with a malicious device (a separate run,
@@ -265,6 +377,16 @@ pub fn run(opts: &ReproOptions<'_>) -> Result<Fujita2008Results, Error> {
         &mut steps,
         ", malicious device",
     )?;
+    let mut sweep = Vec::with_capacity(plan.len());
+    for (kind, changes) in &plan {
+        sweep.push(sweep_point(
+            &base,
+            kind,
+            changes,
+            protocol.sweep_seconds,
+            &mut steps,
+        )?);
+    }
     steps.finish()?;
     let results = aggregate(&timing, &security);
     let mut runs = timing;
@@ -278,6 +400,144 @@ pub fn run(opts: &ReproOptions<'_>) -> Result<Fujita2008Results, Error> {
             figure4: PAPER_FIGURE4.to_vec(),
             default_iops: PAPER_DEFAULT_IOPS,
         },
+        prices: prices(),
+        sweep,
+    })
+}
+
+/// [`VTD_2008_PRICES`] with the preset's values.
+pub fn prices() -> Vec<Price> {
+    let m = CostModel::VTD_2008;
+    VTD_2008_PRICES
+        .iter()
+        .map(|p: &PriceSource| Price {
+            field: p.field.into(),
+            value: m.field(p.field).unwrap_or(0),
+            source: p.source.into(),
+            range: p.range,
+        })
+        .collect()
+}
+
+/// The configurations a sweep point runs (`disabled` is the reference).
+const SWEPT: [NamedConfig; 5] = [
+    NamedConfig::Disabled,
+    NamedConfig::Default,
+    NamedConfig::Strict,
+    NamedConfig::Bitmap,
+    NamedConfig::StrictBitmap,
+];
+
+/// The CPU cache model's footprint knobs, swept like prices: (name, low, high).
+pub const FOOTPRINT_RANGES: [(&str, u64, u64); 2] = [
+    ("io_path_lines", 100, 1000),
+    ("io_path_fresh_lines", 64, 256),
+];
+
+/// The points of the sweep: the baseline; every estimated price at the low and the high end
+/// of its range, one at a time, and the cache footprint likewise; with `grid`, the grid of
+/// the write-buffer flush (the unverified RWBF), memory latency and fresh footprint.
+pub fn sweep_plan(grid: bool) -> Vec<(&'static str, Vec<(String, u64)>)> {
+    let mut plan = vec![("baseline", Vec::new())];
+    for p in VTD_2008_PRICES {
+        if let Some((lo, hi)) = p.range {
+            for v in [lo, hi] {
+                plan.push(("one-at-a-time", vec![(p.field.to_string(), v)]));
+            }
+        }
+    }
+    for (f, lo, hi) in FOOTPRINT_RANGES {
+        for v in [lo, hi] {
+            plan.push(("one-at-a-time", vec![(f.to_string(), v)]));
+        }
+    }
+    if grid {
+        for wbf in [0, 1200] {
+            for mem in [150, 220, 300] {
+                for fresh in [0, 64, 256] {
+                    plan.push((
+                        "grid",
+                        vec![
+                            ("write_buffer_flush".to_string(), wbf),
+                            ("memory_access".to_string(), mem),
+                            ("io_path_fresh_lines".to_string(), fresh),
+                        ],
+                    ));
+                }
+            }
+        }
+    }
+    plan
+}
+
+/// Runs the four IOMMU configurations and `disabled` once with `changes` applied.
+fn sweep_point(
+    base: &ExperimentConfig,
+    kind: &str,
+    changes: &[(String, u64)],
+    seconds: f64,
+    steps: &mut Steps<'_, '_>,
+) -> Result<SweepPoint, Error> {
+    let mut cfg = ExperimentConfig {
+        duration_s: Some(seconds),
+        ..base.clone()
+    };
+    let mut cache = cfg.hardware.cpu_cache.unwrap_or_default();
+    for (k, v) in changes {
+        match k.as_str() {
+            "io_path_lines" => cache.io_path_lines = u32::try_from(*v).unwrap_or(u32::MAX),
+            "io_path_fresh_lines" => {
+                cache.io_path_fresh_lines = u32::try_from(*v).unwrap_or(u32::MAX);
+            }
+            _ => {
+                let v = i64::try_from(*v).unwrap_or(i64::MAX);
+                cfg.hardware
+                    .cost_overrides
+                    .insert(k.clone(), toml::Value::Integer(v));
+            }
+        }
+    }
+    cfg.hardware.cpu_cache = Some(cache);
+    let what = if changes.is_empty() {
+        "preset".to_string()
+    } else {
+        changes
+            .iter()
+            .map(|(k, v)| format!("{k} = {v}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let mut iops = [0.0; 5];
+    for (i, &c) in SWEPT.iter().enumerate() {
+        steps.start(|| format!("sweep ({what}): {}", c.name()))?;
+        let run = run_bench(
+            &ExperimentConfig {
+                configuration: c,
+                ..cfg.clone()
+            },
+            &mut |_, _| {},
+        )?;
+        iops[i] = run.iops;
+    }
+    let rel = |i: usize| {
+        if iops[0] > 0.0 {
+            iops[i] / iops[0]
+        } else {
+            0.0
+        }
+    };
+    let bars = Bars {
+        default: rel(1),
+        strict: rel(2),
+        bitmap: rel(3),
+        strict_bitmap: rel(4),
+    };
+    Ok(SweepPoint {
+        kind: kind.into(),
+        changes: changes.to_vec(),
+        bars,
+        ordering: bars.has_paper_ordering(),
+        within: bars.within_paper().iter().filter(|w| **w).count(),
     })
 }
 
@@ -295,6 +555,12 @@ fn run_configs(
         for r in 0..repeats {
             let cfg = ExperimentConfig {
                 configuration: c,
+                // 2.6.26 had no magazines or flush queues: `modern` runs on 6.12's.
+                kernel: if c == NamedConfig::Modern {
+                    Kernel::V6_12
+                } else {
+                    base.kernel
+                },
                 ..base.with_seed_offset(u64::from(r))
             };
             let seed = cfg.seed().unwrap_or_default();
@@ -337,10 +603,25 @@ fn aggregate(timing: &[RunResult], security: &[RunResult]) -> Vec<Aggregate> {
         // `disabled` has no IOMMU: its device reaches all memory, which is no stale
         // translation but no protection at all.
         let protected = paper.config != NamedConfig::Disabled;
+        let kernel = if paper.config == NamedConfig::Modern {
+            Kernel::V6_12
+        } else {
+            Kernel::V2_6_26
+        };
+        let io_wait_ns = CostModel::VTD_2008
+            .clock
+            .ns(crate::clock::Cycles::new(CostModel::VTD_2008.io_wait));
+        let total_ns = f(|r| r.modeled_ns_per_op);
         out.push(Aggregate {
             config: name.into(),
             allocator: first.allocator.clone(),
             flush: first.flush.clone(),
+            kernel: kernel.name().into(),
+            cpu_utilisation: if total_ns > 0.0 {
+                1.0 - io_wait_ns / total_ns
+            } else {
+                0.0
+            },
             repeats: runs.len(),
             ops: sum(|r| r.ops),
             iops: mean(&iops),
@@ -390,6 +671,34 @@ mod tests {
     fn the_paper_lists_every_configuration_once_in_figure_order() {
         let names: Vec<NamedConfig> = PAPER_FIGURE4.iter().map(|p| p.config).collect();
         assert_eq!(names, NamedConfig::ALL);
+    }
+
+    /// The ordering test: the paper's own bars have it; swapping bitmap and strict-bitmap,
+    /// or separating default and strict by more than the tolerance, loses it.
+    #[test]
+    fn paper_bars_have_the_paper_ordering() {
+        assert!(PAPER_BARS.has_paper_ordering());
+        assert_eq!(PAPER_BARS.within_paper(), [true; 4]);
+        let swapped = Bars {
+            bitmap: 0.81,
+            ..PAPER_BARS
+        };
+        assert!(!swapped.has_paper_ordering());
+        let apart = Bars {
+            strict: 0.75,
+            ..PAPER_BARS
+        };
+        assert!(!apart.has_paper_ordering());
+        assert_eq!(apart.within_paper(), [true, false, true, true]);
+    }
+
+    /// Every estimated price gets a low and a high point; the grid adds 18.
+    #[test]
+    fn sweep_plan_covers_every_estimate() {
+        let estimates = VTD_2008_PRICES.iter().filter(|p| p.range.is_some()).count();
+        let quick = sweep_plan(false);
+        assert_eq!(quick.len(), 1 + 2 * estimates + 2 * FOOTPRINT_RANGES.len());
+        assert_eq!(sweep_plan(true).len(), quick.len() + 18);
     }
 
     #[test]
