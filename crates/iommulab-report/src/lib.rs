@@ -154,6 +154,11 @@ pub fn files(reproduction: Reproduction) -> Vec<String> {
                     }
                 }
             }
+            for (i, w) in ["recorded-tcp-send", "recorded-httpd"].iter().enumerate() {
+                for ext in ["svg", "png"] {
+                    v.push(format!("figure{}_{w}_hit_rate.{ext}", 3 + i));
+                }
+            }
             v
         }
         Reproduction::BenYehuda2007 => {

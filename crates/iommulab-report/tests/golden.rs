@@ -250,6 +250,46 @@ fn fujita2008_headline_numbers_are_pinned() {
 fn yassour2010_quick_matches_the_golden_files() {
     let out = run_and_render(Reproduction::Yassour2010);
     assert_eq!(compare_tree(out.path(), "yassour2010"), 4);
+    // Figures 3–4 on the recorded traces (the same in the quick and the full run: the
+    // recordings do not depend on --quick), pinned with a tolerance: (recording, policy,
+    // hit rate at 10%, 25%, 50% of the working set).
+    const PINNED: [(&str, &str, [f64; 3]); 6] = [
+        ("recorded-tcp-send", "opt_batch", [0.965, 0.985, 0.992]),
+        ("recorded-tcp-send", "prefetch", [0.809, 0.871, 0.893]),
+        ("recorded-tcp-send", "opt", [0.517, 0.675, 0.810]),
+        ("recorded-tcp-send", "lru", [0.376, 0.465, 0.590]),
+        ("recorded-httpd", "opt_batch", [0.989, 0.995, 0.998]),
+        ("recorded-httpd", "prefetch", [0.824, 0.834, 0.929]),
+    ];
+    let json: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(out.path().join("yassour2010/results.json")).unwrap(),
+    )
+    .unwrap();
+    let recorded = json["recorded"].as_array().unwrap();
+    for (name, policy, rates) in PINNED {
+        let w = recorded.iter().find(|w| w["workload"] == name).unwrap();
+        let ws = w["working_set_pages"].as_u64().unwrap();
+        let c = w["policies"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["policy"] == policy)
+            .unwrap();
+        for (f, want) in [0.10, 0.25, 0.50].into_iter().zip(rates) {
+            let q = iommulab::repro::yassour2010::round_quota(f, ws);
+            let i = c["quota_pages"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .position(|x| x.as_u64() == Some(q))
+                .unwrap();
+            let got = c["hit_rate"][i].as_f64().unwrap();
+            assert!(
+                (got - want).abs() < 2e-3,
+                "{name} {policy} @{f}: {got:.4}, pinned {want}"
+            );
+        }
+    }
 }
 
 #[test]

@@ -84,6 +84,32 @@ pub(crate) fn render(dir: &Path, r: &Yassour2010Results) -> Result<PathBuf, Repo
             &cpu,
         )?;
     }
+    for (i, w) in res.recorded.iter().enumerate() {
+        let series: Vec<LineSeries> = w
+            .policies
+            .iter()
+            .map(|p| LineSeries {
+                label: p.policy.clone(),
+                points: p
+                    .quota_fraction
+                    .iter()
+                    .zip(&p.hit_rate)
+                    .map(|(&f, &h)| (f * 100.0, h * 100.0))
+                    .collect(),
+            })
+            .collect();
+        line_chart(
+            dir,
+            &format!("figure{}_{}_hit_rate", 3 + i, w.workload),
+            &format!(
+                "{} ({}): hit rate vs quota (page-reference sequence)",
+                w.workload, w.device
+            ),
+            "quota (% of working set)",
+            "hit rate (%)",
+            &series,
+        )?;
+    }
     let page = dir.join("README.md");
     write_atomic(&page, page::markdown(res).as_bytes())?;
     Ok(page)
@@ -217,6 +243,35 @@ pub(crate) fn tables(r: &Yassour2010Results) -> Vec<Table> {
                 Cell::float(p.cpu_utilization, 6),
                 p.stale_accesses.into(),
                 p.stale_writes.into(),
+            ]);
+        }
+    }
+    // The recorded traces' Figures 3–4, under their own workload names.
+    for w in &res.recorded {
+        let name = || Cell::from(&w.workload);
+        for p in &w.policies {
+            for i in 0..p.hit_rate.len() {
+                hit.push(vec![
+                    name(),
+                    (&p.policy).into(),
+                    (&p.method).into(),
+                    Cell::float(p.quota_fraction[i], 4),
+                    p.quota_pages[i].into(),
+                    Cell::float(p.hit_rate[i], 6),
+                    Cell::float(p.hit_rate_pinned[i], 6),
+                    Cell::float(p.refused_rate_pinned[i], 6),
+                ]);
+            }
+        }
+        for a in &w.prefetch {
+            prefetch.push(vec![
+                name(),
+                Cell::float(a.quota_fraction, 4),
+                a.quota_pages.into(),
+                Cell::float(a.hit_rate, 6),
+                a.misses.into(),
+                a.prefetched.into(),
+                a.prefetch_hits.into(),
             ]);
         }
     }

@@ -26,6 +26,7 @@
 pub mod cpu;
 pub mod hit_rate;
 pub mod protection;
+pub mod recorded;
 
 use std::sync::Arc;
 
@@ -170,6 +171,8 @@ pub struct Results {
     pub workloads: Vec<WorkloadResult>,
     /// The page-sequence hit rates of a smaller configuration (one netperf socket).
     pub sensitivity: Vec<Sensitivity>,
+    /// Figures 3–4 on the recorded traces (TCP send, then the web server).
+    pub recorded: Vec<recorded::RecordedResult>,
 }
 
 impl Results {
@@ -338,13 +341,18 @@ pub fn run(opts: &ReproOptions<'_>) -> Result<Yassour2010Results, Error> {
         ..netperf
     });
     let total = prepared.iter().map(Prepared::steps).sum::<u64>()
-        + crate::virt::EvictionConfig::all_default().len() as u64;
+        + crate::virt::EvictionConfig::all_default().len() as u64
+        + recorded::RECORDINGS.len() as u64 * recorded::Recording::steps();
     let mut steps = Steps::new(opts, Reproduction::Yassour2010, total);
     let mut workloads = Vec::new();
     for p in &prepared {
         workloads.push(workload(p, &mut steps)?);
     }
     let sensitivity = vec![hit_rate::sensitivity(&sens_spec, &mut steps)?];
+    let recorded = recorded::RECORDINGS
+        .iter()
+        .map(|r| r.run(&mut steps))
+        .collect::<Result<Vec<_>, _>>()?;
     steps.finish()?;
     Ok(Yassour2010Results {
         results: Results {
@@ -355,6 +363,7 @@ pub fn run(opts: &ReproOptions<'_>) -> Result<Yassour2010Results, Error> {
             cpu_formula: CPU_FORMULA,
             workloads,
             sensitivity,
+            recorded,
         },
         paper: PAPER_FINDINGS.to_vec(),
     })
