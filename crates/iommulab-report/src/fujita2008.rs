@@ -437,7 +437,7 @@ and reads the rest of each mapped page (the paper does not measure this; S0.6 on
         "\nSub-page accesses: a 1024-byte buffer is mapped with its whole 4 KiB page, so while the mapping is live the \
 device can read the other 3072 bytes of that page, under every configuration (the DMA address keeps the sub-page \
 offset, S0.4; the paper does not discuss it). Stale windows: strict and strict-bitmap show 0 stale accesses by \
-construction; default's window is up to 250 unmaps or 10 ms, bitmap's a whole lap, modern's a per-CPU ring or 10 ms; \
+construction; default's window is up to 250 unmaps or 10 ms, bitmap's a whole lap, modern's a per-CPU ring or its 10 ms timer (3 jiffies at HZ = 250: 8–12 ms); \
 disabled has no protection at all."
     );
     p
