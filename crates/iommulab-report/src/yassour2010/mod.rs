@@ -5,6 +5,7 @@ mod page;
 
 use std::path::{Path, PathBuf};
 
+use iommulab::repro::yassour2010::hit_rate::PrefetchAt;
 use iommulab::repro::yassour2010::{HitCurve, Yassour2010Results};
 
 use crate::ReportError;
@@ -115,6 +116,41 @@ pub(crate) fn render(dir: &Path, r: &Yassour2010Results) -> Result<PathBuf, Repo
     Ok(page)
 }
 
+/// One workload's (or recording's) hit-rate curves and prefetching rows.
+fn curve_rows(
+    hit: &mut Table,
+    prefetch: &mut Table,
+    workload: &str,
+    policies: &[HitCurve],
+    guesses: &[PrefetchAt],
+) {
+    for p in policies {
+        for i in 0..p.hit_rate.len() {
+            hit.push(vec![
+                workload.into(),
+                (&p.policy).into(),
+                (&p.method).into(),
+                Cell::float(p.quota_fraction[i], 4),
+                p.quota_pages[i].into(),
+                Cell::float(p.hit_rate[i], 6),
+                Cell::float(p.hit_rate_pinned[i], 6),
+                Cell::float(p.refused_rate_pinned[i], 6),
+            ]);
+        }
+    }
+    for a in guesses {
+        prefetch.push(vec![
+            workload.into(),
+            Cell::float(a.quota_fraction, 4),
+            a.quota_pages.into(),
+            Cell::float(a.hit_rate, 6),
+            a.misses.into(),
+            a.prefetched.into(),
+            a.prefetch_hits.into(),
+        ]);
+    }
+}
+
 /// `hit_rate` (`hit_rate.csv`, Figures 3–4) and `cpu` (`cpu.csv`, Figures 5–6), one row
 /// per point; `prefetch`, `protection` and `sensitivity` (the page's other tables, no file).
 pub(crate) fn tables(r: &Yassour2010Results) -> Vec<Table> {
@@ -185,20 +221,13 @@ pub(crate) fn tables(r: &Yassour2010Results) -> Vec<Table> {
     );
     for w in &res.workloads {
         let name = || Cell::from(&w.workload);
-        for p in &w.policies {
-            for i in 0..p.hit_rate.len() {
-                hit.push(vec![
-                    name(),
-                    (&p.policy).into(),
-                    (&p.method).into(),
-                    Cell::float(p.quota_fraction[i], 4),
-                    p.quota_pages[i].into(),
-                    Cell::float(p.hit_rate[i], 6),
-                    Cell::float(p.hit_rate_pinned[i], 6),
-                    Cell::float(p.refused_rate_pinned[i], 6),
-                ]);
-            }
-        }
+        curve_rows(
+            &mut hit,
+            &mut prefetch,
+            &w.workload,
+            &w.policies,
+            &w.prefetch,
+        );
         for c in &w.cpu {
             for i in 0..c.cpu_utilization.len() {
                 cpu.push(vec![
@@ -221,17 +250,6 @@ pub(crate) fn tables(r: &Yassour2010Results) -> Vec<Table> {
                 ]);
             }
         }
-        for a in &w.prefetch {
-            prefetch.push(vec![
-                name(),
-                Cell::float(a.quota_fraction, 4),
-                a.quota_pages.into(),
-                Cell::float(a.hit_rate, 6),
-                a.misses.into(),
-                a.prefetched.into(),
-                a.prefetch_hits.into(),
-            ]);
-        }
         for p in &w.protection {
             protection.push(vec![
                 name(),
@@ -248,32 +266,13 @@ pub(crate) fn tables(r: &Yassour2010Results) -> Vec<Table> {
     }
     // The recorded traces' Figures 3–4, under their own workload names.
     for w in &res.recorded {
-        let name = || Cell::from(&w.workload);
-        for p in &w.policies {
-            for i in 0..p.hit_rate.len() {
-                hit.push(vec![
-                    name(),
-                    (&p.policy).into(),
-                    (&p.method).into(),
-                    Cell::float(p.quota_fraction[i], 4),
-                    p.quota_pages[i].into(),
-                    Cell::float(p.hit_rate[i], 6),
-                    Cell::float(p.hit_rate_pinned[i], 6),
-                    Cell::float(p.refused_rate_pinned[i], 6),
-                ]);
-            }
-        }
-        for a in &w.prefetch {
-            prefetch.push(vec![
-                name(),
-                Cell::float(a.quota_fraction, 4),
-                a.quota_pages.into(),
-                Cell::float(a.hit_rate, 6),
-                a.misses.into(),
-                a.prefetched.into(),
-                a.prefetch_hits.into(),
-            ]);
-        }
+        curve_rows(
+            &mut hit,
+            &mut prefetch,
+            &w.workload,
+            &w.policies,
+            &w.prefetch,
+        );
     }
     let mut sensitivity = Table::new(
         "sensitivity",

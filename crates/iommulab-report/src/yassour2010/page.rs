@@ -4,6 +4,7 @@
 
 use std::fmt::Write as _;
 
+use iommulab::repro::yassour2010::hit_rate::PrefetchAt;
 use iommulab::repro::yassour2010::{
     CPU_FORMULA, CpuCurve, HitCurve, PAPER_FINDINGS, Results, WorkloadResult,
     recorded::RecordedResult, round_quota,
@@ -84,24 +85,7 @@ pub(crate) fn markdown(res: &Results) -> String {
             m,
             "\nPrefetching's guesses on this sequence (S1.4; a guess is useful if the page is mapped before it is evicted):\n"
         );
-        let _ = writeln!(
-            m,
-            "| quota | hit rate | misses | pages prefetched | useful | accuracy |"
-        );
-        let _ = writeln!(m, "|---|---|---|---|---|---|");
-        for a in &w.prefetch {
-            let _ = writeln!(
-                m,
-                "| {:.0}% ({} p) | {} | {} | {} | {} | {} |",
-                100.0 * a.quota_fraction,
-                a.quota_pages,
-                pct(a.hit_rate),
-                a.misses,
-                a.prefetched,
-                a.prefetch_hits,
-                pct(a.prefetch_hits as f64 / a.prefetched.max(1) as f64)
-            );
-        }
+        prefetch_table(&mut m, "quota", &w.prefetch);
         let _ = writeln!(
             m,
             "\n**Second view — the same stream with pinning, which the paper's simulation leaves out** (map-cache runs; refused maps are non-hits):\n"
@@ -221,6 +205,28 @@ pub(crate) fn markdown(res: &Results) -> String {
     m
 }
 
+/// Prefetching's guesses at each quoted quota, as a table whose first column is `first`.
+fn prefetch_table(m: &mut String, first: &str, guesses: &[PrefetchAt]) {
+    let _ = writeln!(
+        m,
+        "| {first} | hit rate | misses | pages prefetched | useful | accuracy |"
+    );
+    let _ = writeln!(m, "|---|---|---|---|---|---|");
+    for a in guesses {
+        let _ = writeln!(
+            m,
+            "| {:.0}% ({} p) | {} | {} | {} | {} | {} |",
+            100.0 * a.quota_fraction,
+            a.quota_pages,
+            pct(a.hit_rate),
+            a.misses,
+            a.prefetched,
+            a.prefetch_hits,
+            pct(a.prefetch_hits as f64 / a.prefetched.max(1) as f64)
+        );
+    }
+}
+
 /// Figures 3–4 on the recorded traces, beside the generators, and S1.9's claims judged on
 /// the recordings.
 fn recorded(res: &Results) -> String {
@@ -279,24 +285,8 @@ fn recorded(res: &Results) -> String {
                 g(0.5)
             );
         }
-        let _ = writeln!(
-            m,
-            "\n| prefetching at | hit rate | misses | pages prefetched | useful | accuracy |"
-        );
-        let _ = writeln!(m, "|---|---|---|---|---|---|");
-        for a in &w.prefetch {
-            let _ = writeln!(
-                m,
-                "| {:.0}% ({} p) | {} | {} | {} | {} | {} |",
-                100.0 * a.quota_fraction,
-                a.quota_pages,
-                pct(a.hit_rate),
-                a.misses,
-                a.prefetched,
-                a.prefetch_hits,
-                pct(a.prefetch_hits as f64 / a.prefetched.max(1) as f64)
-            );
-        }
+        m.push('\n');
+        prefetch_table(&mut m, "prefetching at", &w.prefetch);
         m.push('\n');
         m.push_str(&recorded_claims(w));
     }
