@@ -112,16 +112,23 @@ pub(crate) fn markdown(res: &Results) -> String {
             );
         }
         let fig = if w.workload == "netperf-send" { 5 } else { 6 };
-        let half = round_quota(0.5, ws);
+        let cws = w.cpu_working_set_pages;
+        let half = round_quota(0.5, cws);
         let _ = writeln!(
             m,
-            "\n**Figure {fig} — modeled mapping CPU vs quota.** Left end: *no caching allowed* (the paper's minimal quota: `single-use`, every page map a map request and every driver unmap an unmap request, packed into hypercalls by the series' batching). Then the map cache (`on-demand`) from the minimal quota that refuses no map ({} pages = the most pinned at once) to the working set ({ws} pages); no map is refused at any point (checked), and no page map hits with no caching (checked). In the figure the segment from 0% to the minimal quota only joins those two measured points: quotas in between refuse maps.\n",
-            w.max_pinned_pages
+            "\n**Figure {fig} — modeled mapping CPU vs quota**, on {} ({cws} distinct pages){}. Left end: *no caching allowed* (the paper's minimal quota: `single-use`, every page map a map request and every driver unmap an unmap request, packed into hypercalls by the series' batching). Then the map cache (`on-demand`) from the minimal quota that refuses no map ({} pages = the most pinned at once) to the working set ({cws} pages); no map is refused at any point (checked), and no page map hits with no caching (checked). In the figure the segment from 0% to the minimal quota only joins those two measured points: quotas in between refuse maps.\n",
+            w.cpu_config,
+            if w.workload == "netperf-send" {
+                ""
+            } else {
+                ": large-file downloads, as the paper's Figure 6 (Figure 4 used the wiki pages above; the file sizes are ours, the paper gives none)"
+            },
+            w.cpu_max_pinned_pages
         );
         let _ = writeln!(
             m,
             "| series | batching | driver mapping | CPU no caching | CPU @minimal ({} p) | CPU @50% ({half} p) | CPU @100% | × LRU, no caching | hypercalls / page map, no caching | pages / hypercall, no caching | IOTLB inval. / page map, no caching | hit rate @minimal | hypercalls / page map @minimal |",
-            w.max_pinned_pages
+            w.cpu_max_pinned_pages
         );
         let _ = writeln!(m, "|---|---|---|---|---|---|---|---|---|---|---|---|---|");
         let lru0 = cpu_of(w, "lru").and_then(|c| c.cpu_utilization.first().copied());

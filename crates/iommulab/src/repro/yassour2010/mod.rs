@@ -150,6 +150,12 @@ pub struct WorkloadResult {
     pub prefetch: Vec<PrefetchAt>,
     /// Figures 5–6: one CPU curve per series.
     pub cpu: Vec<CpuCurve>,
+    /// The configuration the CPU curves ran (Figure 6: large-file downloads, S1.9).
+    pub cpu_config: String,
+    /// Distinct pages of the CPU curves' run.
+    pub cpu_working_set_pages: u64,
+    /// Most pages pinned at once in the CPU curves' run (their minimal quota).
+    pub cpu_max_pinned_pages: u64,
     /// S1.11: stale accesses per strategy.
     pub protection: Vec<Protection>,
 }
@@ -212,7 +218,13 @@ impl Spec {
                 "{} sockets × {} B send buffer, {} packets of one MSS",
                 c.sockets, c.send_buffer, c.packets
             ),
-            Spec::Apache(c) => format!("{} requests over {} files", c.requests, c.files),
+            Spec::Apache(c) => format!(
+                "{} requests over {} files (median {} KiB, at most {} KiB)",
+                c.requests,
+                c.files,
+                c.size_median / 1024,
+                c.max_size / 1024
+            ),
         }
     }
 
@@ -302,12 +314,12 @@ impl Prepared {
         })
     }
 
-    /// Progress steps of [`workload`].
-    fn steps(&self) -> u64 {
+    /// Progress steps of [`workload`] with the CPU curves on `cpu`.
+    fn steps(&self, cpu: &Prepared) -> u64 {
         let policies = crate::virt::EvictionConfig::all_default().len() as u64;
         policies
             + QUOTED.len() as u64
-            + cpu::steps(self.pinned, self.ws)
+            + cpu::steps(cpu.pinned, cpu.ws)
             + protection::CASES.len() as u64
     }
 }
@@ -328,6 +340,21 @@ fn specs(quick: bool) -> (NetperfSendConfig, [Spec; 2]) {
     (netperf, [Spec::Netperf(netperf), Spec::Apache(apache)])
 }
 
+/// Figure 6's Apache: "the client is downloading various large files" (S1.9), where
+/// Figure 4's served static wiki pages. The sizes are ours (the paper gives none): 16 files,
+/// log-normal around 4 MiB (σ 0.5, at most 16 MiB), requested uniformly.
+fn large_files(quick: bool) -> Spec {
+    Spec::Apache(ApacheSendfileConfig {
+        requests: if quick { 24 } else { 400 },
+        files: 16,
+        size_median: 4 << 20,
+        size_sigma: 0.5,
+        max_size: 16 << 20,
+        zipf_s: 0.0,
+        ..ApacheSendfileConfig::default()
+    })
+}
+
 /// Runs Figures 3–6 and the protection table on both workloads, and the one-socket
 /// sensitivity check.
 pub fn run(opts: &ReproOptions<'_>) -> Result<Yassour2010Results, Error> {
@@ -336,17 +363,24 @@ pub fn run(opts: &ReproOptions<'_>) -> Result<Yassour2010Results, Error> {
         .into_iter()
         .map(Prepared::new)
         .collect::<Result<Vec<_>, _>>()?;
+    let large = Prepared::new(large_files(opts.quick))?;
+    // Figure 5 runs the netperf stream of Figure 3; Figure 6 the large-file downloads.
+    let cpu_of = |p: &Prepared| -> bool { matches!(p.spec, Spec::Apache(_)) };
     let sens_spec = Spec::Netperf(NetperfSendConfig {
         sockets: 1,
         ..netperf
     });
-    let total = prepared.iter().map(Prepared::steps).sum::<u64>()
+    let total = prepared
+        .iter()
+        .map(|p| p.steps(if cpu_of(p) { &large } else { p }))
+        .sum::<u64>()
         + crate::virt::EvictionConfig::all_default().len() as u64
         + recorded::RECORDINGS.len() as u64 * recorded::Recording::steps();
     let mut steps = Steps::new(opts, Reproduction::Yassour2010, total);
     let mut workloads = Vec::new();
     for p in &prepared {
-        workloads.push(workload(p, &mut steps)?);
+        let cpu_p = if cpu_of(p) { &large } else { p };
+        workloads.push(workload(p, cpu_p, &mut steps)?);
     }
     let sensitivity = vec![hit_rate::sensitivity(&sens_spec, &mut steps)?];
     let recorded = recorded::RECORDINGS
@@ -369,13 +403,18 @@ pub fn run(opts: &ReproOptions<'_>) -> Result<Yassour2010Results, Error> {
     })
 }
 
-fn workload(p: &Prepared, steps: &mut Steps<'_, '_>) -> Result<WorkloadResult, Error> {
+/// One workload's figures: hit rates and protection on `p`, the CPU curves on `cpu_p`.
+fn workload(
+    p: &Prepared,
+    cpu_p: &Prepared,
+    steps: &mut Steps<'_, '_>,
+) -> Result<WorkloadResult, Error> {
     let name = p.spec.name();
     let seq = mrc::page_sequence(&p.refs);
     let policies = hit_rate::policies(name, &seq, &p.refs, p.ws, steps)?;
     let prefetch = hit_rate::prefetch(name, &seq, p.ws, steps)?;
-    let la = Arc::new(Lookahead::from_refs(&p.refs));
-    let cpu = cpu::curves(&p.spec, p.ws, p.pinned, &la, steps)?;
+    let la = Arc::new(Lookahead::from_refs(&cpu_p.refs));
+    let cpu = cpu::curves(&cpu_p.spec, cpu_p.ws, cpu_p.pinned, &la, steps)?;
     let protection = protection::table(&p.spec, p.ws, p.pinned, steps)?;
     Ok(WorkloadResult {
         workload: name.into(),
@@ -391,6 +430,9 @@ fn workload(p: &Prepared, steps: &mut Steps<'_, '_>) -> Result<WorkloadResult, E
         policies,
         prefetch,
         cpu,
+        cpu_config: cpu_p.spec.describe(),
+        cpu_working_set_pages: cpu_p.ws,
+        cpu_max_pinned_pages: cpu_p.pinned,
         protection,
     })
 }
