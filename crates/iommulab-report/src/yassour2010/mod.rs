@@ -25,18 +25,11 @@ pub(crate) fn render(dir: &Path, r: &Yassour2010Results) -> Result<PathBuf, Repo
     }
     for (i, w) in res.workloads.iter().enumerate() {
         let series = |pick: fn(&HitCurve) -> &Vec<f64>| -> Vec<LineSeries> {
-            w.policies
-                .iter()
-                .map(|p| LineSeries {
-                    label: p.policy.clone(),
-                    points: p
-                        .quota_fraction
-                        .iter()
-                        .zip(pick(p))
-                        .map(|(&f, &h)| (f * 100.0, h * 100.0))
-                        .collect(),
-                })
-                .collect()
+            percent_series(
+                w.policies
+                    .iter()
+                    .map(|p| (&p.policy, &p.quota_fraction, pick(p))),
+            )
         };
         line_chart(
             dir,
@@ -60,19 +53,11 @@ pub(crate) fn render(dir: &Path, r: &Yassour2010Results) -> Result<PathBuf, Repo
             "hit rate (%)",
             &series(|p| &p.hit_rate_pinned),
         )?;
-        let cpu: Vec<LineSeries> = w
-            .cpu
-            .iter()
-            .map(|c| LineSeries {
-                label: c.series.clone(),
-                points: c
-                    .quota_fraction
-                    .iter()
-                    .zip(&c.cpu_utilization)
-                    .map(|(&f, &u)| (f * 100.0, u * 100.0))
-                    .collect(),
-            })
-            .collect();
+        let cpu = percent_series(
+            w.cpu
+                .iter()
+                .map(|c| (&c.series, &c.quota_fraction, &c.cpu_utilization)),
+        );
         line_chart(
             dir,
             &format!("figure{}_{}_cpu", 5 + i, w.workload),
@@ -86,19 +71,6 @@ pub(crate) fn render(dir: &Path, r: &Yassour2010Results) -> Result<PathBuf, Repo
         )?;
     }
     for (i, w) in res.recorded.iter().enumerate() {
-        let series: Vec<LineSeries> = w
-            .policies
-            .iter()
-            .map(|p| LineSeries {
-                label: p.policy.clone(),
-                points: p
-                    .quota_fraction
-                    .iter()
-                    .zip(&p.hit_rate)
-                    .map(|(&f, &h)| (f * 100.0, h * 100.0))
-                    .collect(),
-            })
-            .collect();
         line_chart(
             dir,
             &format!("figure{}_{}_hit_rate", 3 + i, w.workload),
@@ -108,12 +80,32 @@ pub(crate) fn render(dir: &Path, r: &Yassour2010Results) -> Result<PathBuf, Repo
             ),
             "quota (% of working set)",
             "hit rate (%)",
-            &series,
+            &percent_series(
+                w.policies
+                    .iter()
+                    .map(|p| (&p.policy, &p.quota_fraction, &p.hit_rate)),
+            ),
         )?;
     }
     let page = dir.join("README.md");
     write_atomic(&page, page::markdown(res).as_bytes())?;
     Ok(page)
+}
+
+/// Line series in percent (both axes) from `(label, quota fractions, values)`.
+fn percent_series<'a>(
+    curves: impl Iterator<Item = (&'a String, &'a Vec<f64>, &'a Vec<f64>)>,
+) -> Vec<LineSeries> {
+    curves
+        .map(|(label, x, y)| LineSeries {
+            label: label.clone(),
+            points: x
+                .iter()
+                .zip(y)
+                .map(|(&f, &v)| (f * 100.0, v * 100.0))
+                .collect(),
+        })
+        .collect()
 }
 
 /// One workload's (or recording's) hit-rate curves and prefetching rows.
