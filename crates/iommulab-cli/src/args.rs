@@ -449,6 +449,10 @@ pub struct ValidateArgs {
     /// Flush-queue timeout in ms (lazy mode; Linux: 10).
     #[arg(long, value_name = "MS", default_value_t = 10)]
     pub fq_timeout_ms: u64,
+    /// The kernel's CONFIG_HZ (lazy mode): the flush-queue timer fires on a jiffy boundary
+    /// (Debian: 250); 0 fires it exactly --fq-timeout-ms later.
+    #[arg(long, value_name = "HZ", default_value_t = 250)]
+    pub fq_hz: u32,
 }
 
 /// `iommulab mrc`.

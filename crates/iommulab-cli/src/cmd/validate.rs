@@ -59,6 +59,7 @@ pub fn options(args: &ValidateArgs) -> Result<ValidateOptions> {
             .collect(),
         max_mismatches: args.max,
         fq_timeout_ms: args.fq_timeout_ms,
+        fq_hz: args.fq_hz,
         ..ValidateOptions::default()
     })
 }

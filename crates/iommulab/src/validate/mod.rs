@@ -37,7 +37,7 @@ use serde::{Deserialize, Serialize};
 pub use group::{MAX_WAITING, Skipped};
 
 use crate::addr::{CpuId, Pfn};
-use crate::clock::{ClockRate, Cycles};
+use crate::clock::{ClockRate, Cycles, Jiffies};
 use crate::experiment::ConfigError;
 use crate::hash::FxHashMap;
 use crate::iova::{ByteRange, CacheSite, DeviceIova, DomainConfig, IovaAllocator, IovaDomain};
@@ -79,6 +79,10 @@ pub struct ValidateOptions {
     pub fq_size: usize,
     /// Flush-queue timeout in ms (lazy mode; Linux: 10).
     pub fq_timeout_ms: u64,
+    /// The kernel's `CONFIG_HZ` (lazy mode): the flush-queue timer fires on a jiffy boundary,
+    /// `msecs_to_jiffies(fq_timeout_ms)` ticks after the one it was armed in (Debian: 250;
+    /// 0 = exactly `fq_timeout_ms` later).
+    pub fq_hz: u32,
 }
 
 impl Default for ValidateOptions {
@@ -95,6 +99,7 @@ impl Default for ValidateOptions {
             max_mismatches: DEFAULT_MAX_MISMATCHES,
             fq_size: 256,
             fq_timeout_ms: 10,
+            fq_hz: 250,
         }
     }
 }
@@ -546,13 +551,17 @@ struct FlushQueue {
     /// Entries per CPU (the ring holds one fewer).
     size: usize,
     timeout_ns: u64,
+    /// The jiffies base (trace time in ns, jiffies counted from time 0), if `hz` > 0.
+    jiffies: Option<Jiffies>,
 }
 
 impl FlushQueue {
-    fn new(size: usize, timeout_ns: u64) -> Self {
+    fn new(size: usize, timeout_ms: u64, hz: u32) -> Self {
         FlushQueue {
             size,
-            timeout_ns,
+            timeout_ns: timeout_ms.saturating_mul(1_000_000),
+            // Trace time is in ns: a 1 GHz clock makes cycles nanoseconds.
+            jiffies: Jiffies::new(timeout_ms, hz, ClockRate::GHZ_1),
             ..FlushQueue::default()
         }
     }
@@ -574,7 +583,12 @@ impl FlushQueue {
         }
         self.cpus[c].push_back((pfn, pages, self.start_cnt));
         if self.timer.is_none() {
-            self.timer = Some((now.saturating_add(self.timeout_ns), cpu));
+            // `mod_timer(&cookie->fq_timer, jiffies + msecs_to_jiffies(IOVA_FQ_TIMEOUT))`.
+            let at = match self.jiffies {
+                Some(j) => j.deadline(Cycles::new(now)).get(),
+                None => now.saturating_add(self.timeout_ns),
+            };
+            self.timer = Some((at, cpu));
         }
     }
 
@@ -795,7 +809,8 @@ impl Validator {
                 for m in [&mut self.open, &mut self.one] {
                     m.fqs.push(FlushQueue::new(
                         self.options.fq_size,
-                        self.options.fq_timeout_ms.saturating_mul(1_000_000),
+                        self.options.fq_timeout_ms,
+                        self.options.fq_hz,
                     ));
                     m.last_free.push(FxHashMap::default());
                 }
