@@ -260,14 +260,7 @@ where
                     }
                 }
                 if let Some(c) = cache.as_mut() {
-                    // Every domain's nodes go through the one cache (each allocator
-                    // numbers its own lines, so two domains' lines may alias).
-                    for a in api.allocators_mut() {
-                        for &line in a.touched_lines() {
-                            c.allocator_access(line);
-                        }
-                        a.clear_touched_lines();
-                    }
+                    play_touched_lines(api, c);
                     c.io_path();
                 }
                 let cache_stats = cache.as_ref().map(CpuCache::stats);
@@ -303,12 +296,7 @@ where
     // Drain what is pending, so every IOVA is back and every stale window closed.
     api.drain()?;
     if let Some(c) = cache.as_mut() {
-        for a in api.allocators_mut() {
-            for &line in a.touched_lines() {
-                c.allocator_access(line);
-            }
-            a.clear_touched_lines();
-        }
+        play_touched_lines(api, c);
     }
     let wall = start.elapsed().as_secs_f64();
     progress(ios, total);
@@ -352,6 +340,21 @@ fn probe_after_unmap<A: IovaAllocator, F: FlushPolicy, U: RemapUnit>(
 fn dma_calls<A: IovaAllocator, F: FlushPolicy, U: RemapUnit>(api: &DmaApi<A, F, Native<U>>) -> u64 {
     let d = api.stats();
     d.maps + d.unmaps + d.map_sgs + d.unmap_sgs
+}
+
+/// Plays the lines every domain's allocator touched since the last call through the CPU
+/// cache, and empties the logs (each allocator numbers its own lines, so two domains' lines
+/// may alias in the one cache).
+fn play_touched_lines<A: IovaAllocator, F: FlushPolicy, U: RemapUnit>(
+    api: &mut DmaApi<A, F, Native<U>>,
+    cache: &mut CpuCache,
+) {
+    for a in api.allocators_mut() {
+        for &line in a.touched_lines() {
+            cache.allocator_access(line);
+        }
+        a.clear_touched_lines();
+    }
 }
 
 fn modeled_now<A: IovaAllocator, F: FlushPolicy, U: RemapUnit>(
