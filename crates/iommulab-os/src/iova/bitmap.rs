@@ -32,7 +32,7 @@
 //! words read or written on the allocation bitmap); free is `O(pages / 64)`.
 
 use super::rbtree::{SpaceError, check_space};
-use super::{IovaAllocator, IovaError, IovaStats};
+use super::{IovaAllocator, IovaError, IovaStats, LineLog};
 use crate::addr::{CpuId, Iova, Pfn};
 use crate::clock::{ClockRate, Cycles};
 
@@ -85,10 +85,8 @@ pub struct Bitmap {
     /// Next-fit hint: the bit after the last allocation (`next_bit`), relative to `start`.
     hint: u64,
     stats: IovaStats,
-    /// Whether touched words are logged (as 64-byte lines) for the CPU cache model.
-    log_lines: bool,
-    /// Lines (`word / 8`) touched since the last clear.
-    touched: Vec<u64>,
+    /// Lines (`word / 8`) touched, for the CPU cache model.
+    lines: LineLog,
 }
 
 impl Bitmap {
@@ -110,18 +108,17 @@ impl Bitmap {
                 peak_metadata_bytes: bytes,
                 ..IovaStats::default()
             },
-            log_lines: false,
-            touched: Vec::with_capacity(64),
+            lines: LineLog::with_capacity(64),
         })
     }
 
     /// Logs the 64-byte line of word `w` for the cache model (8 words a line).
     #[inline]
     fn touch_word(&mut self, w: usize) {
-        if self.log_lines {
+        if self.lines.is_on() {
             let line = (w / 8) as u64;
-            if self.touched.last() != Some(&line) {
-                self.touched.push(line);
+            if self.lines.lines().last() != Some(&line) {
+                self.lines.push(line);
             }
         }
     }
@@ -368,20 +365,12 @@ impl IovaAllocator for Bitmap {
         &self.stats
     }
 
-    fn logs_lines(&self) -> bool {
-        self.log_lines
+    fn line_log(&self) -> Option<&LineLog> {
+        Some(&self.lines)
     }
 
-    fn log_touched_lines(&mut self, on: bool) {
-        self.log_lines = on;
-    }
-
-    fn touched_lines(&self) -> &[u64] {
-        &self.touched
-    }
-
-    fn clear_touched_lines(&mut self) {
-        self.touched.clear();
+    fn line_log_mut(&mut self) -> Option<&mut LineLog> {
+        Some(&mut self.lines)
     }
 
     fn metadata_bytes(&self) -> u64 {

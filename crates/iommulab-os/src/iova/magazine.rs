@@ -980,13 +980,7 @@ impl<A: IovaAllocator> IovaAllocator for Magazine<A> {
     }
 
     fn on_tick(&mut self, now: Cycles, clock: ClockRate) {
-        // The delay only matters once a full magazine waits in the depot (the float
-        // conversion is the dearest part of a tick with none waiting).
-        let delay = if self.depot.earliest.is_some() {
-            self.config.delay_cycles(clock)
-        } else {
-            0
-        };
+        let delay = self.config.delay_cycles(clock);
         let Magazine {
             inner,
             depot,

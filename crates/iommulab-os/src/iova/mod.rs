@@ -14,6 +14,7 @@
 pub mod bitmap;
 pub mod domain;
 pub mod gap_tree;
+pub mod line_log;
 pub mod magazine;
 pub mod none;
 pub mod rbtree;
@@ -28,6 +29,7 @@ use crate::clock::{ClockRate, Cycles};
 pub use bitmap::Bitmap;
 pub use domain::{ByteRange, DeviceIova, DomainConfig, DomainError, IovaDomain};
 pub use gap_tree::GapTree;
+pub use line_log::LineLog;
 pub use magazine::{
     CacheSite, CacheSnapshot, MagSlot, Magazine, MagazineConfig, MagazineConfigError, MoveError,
 };
@@ -193,26 +195,42 @@ pub trait IovaAllocator: Clone {
         let _ = (cpu, pfn, pages);
     }
 
-    /// Whether the allocator logs its metadata lines (so a CPU cache model can price them);
-    /// `false` keeps the flat per-visit and per-word prices.
-    fn logs_lines(&self) -> bool {
-        false
+    /// The allocator's log of the metadata lines it touches, if it has a line model (for
+    /// the CPU cache model); `None` keeps the flat per-visit and per-word prices.
+    fn line_log(&self) -> Option<&LineLog> {
+        None
     }
 
-    /// Start or stop logging the cache lines the allocator's metadata accesses touch (for
-    /// the CPU cache model); allocators without a line model ignore it.
+    /// [`IovaAllocator::line_log`], mutably.
+    fn line_log_mut(&mut self) -> Option<&mut LineLog> {
+        None
+    }
+
+    /// Whether the allocator logs its metadata lines (so a CPU cache model can price them).
+    fn logs_lines(&self) -> bool {
+        self.line_log().is_some_and(LineLog::is_on)
+    }
+
+    /// Start or stop logging the cache lines the allocator's metadata accesses touch;
+    /// allocators without a line model ignore it.
     fn log_touched_lines(&mut self, on: bool) {
-        let _ = on;
+        if let Some(l) = self.line_log_mut() {
+            l.set(on);
+        }
     }
 
     /// The lines touched since the last [`IovaAllocator::clear_touched_lines`], in the
     /// allocator's own numbering (a tree node's slot, a bitmap word's 64-byte line).
     fn touched_lines(&self) -> &[u64] {
-        &[]
+        self.line_log().map_or(&[], LineLog::lines)
     }
 
     /// Empties the touched-line log.
-    fn clear_touched_lines(&mut self) {}
+    fn clear_touched_lines(&mut self) {
+        if let Some(l) = self.line_log_mut() {
+            l.clear();
+        }
+    }
 }
 
 /// An allocator that can say what it would hand out without doing it, and be told to take a

@@ -47,7 +47,7 @@
 //! are not logged (they are nodes next to the logged path).
 
 use super::rbtree::{NIL, RbTree, SpaceError};
-use super::{IovaAllocator, IovaError, IovaStats, RangeControl};
+use super::{IovaAllocator, IovaError, IovaStats, LineLog, RangeControl};
 use crate::addr::{CpuId, Iova, Pfn};
 use crate::clock::{ClockRate, Cycles};
 
@@ -83,10 +83,8 @@ pub struct RbTree2626 {
     end_pfn: u64,
     dma_32bit_pfn: u64,
     null_prev_inserts: u64,
-    /// Whether touched nodes are logged for the cache model.
-    log_lines: bool,
-    /// Node slots touched since the last [`IovaAllocator::clear_touched_lines`].
-    touched: Vec<u64>,
+    /// Node slots touched, for the cache model.
+    lines: LineLog,
 }
 
 impl RbTree2626 {
@@ -110,8 +108,7 @@ impl RbTree2626 {
             end_pfn: end.get(),
             dma_32bit_pfn: dma_32bit_pfn.get(),
             null_prev_inserts: 0,
-            log_lines: false,
-            touched: Vec::with_capacity(256),
+            lines: LineLog::with_capacity(256),
         })
     }
 
@@ -148,9 +145,7 @@ impl RbTree2626 {
     #[inline]
     fn touch(&mut self, x: u32) {
         self.tree.core_stats_mut().tree_visits += 1;
-        if self.log_lines {
-            self.touched.push(u64::from(x));
-        }
+        self.lines.push(u64::from(x));
     }
 
     /// `rb_last`: down the right spine from the root.
@@ -242,11 +237,11 @@ impl RbTree2626 {
         if prev == NIL {
             self.null_prev_inserts += 1;
         }
-        if self.log_lines {
+        if self.lines.is_on() {
             // The insert's descent from `prev` (counted as visits by the tree itself).
             let mut x = prev;
             while x != NIL {
-                self.touched.push(u64::from(x));
+                self.lines.push(u64::from(x));
                 let (l, r, _) = self.tree.core_links(x);
                 x = if pfn_lo < self.tree.core_range(x).0 {
                     l
@@ -256,9 +251,7 @@ impl RbTree2626 {
             }
         }
         let z = self.tree.core_insert(pfn_lo, pfn_lo + size - 1, prev)?;
-        if self.log_lines {
-            self.touched.push(u64::from(z));
-        }
+        self.lines.push(u64::from(z));
         // `__cached_rbnode_insert_update(iovad, saved_pfn, new)`.
         if saved_pfn == self.dma_32bit_pfn {
             self.cached32 = z;
@@ -297,11 +290,11 @@ impl RbTree2626 {
                 };
             }
         }
-        if self.log_lines {
+        if self.lines.is_on() {
             let (l, r, p) = self.tree.core_links(z);
             for x in [z, p, l, r] {
                 if x != NIL {
-                    self.touched.push(u64::from(x));
+                    self.lines.push(u64::from(x));
                 }
             }
         }
@@ -386,27 +379,19 @@ impl IovaAllocator for RbTree2626 {
         "rbtree-2.6.26"
     }
 
-    fn logs_lines(&self) -> bool {
-        self.log_lines
+    fn line_log(&self) -> Option<&LineLog> {
+        Some(&self.lines)
     }
 
-    fn log_touched_lines(&mut self, on: bool) {
-        self.log_lines = on;
-    }
-
-    fn touched_lines(&self) -> &[u64] {
-        &self.touched
-    }
-
-    fn clear_touched_lines(&mut self) {
-        self.touched.clear();
+    fn line_log_mut(&mut self) -> Option<&mut LineLog> {
+        Some(&mut self.lines)
     }
 }
 
 impl RangeControl for RbTree2626 {
     fn peek_alloc(&self, pages: u64, limit: Pfn<Iova>) -> Option<Pfn<Iova>> {
         let mut copy = self.clone();
-        copy.log_lines = false;
+        copy.lines.set(false);
         copy.alloc(CpuId::new(0), pages, limit).ok()
     }
 
