@@ -553,6 +553,8 @@ pub enum BatchingArg {
     Piggyback,
     /// Batch map and batch unmap.
     MapUnmap,
+    /// A miss's evictions ride on its own map hypercall (one hypercall per replacement).
+    Replace,
 }
 
 impl From<BatchingArg> for iommulab::virt::Batching {
@@ -564,6 +566,7 @@ impl From<BatchingArg> for iommulab::virt::Batching {
             BatchingArg::Unmap => B::Unmap,
             BatchingArg::Piggyback => B::Piggyback,
             BatchingArg::MapUnmap => B::MapUnmap,
+            BatchingArg::Replace => B::Replace,
         }
     }
 }

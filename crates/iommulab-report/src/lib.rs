@@ -146,6 +146,7 @@ pub fn files(reproduction: Reproduction) -> Vec<String> {
                 "results.json".to_string(),
                 "hit_rate.csv".into(),
                 "cpu.csv".into(),
+                "cpu_sensitivity.csv".into(),
             ];
             for (i, w) in ["netperf-send", "apache-sendfile"].iter().enumerate() {
                 for (fig, kind) in [(3, "hit_rate"), (3, "hit_rate_pinned"), (5, "cpu")] {
@@ -155,8 +156,10 @@ pub fn files(reproduction: Reproduction) -> Vec<String> {
                 }
             }
             for (i, w) in ["recorded-tcp-send", "recorded-httpd"].iter().enumerate() {
-                for ext in ["svg", "png"] {
-                    v.push(format!("figure{}_{w}_hit_rate.{ext}", 3 + i));
+                for (fig, kind) in [(3, "hit_rate"), (5, "cpu")] {
+                    for ext in ["svg", "png"] {
+                        v.push(format!("figure{}_{w}_{kind}.{ext}", fig + i));
+                    }
                 }
             }
             v

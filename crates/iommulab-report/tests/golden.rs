@@ -249,7 +249,7 @@ fn fujita2008_headline_numbers_are_pinned() {
 #[test]
 fn yassour2010_quick_matches_the_golden_files() {
     let out = run_and_render(Reproduction::Yassour2010);
-    assert_eq!(compare_tree(out.path(), "yassour2010"), 4);
+    assert_eq!(compare_tree(out.path(), "yassour2010"), 5);
     // Figures 3–4 on the recorded traces (the same in the quick and the full run: the
     // recordings do not depend on --quick), pinned with a tolerance: (recording, policy,
     // hit rate at 10%, 25%, 50% of the working set).
@@ -289,6 +289,36 @@ fn yassour2010_quick_matches_the_golden_files() {
                 "{name} {policy} @{f}: {got:.4}, pinned {want}"
             );
         }
+    }
+    // Figures 5–6 on the recordings, with no caching: (recording, series, CPU utilisation,
+    // busy cycles per byte sent over LRU's).
+    const CPU: [(&str, &str, f64, f64); 6] = [
+        ("recorded-tcp-send", "lru", 0.624, 1.0),
+        ("recorded-tcp-send", "piggyback", 0.434, 0.694),
+        ("recorded-tcp-send", "batching", 0.274, 0.439),
+        ("recorded-httpd", "lru", 1.0, 1.0),
+        ("recorded-httpd", "piggyback", 0.717, 0.684),
+        ("recorded-httpd", "batching", 0.637, 0.608),
+    ];
+    for (name, series, cpu, busy) in CPU {
+        let w = recorded.iter().find(|w| w["workload"] == name).unwrap();
+        let curves = w["cpu"].as_array().unwrap();
+        let demand = |s: &str| {
+            curves.iter().find(|c| c["series"] == s).unwrap()["cpu_demand"][0]
+                .as_f64()
+                .unwrap()
+        };
+        let c = curves.iter().find(|c| c["series"] == series).unwrap();
+        let got = c["cpu_utilization"][0].as_f64().unwrap();
+        assert!(
+            (got - cpu).abs() < 2e-3,
+            "{name} {series}: CPU {got:.4}, pinned {cpu}"
+        );
+        let ratio = demand(series) / demand("lru");
+        assert!(
+            (ratio - busy).abs() < 2e-3,
+            "{name} {series}: × {ratio:.4} of LRU, pinned {busy}"
+        );
     }
 }
 

@@ -20,6 +20,7 @@
 //! | `map` | a buffer's maps in one hypercall | one per page |
 //! | `unmap` | as `none` | a buffer's unmaps (`on-demand`: a miss's evictions) in one hypercall |
 //! | `piggyback` | as `none` | deferred, ride on the next map hypercall |
+//! | `replace` | as `none` | a miss's evictions ride on its own map hypercall (S1.4's "remapping hypercall"); driver unmaps one per page |
 //! | `map-unmap` | a buffer's maps in one hypercall | a buffer's unmaps (`on-demand`: the evictions its misses cause) in one hypercall |
 
 use serde::{Deserialize, Serialize};
@@ -52,6 +53,11 @@ pub enum Batching {
     /// Batch map and batch unmap together (the paper's "batching" series of Figures 5–6:
     /// "LRU with the map and unmap batching optimizations", S1.6, S1.9).
     MapUnmap,
+    /// One hypercall per replacement: a miss's evictions and its maps (with a prefetching
+    /// policy, the whole chain) go together. S1.4: "the remapping hypercall is trying to map
+    /// n new pages, n old pages need to be evicted"; prefetching "batch[es] multiple page
+    /// replacements together". A driver's unmap (no cache to keep it) goes at once.
+    Replace,
 }
 
 impl Batching {
@@ -68,6 +74,7 @@ impl Batching {
             Batching::Unmap => "unmap",
             Batching::Piggyback => "piggyback",
             Batching::MapUnmap => "map-unmap",
+            Batching::Replace => "replace",
         }
     }
 }
@@ -156,7 +163,7 @@ impl Channel {
     }
 
     /// A map cache evicts `g` to make room for a miss: sent at once unless unmaps are
-    /// batched, piggybacked or batched with the buffer.
+    /// batched, piggybacked, batched with the buffer or ride on the miss's map (`replace`).
     pub fn evict(&mut self, g: Pfn<Gpa>) -> Result<(), GuestError> {
         self.queue_unmap(g);
         match self.batching {
@@ -179,7 +186,7 @@ impl Channel {
         self.queue_unmap(g);
         match self.batching {
             Batching::Piggyback | Batching::Unmap | Batching::MapUnmap => Ok(()),
-            _ => self.flush_unmaps(),
+            Batching::None | Batching::Map | Batching::Replace => self.flush_unmaps(),
         }
     }
 

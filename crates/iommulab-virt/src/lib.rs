@@ -40,6 +40,7 @@ pub mod guest;
 pub mod host;
 pub mod hypercall;
 pub mod hypercall_backend;
+pub mod link;
 pub mod lookahead;
 pub mod map_cache;
 pub mod mrc;
@@ -64,6 +65,7 @@ pub use guest::{
 pub use host::{Host, HostConfig, InvalidationScope};
 pub use hypercall::{HostStats, Hypercall, HypercallError};
 pub use hypercall_backend::{Batching, Channel, HypercallBackend, PageCounters};
+pub use link::{LinkLoad, link_load};
 pub use lookahead::Lookahead;
 pub use map_cache::{MapCache, MapCacheStats, MapOutcome, QuotaOutcome, UnmapOutcome};
 pub use strategy::{CacheOnly, GuestStrategy, PageOutcome, Strategy};

@@ -155,7 +155,7 @@ fn run_guest_model(args: &ReplayArgs, strategy: StrategyArg) -> Result<()> {
         format!(
             "guest {} (eviction {}, quota {}, batching {}): {} page maps, {} hits, {} misses, {} refused (hit rate {:.1}%)\n\
              {} hypercalls ({:.2} pages each, max {}), {} IOTLB invalidations, {} write-buffer flushes\n\
-             {} modeled cycles ({:.0} per map), CPU {:.1}% at {} Mb/s; {} stale accesses ({} writable)\n",
+             {} modeled cycles ({:.0} per map), CPU {:.1}% ({:.1}% mapping), {:.0} of {} Mb/s; {} stale accesses ({} writable)\n",
             r.strategy,
             if r.eviction.is_empty() {
                 "-"
@@ -177,6 +177,8 @@ fn run_guest_model(args: &ReplayArgs, strategy: StrategyArg) -> Result<()> {
             r.cycles,
             r.cycles_per_map,
             r.cpu_utilization * 100.0,
+            r.mapping_cpu * 100.0,
+            r.throughput_mbps,
             cfg.link_mbps,
             r.stale_accesses,
             r.stale_writes,

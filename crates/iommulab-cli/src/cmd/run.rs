@@ -38,8 +38,8 @@ pub fn run(args: &RunArgs, quiet: bool) -> Result<()> {
         if let Some(g) = &result.guest {
             t.push_str(&format!(
                 "guest {} (eviction {}, quota {}, batching {}): {} page maps, {} hits, {} misses, \
-                 {} refused (hit rate {:.1}%); {} hypercalls ({:.2} pages each); CPU {:.1}% at \
-                 the link rate; {} stale accesses ({} writable)\n",
+                 {} refused (hit rate {:.1}%); {} hypercalls ({:.2} pages each); CPU {:.1}% \
+                 ({:.1}% mapping), {:.0} Mb/s; {} stale accesses ({} writable)\n",
                 g.strategy,
                 if g.eviction.is_empty() {
                     "-"
@@ -56,6 +56,8 @@ pub fn run(args: &RunArgs, quiet: bool) -> Result<()> {
                 g.hypercalls,
                 g.pages_per_hypercall,
                 g.cpu_utilization * 100.0,
+                g.mapping_cpu * 100.0,
+                g.throughput_mbps,
                 g.stale_accesses,
                 g.stale_writes,
             ));

@@ -1,12 +1,12 @@
 //! Yassour et al. 2010's report: `results.json`, `hit_rate.csv` (Figures 3–4), `cpu.csv`
-//! (Figures 5–6), the six figures (SVG and PNG) and the markdown page.
+//! (Figures 5–6), `cpu_sensitivity.csv`, the figures (SVG and PNG) and the markdown page.
 
 mod page;
 
 use std::path::{Path, PathBuf};
 
 use iommulab::repro::yassour2010::hit_rate::PrefetchAt;
-use iommulab::repro::yassour2010::{HitCurve, Yassour2010Results};
+use iommulab::repro::yassour2010::{CpuCurve, HitCurve, Yassour2010Results};
 
 use crate::ReportError;
 use crate::files::{create_dir, write_atomic, write_json};
@@ -53,21 +53,12 @@ pub(crate) fn render(dir: &Path, r: &Yassour2010Results) -> Result<PathBuf, Repo
             "hit rate (%)",
             &series(|p| &p.hit_rate_pinned),
         )?;
-        let cpu = percent_series(
-            w.cpu
-                .iter()
-                .map(|c| (&c.series, &c.quota_fraction, &c.cpu_utilization)),
-        );
-        line_chart(
+        cpu_chart(
             dir,
             &format!("figure{}_{}_cpu", 5 + i, w.workload),
-            &format!(
-                "{}: modeled mapping CPU vs quota (0% = no caching; kvm-2010, 1 Gb/s)",
-                w.workload
-            ),
-            "quota (% of working set)",
-            "CPU utilisation (%)",
-            &cpu,
+            &w.workload,
+            &w.cpu,
+            res.cpus,
         )?;
     }
     for (i, w) in res.recorded.iter().enumerate() {
@@ -86,10 +77,71 @@ pub(crate) fn render(dir: &Path, r: &Yassour2010Results) -> Result<PathBuf, Repo
                     .map(|p| (&p.policy, &p.quota_fraction, &p.hit_rate)),
             ),
         )?;
+        cpu_chart(
+            dir,
+            &format!("figure{}_{}_cpu", 5 + i, w.workload),
+            &w.workload,
+            &w.cpu,
+            res.cpus,
+        )?;
     }
     let page = dir.join("README.md");
     write_atomic(&page, page::markdown(res).as_bytes())?;
     Ok(page)
+}
+
+/// A Figure 5–6 chart: CPU utilisation vs quota, one line per series.
+fn cpu_chart(
+    dir: &Path,
+    name: &str,
+    what: &str,
+    curves: &[CpuCurve],
+    cpus: u32,
+) -> Result<(), ReportError> {
+    line_chart(
+        dir,
+        name,
+        &format!("{what}: CPU vs quota (0% = no caching; {cpus} vCPUs)"),
+        "quota (% of working set)",
+        "CPU utilisation (%)",
+        &percent_series(
+            curves
+                .iter()
+                .map(|c| (&c.series, &c.quota_fraction, &c.cpu_utilization)),
+        ),
+    )
+}
+
+/// One workload's (or recording's) CPU rows.
+fn cpu_rows(cpu: &mut Table, workload: &str, curves: &[CpuCurve]) {
+    for c in curves {
+        for i in 0..c.cpu_utilization.len() {
+            cpu.push(vec![
+                workload.into(),
+                (&c.series).into(),
+                (&c.eviction).into(),
+                (&c.batching).into(),
+                (&c.mapping).into(),
+                (&c.strategy[i]).into(),
+                Cell::float(c.quota_fraction[i], 4),
+                c.quota_pages[i].into(),
+                Cell::float(c.cpu_utilization[i], 6),
+                Cell::float(c.mapping_cpu[i], 6),
+                Cell::float(c.throughput_mbps[i], 3),
+                Cell::float(c.cpu_demand[i], 6),
+                c.mapping_cycles[i].into(),
+                c.stack_cycles[i].into(),
+                c.sent_bytes[i].into(),
+                Cell::float(c.hit_rate[i], 6),
+                c.refused[i].into(),
+                c.hypercalls[i].into(),
+                Cell::float(c.pages_per_hypercall[i], 3),
+                Cell::float(c.cycles_per_map[i], 1),
+                c.page_maps[i].into(),
+                c.iotlb_invalidations[i].into(),
+            ]);
+        }
+    }
 }
 
 /// Line series in percent (both axes) from `(label, quota fractions, values)`.
@@ -174,6 +226,12 @@ pub(crate) fn tables(r: &Yassour2010Results) -> Vec<Table> {
             "quota_fraction",
             "quota_pages",
             "cpu_utilization",
+            "mapping_cpu",
+            "throughput_mbps",
+            "cpu_demand",
+            "mapping_cycles",
+            "stack_cycles",
+            "sent_bytes",
             "hit_rate",
             "refused",
             "hypercalls",
@@ -220,28 +278,7 @@ pub(crate) fn tables(r: &Yassour2010Results) -> Vec<Table> {
             &w.policies,
             &w.prefetch,
         );
-        for c in &w.cpu {
-            for i in 0..c.cpu_utilization.len() {
-                cpu.push(vec![
-                    name(),
-                    (&c.series).into(),
-                    (&c.eviction).into(),
-                    (&c.batching).into(),
-                    (&c.mapping).into(),
-                    (&c.strategy[i]).into(),
-                    Cell::float(c.quota_fraction[i], 4),
-                    c.quota_pages[i].into(),
-                    Cell::float(c.cpu_utilization[i], 6),
-                    Cell::float(c.hit_rate[i], 6),
-                    c.refused[i].into(),
-                    c.hypercalls[i].into(),
-                    Cell::float(c.pages_per_hypercall[i], 3),
-                    Cell::float(c.cycles_per_map[i], 1),
-                    c.page_maps[i].into(),
-                    c.iotlb_invalidations[i].into(),
-                ]);
-            }
-        }
+        cpu_rows(&mut cpu, &w.workload, &w.cpu);
         for p in &w.protection {
             protection.push(vec![
                 name(),
@@ -256,7 +293,24 @@ pub(crate) fn tables(r: &Yassour2010Results) -> Vec<Table> {
             ]);
         }
     }
-    // The recorded traces' Figures 3–4, under their own workload names.
+    let mut cpu_sens = Table::new(
+        "cpu_sensitivity",
+        Some("cpu_sensitivity.csv"),
+        &[
+            "workload",
+            "host_call_bookkeeping",
+            "net_tx_per_kib",
+            "cpus",
+            "lru_cpu",
+            "lru_throughput_mbps",
+            "piggyback_cpu",
+            "batching_cpu",
+            "batching_throughput_mbps",
+            "piggyback_busy_ratio",
+            "batching_busy_ratio",
+        ],
+    );
+    // The recorded traces' Figures 3–6, under their own workload names.
     for w in &res.recorded {
         curve_rows(
             &mut hit,
@@ -265,6 +319,22 @@ pub(crate) fn tables(r: &Yassour2010Results) -> Vec<Table> {
             &w.policies,
             &w.prefetch,
         );
+        cpu_rows(&mut cpu, &w.workload, &w.cpu);
+        for s in &w.cpu_sensitivity {
+            cpu_sens.push(vec![
+                (&w.workload).into(),
+                s.host_call_bookkeeping.into(),
+                s.net_tx_per_kib.into(),
+                u64::from(s.cpus).into(),
+                Cell::float(s.lru_cpu, 6),
+                Cell::float(s.lru_throughput_mbps, 3),
+                Cell::float(s.piggyback_cpu, 6),
+                Cell::float(s.batching_cpu, 6),
+                Cell::float(s.batching_throughput_mbps, 3),
+                Cell::float(s.piggyback_busy_ratio, 6),
+                Cell::float(s.batching_busy_ratio, 6),
+            ]);
+        }
     }
     let mut sensitivity = Table::new(
         "sensitivity",
@@ -294,5 +364,5 @@ pub(crate) fn tables(r: &Yassour2010Results) -> Vec<Table> {
             }
         }
     }
-    vec![hit, cpu, prefetch, protection, sensitivity]
+    vec![hit, cpu, cpu_sens, prefetch, protection, sensitivity]
 }

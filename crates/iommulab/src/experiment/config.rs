@@ -790,12 +790,14 @@ impl ExperimentConfig {
              invalidates at every unmap (S1.1)",
             "the guest model's oracle probes every unmapped page, `system.protection_oracle`",
         )?;
-        if g.guest_mib == 0 || g.link_mbps == 0 {
+        if g.guest_mib == 0 || g.link_mbps == 0 || g.cpus == 0 {
             return Err(ConfigError::Invalid {
                 key: if g.guest_mib == 0 {
                     "system.guest_mib"
-                } else {
+                } else if g.link_mbps == 0 {
                     "system.link_mbps"
+                } else {
+                    "system.cpus"
                 }
                 .into(),
                 value: "0".into(),
@@ -811,6 +813,7 @@ impl ExperimentConfig {
             cost: unit.cost,
             guest_pages: g.guest_mib.saturating_mul(256),
             link_mbps: g.link_mbps,
+            cpus: g.cpus,
             protection_oracle: g.protection_oracle,
             quota_policy: g.quota_policy.clone(),
             host_invalidation: g.host_invalidation,
@@ -904,8 +907,11 @@ pub struct GuestSystemConfig {
     pub cache_only: CacheOnly,
     /// Guest memory in MiB.
     pub guest_mib: u64,
-    /// Link rate in Mb/s: a run's modeled time is its bytes on the link.
+    /// Link rate in Mb/s: a run's time is its bytes on the link unless its CPUs cannot
+    /// keep up.
     pub link_mbps: u64,
+    /// The guest's CPUs (vCPUs), for CPU utilisation and throughput.
+    pub cpus: u32,
     /// Probe every page the driver unmapped for stale access (S1.11).
     pub protection_oracle: bool,
     /// Quota over time (`on-demand`), applied at the workload's ticks (S1.7).
@@ -926,6 +932,7 @@ impl Default for GuestSystemConfig {
             cache_only: g.cache_only,
             guest_mib: g.guest_pages / 256,
             link_mbps: g.link_mbps,
+            cpus: g.cpus,
             protection_oracle: g.protection_oracle,
             quota_policy: g.quota_policy,
             host_invalidation: g.host_invalidation,

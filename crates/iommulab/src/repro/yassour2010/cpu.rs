@@ -1,15 +1,25 @@
-//! Figures 5–6 (S1.9): modeled mapping CPU vs quota, from full guest runs (hypercalls,
-//! host bookkeeping, VT-d PTE writes, write-buffer flushes and IOTLB invalidations, costs
-//! `kvm-2010`, S1.10).
-
-use std::sync::Arc;
+//! Figures 5–6 (S1.9): CPU utilisation and throughput vs quota, from full guest runs
+//! (hypercalls, host bookkeeping per call and per page, VT-d PTE writes, write-buffer
+//! flushes and IOTLB invalidations, costs `kvm-2010`, S1.10) and the guest's CPU and link
+//! ([`crate::virt::link`]: throughput = min(link, what the CPU can feed), utilisation ≤ 1).
+//! The curves run on a generator ([`Spec`]) or on a recorded trace
+//! ([`super::recorded::Recording`]), through [`CpuWorkload`].
 
 use serde::Serialize;
 
-use super::{Spec, check_failed, round_quota};
+use super::{check_failed, round_quota};
 use crate::Error;
 use crate::repro::Steps;
-use crate::virt::{Batching, EvictionConfig, GuestConfig, Lookahead, Strategy};
+use crate::virt::{Batching, EvictionConfig, GuestConfig, GuestResult, Strategy, link_load};
+
+/// A workload the CPU curves can run: plain, or with the driver mapping each packet as one
+/// scatter-gather list (the driver change batching needs, S1.6).
+pub(crate) trait CpuWorkload {
+    /// The series label.
+    fn label(&self) -> &str;
+    /// One guest run under `cfg`; `sg`: with the driver change.
+    fn run_cpu(&self, cfg: &GuestConfig, sg: bool) -> Result<GuestResult, Error>;
+}
 
 /// Map-cache points of a CPU curve (plus one for 50% of the working set).
 pub const CPU_POINTS: u64 = 20;
@@ -32,8 +42,22 @@ pub struct CpuCurve {
     pub quota_fraction: Vec<f64>,
     /// Quota in pages, per point.
     pub quota_pages: Vec<u64>,
-    /// Modeled mapping CPU utilisation ([`super::CPU_FORMULA`]).
+    /// CPU utilisation, mapping and stack, during the run (≤ 1; [`super::CPU_FORMULA`]).
     pub cpu_utilization: Vec<f64>,
+    /// Of it, the mapping work's share.
+    pub mapping_cpu: Vec<f64>,
+    /// Throughput in Mb/s (the link rate unless CPU-bound).
+    pub throughput_mbps: Vec<f64>,
+    /// What the CPU would need to fill the link (> 1: CPU-bound): busy cycles over the
+    /// wire time's capacity, so the ratio of two series' demands is the ratio of their busy
+    /// cycles per byte sent.
+    pub cpu_demand: Vec<f64>,
+    /// Mapping cycles of the run.
+    pub mapping_cycles: Vec<u64>,
+    /// The guest's other work (`net_tx_per_kib` × KiB sent).
+    pub stack_cycles: Vec<u64>,
+    /// Bytes sent.
+    pub sent_bytes: Vec<u64>,
     /// Hits / page maps.
     pub hit_rate: Vec<f64>,
     /// Refused maps (0 at every point: checked).
@@ -76,7 +100,9 @@ fn series() -> [Series; 4] {
         Series {
             name: "prefetch",
             eviction: EvictionConfig::Prefetch(Default::default()),
-            batching: Batching::None,
+            // S1.4: a miss's chain and the evictions that make room for it are one
+            // "remapping hypercall".
+            batching: Batching::Replace,
             sg: false,
         },
         Series {
@@ -123,20 +149,18 @@ pub(crate) fn steps(pinned: u64, ws: u64) -> u64 {
     (series().len() * points(pinned, ws).len()) as u64
 }
 
-/// Every series' curve for `spec`.
+/// Every series' curve for `w`.
 pub(crate) fn curves(
-    spec: &Spec,
+    w: &impl CpuWorkload,
     ws: u64,
     pinned: u64,
-    la: &Arc<Lookahead>,
     steps: &mut Steps<'_, '_>,
 ) -> Result<Vec<CpuCurve>, Error> {
     let base = GuestConfig {
         protection_oracle: false,
-        ..GuestConfig::default()
+        ..super::guest_base()
     };
-    let sg = spec.with_sg();
-    let workload = spec.name();
+    let workload = w.label();
     let mut out = Vec::new();
     for s in series() {
         let name = s.name;
@@ -149,6 +173,12 @@ pub(crate) fn curves(
             quota_fraction: Vec::new(),
             quota_pages: Vec::new(),
             cpu_utilization: Vec::new(),
+            mapping_cpu: Vec::new(),
+            throughput_mbps: Vec::new(),
+            cpu_demand: Vec::new(),
+            mapping_cycles: Vec::new(),
+            stack_cycles: Vec::new(),
+            sent_bytes: Vec::new(),
             hit_rate: Vec::new(),
             refused: Vec::new(),
             hypercalls: Vec::new(),
@@ -169,8 +199,7 @@ pub(crate) fn curves(
                 batching: s.batching,
                 ..base.clone()
             };
-            let w = if s.sg { &sg } else { spec };
-            let r = w.run(&cfg, s.eviction.is_offline().then(|| la.clone()))?;
+            let r = w.run_cpu(&cfg, s.sg)?;
             if r.refused != 0 {
                 return Err(check_failed(format!(
                     "{workload}: {name} refused {} maps at quota {q} ≥ the most pages pinned ({pinned})",
@@ -187,6 +216,12 @@ pub(crate) fn curves(
             c.quota_fraction.push(q as f64 / ws.max(1) as f64);
             c.quota_pages.push(q);
             c.cpu_utilization.push(r.cpu_utilization);
+            c.mapping_cpu.push(r.mapping_cpu);
+            c.throughput_mbps.push(r.throughput_mbps);
+            c.cpu_demand.push(r.cpu_demand);
+            c.mapping_cycles.push(r.cycles);
+            c.stack_cycles.push(r.stack_cycles);
+            c.sent_bytes.push(r.sent_bytes());
             c.hit_rate.push(r.hit_rate);
             c.refused.push(r.refused);
             c.hypercalls.push(r.hypercalls);
@@ -196,6 +231,112 @@ pub(crate) fn curves(
             c.iotlb_invalidations.push(r.iotlb_invalidations);
         }
         out.push(c);
+    }
+    Ok(out)
+}
+
+/// The claims of Figures 5–6 at the left end (no caching) under one choice of the estimated
+/// prices: `host_call_bookkeeping` (the per-call part of S1.10's bookkeeping),
+/// `net_tx_per_kib` (the guest's stack) and the guest's CPUs.
+#[derive(Clone, Debug, Serialize)]
+pub struct CpuSensitivity {
+    /// Per-call host bookkeeping (the per-page parts are S1.10's 4400 and 2600 less it).
+    pub host_call_bookkeeping: u64,
+    /// The guest's stack and driver per KiB sent.
+    pub net_tx_per_kib: u64,
+    /// The guest's CPUs.
+    pub cpus: u32,
+    /// LRU's CPU utilisation with no caching.
+    pub lru_cpu: f64,
+    /// LRU's throughput with no caching, Mb/s.
+    pub lru_throughput_mbps: f64,
+    /// Piggyback's CPU utilisation.
+    pub piggyback_cpu: f64,
+    /// Batching's CPU utilisation.
+    pub batching_cpu: f64,
+    /// Batching's throughput, Mb/s.
+    pub batching_throughput_mbps: f64,
+    /// Piggyback's busy cycles per byte sent over LRU's (= the CPU ratio on a saturated link).
+    pub piggyback_busy_ratio: f64,
+    /// Batching's busy cycles per byte sent over LRU's.
+    pub batching_busy_ratio: f64,
+}
+
+/// The estimated prices' values the sensitivity table covers (low end, taken value, high
+/// end of `KVM_2010_PRICES`' ranges).
+pub const HOST_CALL_BOOKKEEPING: [u64; 3] = [0, 1000, 2200];
+/// See [`HOST_CALL_BOOKKEEPING`].
+pub const NET_TX_PER_KIB: [u64; 3] = [2048, 4096, 8192];
+/// See [`HOST_CALL_BOOKKEEPING`].
+pub const CPUS: [u32; 2] = [1, 2];
+
+/// Progress steps of [`sensitivity`].
+pub(crate) const SENSITIVITY_STEPS: u64 = HOST_CALL_BOOKKEEPING.len() as u64 * 3;
+
+/// The no-caching claims over the estimated prices' ranges: three guest runs per per-call
+/// bookkeeping value (LRU, piggyback, batching), then the CPU and link model for each stack
+/// price and CPU count (they do not change the mapping work).
+pub(crate) fn sensitivity(
+    w: &impl CpuWorkload,
+    steps: &mut Steps<'_, '_>,
+) -> Result<Vec<CpuSensitivity>, Error> {
+    let base = super::guest_base();
+    let mut out = Vec::new();
+    for hc in HOST_CALL_BOOKKEEPING {
+        let kvm = base.cost;
+        // S1.10's one-page totals stay: the per-page parts shrink by what the call takes.
+        let (map, unmap) = (
+            kvm.host_call_bookkeeping + kvm.host_map_bookkeeping,
+            kvm.host_call_bookkeeping + kvm.host_unmap_bookkeeping,
+        );
+        let cost = crate::hw::CostModel {
+            host_call_bookkeeping: hc,
+            host_map_bookkeeping: map - hc,
+            host_unmap_bookkeeping: unmap - hc,
+            ..kvm
+        };
+        let mut run = |name: &str, batching, sg| -> Result<GuestResult, Error> {
+            steps.start(|| format!("{}: sensitivity {name}, call bookkeeping {hc}", w.label()))?;
+            let cfg = GuestConfig {
+                strategy: Strategy::SingleUse,
+                quota: 0,
+                batching,
+                cost,
+                protection_oracle: false,
+                ..base.clone()
+            };
+            w.run_cpu(&cfg, sg)
+        };
+        let lru = run("lru", Batching::None, false)?;
+        let pig = run("piggyback", Batching::Piggyback, false)?;
+        let bat = run("batching", Batching::MapUnmap, true)?;
+        for net in NET_TX_PER_KIB {
+            for cpus in CPUS {
+                let c = crate::hw::CostModel {
+                    net_tx_per_kib: net,
+                    ..cost
+                };
+                let load =
+                    |r: &GuestResult| link_load(&c, cpus, base.link_mbps, r.sent_bytes(), r.cycles);
+                let (l, p, b) = (load(&lru), load(&pig), load(&bat));
+                // Busy cycles per byte sent, relative to LRU's (each run sent its own bytes).
+                let busy = |x: &GuestResult| {
+                    (x.cycles + load(x).stack_cycles) as f64 / x.sent_bytes().max(1) as f64
+                };
+                out.push(CpuSensitivity {
+                    host_call_bookkeeping: hc,
+                    net_tx_per_kib: net,
+                    cpus,
+                    lru_cpu: l.cpu_utilization,
+                    lru_throughput_mbps: l.throughput_mbps,
+                    piggyback_cpu: p.cpu_utilization,
+                    batching_cpu: b.cpu_utilization,
+                    batching_throughput_mbps: b.throughput_mbps,
+                    piggyback_busy_ratio: busy(&pig) / busy(&lru),
+                    batching_busy_ratio: busy(&bat) / busy(&lru),
+                });
+            }
+        }
     }
     Ok(out)
 }

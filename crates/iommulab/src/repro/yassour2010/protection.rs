@@ -58,7 +58,7 @@ pub(crate) fn table(
             strategy: s,
             quota: half,
             cache_only: only,
-            ..GuestConfig::default()
+            ..super::guest_base()
         };
         let r = spec.run(&cfg, None)?;
         out.push(Protection {

@@ -1,4 +1,4 @@
-//! Figures 3–4 on recorded traces (S1.9): the paper replayed page-reference sequences it had
+//! Figures 3–6 on recorded traces (S1.9): the paper replayed page-reference sequences it had
 //! recorded from netperf send and Apache; the two traces committed in `traces/` were recorded
 //! the same way from a real Linux 6.12 guest under QEMU's VT-d model (`scripts/capture-qemu.sh`,
 //! scenarios `yassour-tcp` and `yassour-httpd`; `traces/README.md` tells how). They are built
@@ -7,19 +7,29 @@
 //! Each trace holds every device's DMA from boot; the figures use the NIC's alone (the e1000e,
 //! `0000:00:05.0`), as the paper's traces were of the NIC driver's mappings. The page-reference
 //! stream is read exactly as `iommulab mrc TRACE` reads it ([`trace_page_refs`]).
+//!
+//! Figures 5–6 run the guest model on the NIC's calls as recorded (each `dma_map_page` a
+//! buffer, TSO packets included); the `batching` series through
+//! [`PacketSg`](crate::workload::PacketSg), which turns each run of back-to-back maps into
+//! one scatter-gather list, the driver change batching needs (S1.6).
 
 use std::io::{BufReader, Cursor, Read};
 use std::path::PathBuf;
 
 use serde::Serialize;
 
+use super::cpu::{self, CpuCurve, CpuSensitivity, CpuWorkload};
+use super::guest_error;
 use super::hit_rate::{self, HitCurve, PrefetchAt};
 use crate::Error;
 use crate::mrc::{self, trace_page_refs};
 use crate::repro::Steps;
 use crate::trace::ftrace::{FtraceOptions, FtraceReader};
-use crate::trace::{Event, EventSource, TraceError, TraceHeader};
-use crate::virt::{EvictionConfig, PageRef};
+use crate::trace::{Event, EventSource, MemorySource, TraceError, TraceHeader};
+use crate::virt::{
+    CacheOnly, EvictionConfig, GuestConfig, GuestResult, PageRef, guest_page_refs, run_guest,
+};
+use crate::workload::{InGuest, PacketSg, PacketSgStats, TraceWorkload};
 
 /// A committed recording.
 #[derive(Clone, Copy, Debug)]
@@ -81,6 +91,15 @@ pub struct RecordedResult {
     pub policies: Vec<HitCurve>,
     /// Prefetching's guesses at the quoted quotas.
     pub prefetch: Vec<PrefetchAt>,
+    /// Figures 5–6 on the recording: one CPU curve per series.
+    pub cpu: Vec<CpuCurve>,
+    /// Most pages pinned at once, with and without the driver's lists (the curves'
+    /// minimal quota).
+    pub cpu_max_pinned_pages: u64,
+    /// How the batching series' driver change grouped the recording's maps.
+    pub packet_sg: PacketSgStats,
+    /// The no-caching claims over the estimated prices' ranges.
+    pub cpu_sensitivity: Vec<CpuSensitivity>,
 }
 
 /// Events of one device only (the others' are dropped; `iommu:` records name none and are
@@ -111,8 +130,8 @@ impl<S: EventSource> EventSource for OnlyDevice<S> {
 }
 
 impl Recording {
-    /// The page references of the recording's NIC.
-    pub(crate) fn refs(&self) -> Result<Vec<PageRef>, Error> {
+    /// The recording's NIC events, read once, and the top of the memory they touch.
+    fn load(&self) -> Result<(MemorySource, u64), Error> {
         let bad = |e: std::io::Error| {
             Error::Trace(TraceError::Io {
                 path: PathBuf::from(self.file),
@@ -129,34 +148,126 @@ impl Recording {
             PathBuf::from(self.file),
             FtraceOptions { lenient: false },
         );
-        Ok(trace_page_refs(OnlyDevice {
+        let mut nic = OnlyDevice {
             inner: reader,
             device: self.device,
-        })?)
+        };
+        let mut events = Vec::new();
+        while let Some(e) = nic.next_event()? {
+            events.push(e);
+        }
+        let top = events
+            .iter()
+            // As the replay: a coherent allocation traced without its physical address
+            // (`virt_addr=` format) stands at its DMA address.
+            .filter_map(|e| Some(e.phys.or(e.dma)? + e.len.max(1)))
+            .max()
+            .unwrap_or(0);
+        Ok((MemorySource::new(nic.header().clone(), events), top))
     }
 
-    /// Steps [`Recording::run`] reports.
-    pub(crate) fn steps() -> u64 {
-        (EvictionConfig::all_default().len() + super::QUOTED.len()) as u64
-    }
-
-    /// Every policy's curve and prefetching's guesses on the recording.
-    pub(crate) fn run(&self, steps: &mut Steps<'_, '_>) -> Result<RecordedResult, Error> {
-        let refs = self.refs()?;
-        let seq = mrc::page_sequence(&refs);
+    /// Reads the recording and what its steps need.
+    pub(crate) fn prepare(&'static self) -> Result<PreparedRecording, Error> {
+        let (nic, top) = self.load()?;
+        // Read exactly as `iommulab mrc TRACE` reads a trace.
+        let refs = trace_page_refs(nic.clone())?;
         let ws = mrc::distinct_pages(&refs) as u64;
-        let policies = hit_rate::policies(self.name, &seq, &refs, ws, steps)?;
-        let prefetch = hit_rate::prefetch(self.name, &seq, ws, steps)?;
+        let w = Replayed {
+            name: self.name,
+            nic,
+            // The recorded guest's memory: every buffer of the trace lies in it.
+            guest_pages: top.div_ceil(4096).max(GuestConfig::default().guest_pages),
+        };
+        let plain = guest_page_refs(&mut w.workload(), CacheOnly::All)?;
+        let mut listed = PacketSg::new(w.workload());
+        let sg_refs = guest_page_refs(&mut listed, CacheOnly::All)?;
+        Ok(PreparedRecording {
+            rec: self,
+            refs,
+            ws,
+            cpu_ws: mrc::distinct_pages(&plain) as u64,
+            pinned: mrc::max_pinned(&plain).max(mrc::max_pinned(&sg_refs)),
+            packet_sg: listed.stats(),
+            w,
+        })
+    }
+}
+
+/// A recording read, with what its steps need.
+pub(crate) struct PreparedRecording {
+    rec: &'static Recording,
+    refs: Vec<PageRef>,
+    ws: u64,
+    /// Distinct pages of the guest runs (the same pages as `refs`, counted by the guest).
+    cpu_ws: u64,
+    /// Most pages pinned at once, with and without the driver's lists.
+    pinned: u64,
+    packet_sg: PacketSgStats,
+    w: Replayed,
+}
+
+impl PreparedRecording {
+    /// Steps [`PreparedRecording::run`] reports.
+    pub(crate) fn steps(&self) -> u64 {
+        (EvictionConfig::all_default().len() + super::QUOTED.len()) as u64
+            + cpu::steps(self.pinned, self.cpu_ws)
+            + cpu::SENSITIVITY_STEPS
+    }
+
+    /// Every policy's curve and prefetching's guesses on the recording, and the CPU curves.
+    pub(crate) fn run(&self, steps: &mut Steps<'_, '_>) -> Result<RecordedResult, Error> {
+        let (r, refs, ws) = (self.rec, &self.refs, self.ws);
+        let seq = mrc::page_sequence(refs);
+        let policies = hit_rate::policies(r.name, &seq, refs, ws, steps)?;
+        let prefetch = hit_rate::prefetch(r.name, &seq, ws, steps)?;
+        let cpu = cpu::curves(&self.w, self.cpu_ws, self.pinned, steps)?;
+        let cpu_sensitivity = cpu::sensitivity(&self.w, steps)?;
         Ok(RecordedResult {
-            workload: self.name.into(),
-            trace: self.file.into(),
-            recorded: self.what.into(),
-            device: self.device.into(),
-            generator: self.generator.into(),
+            workload: r.name.into(),
+            trace: r.file.into(),
+            recorded: r.what.into(),
+            device: r.device.into(),
+            generator: r.generator.into(),
             page_maps: refs.iter().filter(|r| matches!(r, PageRef::Map(_))).count() as u64,
             working_set_pages: ws,
             policies,
             prefetch,
+            cpu,
+            cpu_max_pinned_pages: self.pinned,
+            packet_sg: self.packet_sg,
+            cpu_sensitivity,
         })
+    }
+}
+
+/// A recording's NIC events as a guest workload.
+struct Replayed {
+    name: &'static str,
+    nic: MemorySource,
+    guest_pages: u64,
+}
+
+impl Replayed {
+    fn workload(&self) -> InGuest<TraceWorkload<MemorySource>> {
+        InGuest::new(TraceWorkload::new(self.nic.clone()))
+    }
+}
+
+impl CpuWorkload for Replayed {
+    fn label(&self) -> &str {
+        self.name
+    }
+
+    fn run_cpu(&self, cfg: &GuestConfig, sg: bool) -> Result<GuestResult, Error> {
+        let cfg = &GuestConfig {
+            guest_pages: self.guest_pages,
+            ..cfg.clone()
+        };
+        let r = if sg {
+            run_guest(&mut PacketSg::new(self.workload()), cfg, None)
+        } else {
+            run_guest(&mut self.workload(), cfg, None)
+        };
+        r.map_err(guest_error)
     }
 }

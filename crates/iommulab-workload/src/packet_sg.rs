@@ -1,0 +1,388 @@
+//! The driver change batching needs (S1.6), applied to any workload: a run of maps a driver
+//! issues back to back becomes one scatter-gather list, mapped in one call and unmapped in
+//! one call.
+//!
+//! A NIC driver maps a packet's pieces one call at a time — e1000e's `e1000_tx_map` maps the
+//! header and then each fragment with `dma_map_page`, and refills its receive ring a buffer
+//! at a time — so a recorded trace shows each packet as consecutive maps on one CPU, for one
+//! device, in one direction, with nothing between them. [`PacketSg`] turns each such run
+//! (two or more maps; timer ticks between them are passed on after it) into one `MapSg`, as
+//! a driver changed to map the packet as one list would issue; the list is unmapped when
+//! the last of its pieces is (until then every piece stays mapped, as in a driver that
+//! unmaps a packet when it completes). A lone map, a `MapSg`, and a coherent allocation
+//! (`dma_alloc`: not per packet) pass through unchanged.
+//!
+//! Slots: the lists get slots of their own (reused as lists complete); the inner workload's
+//! slots are translated, so a device access to a piece reaches its list's slot.
+
+use std::collections::VecDeque;
+
+use crate::{DmaOp, Segment, Workload, WorkloadError};
+
+/// What [`PacketSg`] did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct PacketSgStats {
+    /// Maps of the inner workload.
+    pub maps: u64,
+    /// Lists made of two or more of them.
+    pub lists: u64,
+    /// Maps that went into a list.
+    pub listed_maps: u64,
+    /// The longest list.
+    pub max_list: u64,
+}
+
+/// `W` with each run of back-to-back maps as one scatter-gather list (see the
+/// [module docs](self)).
+#[derive(Debug)]
+pub struct PacketSg<W: Workload> {
+    inner: W,
+    /// Inner slot → outer slot, while the inner buffer is mapped.
+    outer_of: Vec<Option<u32>>,
+    /// Per outer slot: pieces still mapped.
+    live: Vec<u32>,
+    /// Outer slots free for reuse.
+    free: Vec<u32>,
+    /// Operations to return before reading the inner workload again.
+    pending: VecDeque<DmaOp<W::Phys>>,
+    /// The segments of the last `MapSg` returned.
+    sg: Vec<Segment<W::Phys>>,
+    /// The inner slots of the run being read (reused: no allocation once warm).
+    members: Vec<u32>,
+    stats: PacketSgStats,
+}
+
+impl<W: Workload> PacketSg<W> {
+    /// `inner` with its runs of maps as lists.
+    pub fn new(inner: W) -> Self {
+        PacketSg {
+            inner,
+            outer_of: Vec::new(),
+            live: Vec::new(),
+            free: Vec::new(),
+            pending: VecDeque::new(),
+            sg: Vec::new(),
+            members: Vec::new(),
+            stats: PacketSgStats::default(),
+        }
+    }
+
+    /// What it did so far.
+    pub fn stats(&self) -> PacketSgStats {
+        self.stats
+    }
+
+    /// The workload it wraps.
+    pub fn inner(&self) -> &W {
+        &self.inner
+    }
+
+    /// A fresh outer slot holding `pieces` inner buffers.
+    fn open(&mut self, pieces: u32) -> u32 {
+        let s = self.free.pop().unwrap_or_else(|| {
+            self.live.push(0);
+            u32::try_from(self.live.len() - 1).expect("fewer than 2^32 live buffers")
+        });
+        self.live[s as usize] = pieces;
+        s
+    }
+
+    fn bind(&mut self, inner: u32, outer: u32) {
+        let i = inner as usize;
+        if i >= self.outer_of.len() {
+            self.outer_of.resize(i + 1, None);
+        }
+        self.outer_of[i] = Some(outer);
+    }
+
+    /// Reads the run of maps that `first` starts; returns the op to emit for it.
+    fn run_of_maps(&mut self, first: DmaOp<W::Phys>) -> Result<DmaOp<W::Phys>, WorkloadError> {
+        let DmaOp::Map {
+            slot,
+            cpu,
+            device,
+            phys,
+            len,
+            dir,
+            dma_alloc: false,
+        } = first
+        else {
+            unreachable!("called with a streaming map");
+        };
+        self.sg.clear();
+        self.sg.push(Segment { phys, len });
+        let mut members = std::mem::take(&mut self.members);
+        members.clear();
+        members.push(slot);
+        // Ticks inside the run are passed on after it; the op that ends it after them.
+        loop {
+            match self.inner.next_op()? {
+                Some(DmaOp::Map {
+                    slot: s,
+                    cpu: c,
+                    device: d,
+                    phys: p,
+                    len: l,
+                    dir: r,
+                    dma_alloc: false,
+                }) if c == cpu && d == device && r == dir => {
+                    self.sg.push(Segment { phys: p, len: l });
+                    members.push(s);
+                }
+                Some(t @ DmaOp::Tick { .. }) => self.pending.push_back(t),
+                Some(other) => {
+                    self.pending.push_back(other);
+                    break;
+                }
+                None => break,
+            }
+        }
+        self.stats.maps += members.len() as u64;
+        let n = u32::try_from(members.len()).expect("a run shorter than 2^32 maps");
+        let outer = self.open(n);
+        for &m in &members {
+            self.bind(m, outer);
+        }
+        let pieces = members.len() as u64;
+        self.members = members;
+        Ok(if pieces == 1 {
+            DmaOp::Map {
+                slot: outer,
+                cpu,
+                device,
+                phys,
+                len,
+                dir,
+                dma_alloc: false,
+            }
+        } else {
+            self.stats.lists += 1;
+            self.stats.listed_maps += pieces;
+            self.stats.max_list = self.stats.max_list.max(pieces);
+            DmaOp::MapSg {
+                slot: outer,
+                cpu,
+                device,
+                dir,
+            }
+        })
+    }
+
+    /// Translates an op read from the inner workload (not a streaming map); `None` to skip it.
+    fn translate(&mut self, op: DmaOp<W::Phys>) -> Option<DmaOp<W::Phys>> {
+        Some(match op {
+            DmaOp::Map {
+                slot,
+                cpu,
+                device,
+                phys,
+                len,
+                dir,
+                dma_alloc,
+            } => {
+                self.stats.maps += 1;
+                let outer = self.open(1);
+                self.bind(slot, outer);
+                DmaOp::Map {
+                    slot: outer,
+                    cpu,
+                    device,
+                    phys,
+                    len,
+                    dir,
+                    dma_alloc,
+                }
+            }
+            DmaOp::MapSg {
+                slot,
+                cpu,
+                device,
+                dir,
+            } => {
+                self.sg.clear();
+                self.sg.extend_from_slice(self.inner.sg_segments());
+                let outer = self.open(1);
+                self.bind(slot, outer);
+                DmaOp::MapSg {
+                    slot: outer,
+                    cpu,
+                    device,
+                    dir,
+                }
+            }
+            DmaOp::Access { slot, access } => DmaOp::Access {
+                slot: self.outer_of.get(slot as usize).copied().flatten()?,
+                access,
+            },
+            DmaOp::Unmap { slot, cpu } => {
+                let outer = self.outer_of.get_mut(slot as usize)?.take()?;
+                let live = &mut self.live[outer as usize];
+                *live -= 1;
+                if *live > 0 {
+                    return None;
+                }
+                self.free.push(outer);
+                DmaOp::Unmap { slot: outer, cpu }
+            }
+            t @ DmaOp::Tick { .. } => t,
+        })
+    }
+}
+
+impl<W: Workload> Workload for PacketSg<W> {
+    type Phys = W::Phys;
+
+    fn next_op(&mut self) -> Result<Option<DmaOp<W::Phys>>, WorkloadError> {
+        loop {
+            let op = match self.pending.pop_front() {
+                Some(op) => op,
+                None => match self.inner.next_op()? {
+                    Some(op) => op,
+                    None => return Ok(None),
+                },
+            };
+            if matches!(
+                op,
+                DmaOp::Map {
+                    dma_alloc: false,
+                    ..
+                }
+            ) {
+                return self.run_of_maps(op).map(Some);
+            }
+            if let Some(op) = self.translate(op) {
+                return Ok(Some(op));
+            }
+        }
+    }
+
+    fn sg_segments(&self) -> &[Segment<W::Phys>] {
+        &self.sg
+    }
+
+    fn slots(&self) -> usize {
+        self.inner.slots()
+    }
+
+    fn devices(&self) -> usize {
+        self.inner.devices()
+    }
+
+    fn total_ios(&self) -> Option<u64> {
+        self.inner.total_ios()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::addr::{Access, CpuId, DmaDirection, Hpa};
+
+    /// A fixed list of operations (no `MapSg` among them).
+    struct Ops(std::vec::IntoIter<DmaOp>);
+
+    impl Workload for Ops {
+        type Phys = Hpa;
+        fn next_op(&mut self) -> Result<Option<DmaOp>, WorkloadError> {
+            Ok(self.0.next())
+        }
+        fn sg_segments(&self) -> &[Segment] {
+            &[]
+        }
+        fn slots(&self) -> usize {
+            8
+        }
+        fn devices(&self) -> usize {
+            1
+        }
+        fn total_ios(&self) -> Option<u64> {
+            None
+        }
+    }
+
+    fn map(slot: u32, cpu: u16, phys: u64, dir: DmaDirection) -> DmaOp {
+        DmaOp::Map {
+            slot,
+            cpu: CpuId::new(cpu),
+            device: 0,
+            phys: Hpa::new(phys),
+            len: 100,
+            dir,
+            dma_alloc: false,
+        }
+    }
+
+    fn unmap(slot: u32) -> DmaOp {
+        DmaOp::Unmap {
+            slot,
+            cpu: CpuId::new(0),
+        }
+    }
+
+    /// Back-to-back maps become one list (ticks inside it follow it), unmapped with its last
+    /// piece; a map on another CPU or in another direction starts a new run; a lone map
+    /// passes through; list slots are reused.
+    #[test]
+    fn back_to_back_maps_become_one_list() {
+        use DmaDirection::{FromDevice, ToDevice};
+        let ops = vec![
+            map(5, 0, 0x1000, ToDevice),
+            map(6, 0, 0x2000, ToDevice),
+            DmaOp::Tick { now_ns: 7 },
+            map(7, 0, 0x3000, ToDevice),
+            map(1, 0, 0x9000, FromDevice),
+            unmap(5),
+            DmaOp::Access {
+                slot: 6,
+                access: Access::Read,
+            },
+            unmap(6),
+            unmap(7),
+            map(5, 1, 0x4000, ToDevice),
+            map(2, 0, 0x5000, ToDevice),
+            unmap(1),
+            unmap(2),
+            unmap(5),
+        ];
+        let mut w = PacketSg::new(Ops(ops.into_iter()));
+        let mut got = Vec::new();
+        while let Some(op) = w.next_op().unwrap() {
+            let segs: Vec<u64> = w.sg_segments().iter().map(|s| s.phys.get()).collect();
+            got.push((op, matches!(op, DmaOp::MapSg { .. }).then_some(segs)));
+        }
+        let sg = |slot| DmaOp::MapSg {
+            slot,
+            cpu: CpuId::new(0),
+            device: 0,
+            dir: ToDevice,
+        };
+        let want = vec![
+            (sg(0), Some(vec![0x1000, 0x2000, 0x3000])),
+            (DmaOp::Tick { now_ns: 7 }, None),
+            (map(1, 0, 0x9000, FromDevice), None),
+            (
+                DmaOp::Access {
+                    slot: 0,
+                    access: Access::Read,
+                },
+                None,
+            ),
+            (unmap(0), None),
+            (map(0, 1, 0x4000, ToDevice), None),
+            (map(2, 0, 0x5000, ToDevice), None),
+            (unmap(1), None),
+            (unmap(2), None),
+            (unmap(0), None),
+        ];
+        assert_eq!(got, want);
+        assert_eq!(
+            w.stats(),
+            PacketSgStats {
+                maps: 6,
+                lists: 1,
+                listed_maps: 3,
+                max_list: 3
+            }
+        );
+    }
+}
