@@ -318,6 +318,33 @@ fn recorded(res: &Results) -> String {
         m,
         "The same method on page-reference sequences recorded from a real Linux 6.12 guest under QEMU's VT-d model (`scripts/capture-qemu.sh`; the traces and how they were made are in `traces/README.md`). Only the NIC's mappings are replayed (the traces hold every device's DMA from boot). Beside each policy, the generator the recording stands in for, at the same fractions of its own working set. Figures `figure3_<recording>_hit_rate`, `figure4_<recording>_hit_rate`; then Figures 5–6 on the same recording, every guest run replaying the NIC's calls as recorded (TSO included).\n"
     );
+    if !res.streams.is_empty() {
+        let _ = writeln!(
+            m,
+            "**The streams side by side.** Each recording beside the generator that stands in for it (as Figures 3–4 above run it) and beside that generator set up as the recording was made (the capture's own parameters, `scripts/capture-qemu.sh`; nothing fitted to a result; its hit rates are under \"Sensitivity\" below). *Reuse p50/p90*: the distinct pages mapped between two maps of a page that half / 90% of the re-maps stay within (the LRU quota that hits them). *Receive share*: page maps of receive buffers, which the generators do not model (they map the transmit path only).\n"
+        );
+        let _ = writeln!(
+            m,
+            "| stream | what | page maps | working set | maps per page | most pinned | reuse p50 | reuse p90 | receive share |"
+        );
+        let _ = writeln!(m, "|---|---|---|---|---|---|---|---|---|");
+        for t in &res.streams {
+            let _ = writeln!(
+                m,
+                "| {} | {} | {} | {} | {:.1} | {} | {} | {} | {} |",
+                t.stream,
+                t.config,
+                t.page_maps,
+                t.working_set_pages,
+                t.maps_per_page,
+                t.max_pinned_pages,
+                t.reuse_p50_pages,
+                t.reuse_p90_pages,
+                pct(t.rx_share)
+            );
+        }
+        m.push('\n');
+    }
     for w in &res.recorded {
         let ws = w.working_set_pages;
         let generator = res.workload(&w.generator);

@@ -207,6 +207,16 @@ pub(crate) struct PreparedRecording {
 }
 
 impl PreparedRecording {
+    /// The recording's stream statistics ([`super::streams`]).
+    pub(crate) fn stream_stats(&self) -> Result<super::StreamStats, Error> {
+        super::streams::stats(
+            self.rec.name,
+            self.rec.what.into(),
+            &self.refs,
+            &mut self.w.workload(),
+        )
+    }
+
     /// Steps [`PreparedRecording::run`] reports.
     pub(crate) fn steps(&self) -> u64 {
         (EvictionConfig::all_default().len() + super::QUOTED.len()) as u64
