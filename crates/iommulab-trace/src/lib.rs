@@ -18,8 +18,10 @@ pub mod format;
 pub mod ftrace;
 pub mod io;
 pub mod open;
+mod page_ids;
 pub mod pages;
 pub mod stats;
+mod stack_distance;
 mod stats_iommu;
 
 use std::path::PathBuf;
