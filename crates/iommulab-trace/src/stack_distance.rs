@@ -3,39 +3,28 @@
 //! access, or none the first time (Bennett & Kruskal's counting over access slots).
 //!
 //! Every access takes the next slot; a page's last access is its one live slot, so the
-//! distance is the number of live slots after the page's previous one. Live slots are bits of
-//! a bitmap, and a Fenwick tree over the bitmap's 64-slot words counts the words below a slot:
-//! the tree is 64 times smaller than one over slots (L1-resident at 100 K distinct pages),
-//! and the word that new slots fill (the top) enters it only once full, so an access costs one
-//! tree query and one tree update (that of the previous slot), not three. When the slots run
-//! out the live ones are renumbered in order (compaction).
+//! distance is the number of live slots after the page's previous one. Live slots are bits
+//! of a bitmap, and a Fenwick tree over the bitmap's 64-slot words counts the live slots of
+//! the words below a given one: the tree is 64 times smaller than one over slots
+//! (L1-resident at 100 K distinct pages), and the word that new slots fill (the top) enters
+//! it only once full, so an access costs one tree query and one tree update (that of the
+//! previous slot), not three. When the slots run out the live ones are renumbered in order
+//! (compaction).
+//!
+//! `trace stats` runs this on a thread of its own ([`ReuseCounter`]), fed the pages the maps
+//! covered a batch at a time.
 
-/// Per page (by [`crate::page_ids::PageIds`] id): its last access slot, and beside it the
-/// number of live mappings that cover it, which the statistics keep in the same cache line.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct PageState {
-    /// The slot of the page's last access, [`NO_SLOT`] before its first.
-    last: u32,
-    /// Live mappings covering the page (kept by the caller).
-    pub(crate) mapped: u32,
-}
+use crate::stats::Log2Histogram;
 
 /// No access yet.
 const NO_SLOT: u32 = u32::MAX;
 
-impl PageState {
-    /// A page not yet accessed nor mapped.
-    pub(crate) const NEW: Self = Self {
-        last: NO_SLOT,
-        mapped: 0,
-    };
-}
-
 /// The stack-distance counter (module doc).
 #[derive(Clone, Debug, Default)]
 pub(crate) struct StackDistance {
-    /// Per page id.
-    pub(crate) pages: Vec<PageState>,
+    /// Per page (by [`crate::page_ids::PageIds`] id): the slot of its last access,
+    /// [`NO_SLOT`] before its first.
+    last: Vec<u32>,
     /// Distinct pages accessed: the live slots.
     distinct: u64,
     /// Live slots, 64 per word.
@@ -44,9 +33,13 @@ pub(crate) struct StackDistance {
     /// the sealed words, those below `sealed`.
     tree: Vec<u32>,
     sealed: usize,
-    /// The page whose access each slot was (meaningful for live slots).
-    page_at: Vec<u32>,
+    /// Slots in use; `capacity` in all.
     next: usize,
+    capacity: usize,
+    /// The page of each live slot, rebuilt by each compaction from `last` (kept out of
+    /// the per-access path: a slot-to-page array written on every access would take as much
+    /// cache as `last` itself).
+    page_at: Vec<u32>,
 }
 
 impl StackDistance {
@@ -86,6 +79,13 @@ impl StackDistance {
     /// Renumbers the live slots `0..distinct` in access order and rebuilds the bitmap and
     /// the tree with room for as many again.
     fn compact(&mut self) {
+        self.page_at.clear();
+        self.page_at.resize(self.next, 0);
+        for (id, &last) in (0u32..).zip(&self.last) {
+            if last != NO_SLOT {
+                self.page_at[last as usize] = id;
+            }
+        }
         let mut d = 0usize;
         for w in 0..self.next.div_ceil(64) {
             let mut bits = self.words[w];
@@ -93,16 +93,14 @@ impl StackDistance {
                 let s = w * 64 + bits.trailing_zeros() as usize;
                 let page = self.page_at[s];
                 // d counts distinct pages, each numbered by a u32 id.
-                self.pages[page as usize].last = d as u32;
-                self.page_at[d] = page;
+                self.last[page as usize] = d as u32;
                 d += 1;
                 bits &= bits - 1;
             }
         }
         let n = (2 * d).max(1024).next_multiple_of(64);
         let nw = n / 64;
-        self.page_at.truncate(d);
-        self.page_at.resize(n, 0);
+        self.capacity = n;
         self.words.clear();
         self.words.resize(nw, 0);
         for (i, w) in self.words.iter_mut().enumerate().take(d.div_ceil(64)) {
@@ -128,10 +126,14 @@ impl StackDistance {
         self.next = d;
     }
 
-    /// Records an access to page `id` (below `pages.len()`); its stack distance, or `None`
-    /// the first time.
+    /// Records an access to page `id` (ids below 2^30); its stack distance, or `None` the
+    /// first time.
     pub(crate) fn access(&mut self, id: u32) -> Option<u64> {
-        if self.next == self.page_at.len() {
+        let i = id as usize;
+        if i >= self.last.len() {
+            self.last.resize((i + 1).next_multiple_of(16), NO_SLOT);
+        }
+        if self.next == self.capacity {
             self.compact();
         }
         let slot = self.next;
@@ -142,11 +144,8 @@ impl StackDistance {
             self.tree_add(self.sealed, live);
             self.sealed += 1;
         }
-        let state = &mut self.pages[id as usize];
-        let prev = state.last;
         // Slots stay below 2 * distinct pages + 1024, and ids number at most 2^30 pages.
-        state.last = slot as u32;
-        self.page_at[slot] = id;
+        let prev = std::mem::replace(&mut self.last[i], slot as u32);
         let r = if prev == NO_SLOT {
             self.distinct += 1;
             None
@@ -164,6 +163,32 @@ impl StackDistance {
         };
         self.words[top] |= 1u64 << (slot % 64);
         r
+    }
+}
+
+/// The stack distances of one page stream as the statistics report them: a log2
+/// histogram and the cold (first) accesses.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct ReuseCounter {
+    sd: StackDistance,
+    pub(crate) histogram: Log2Histogram,
+    pub(crate) cold: u64,
+}
+
+impl ReuseCounter {
+    /// Counts accesses to the pages `ids`, in order.
+    pub(crate) fn feed(&mut self, ids: &[u32]) {
+        for &id in ids {
+            match self.sd.access(id) {
+                Some(d) => self.histogram.add(d),
+                None => self.cold += 1,
+            }
+        }
+    }
+
+    /// Distinct pages accessed.
+    pub(crate) fn distinct(&self) -> u64 {
+        self.sd.distinct()
     }
 }
 
@@ -185,11 +210,8 @@ mod tests {
         out
     }
 
-    fn run(seq: &[u32], ids: u32) -> Vec<Option<u64>> {
-        let mut r = StackDistance {
-            pages: vec![PageState::NEW; ids as usize],
-            ..StackDistance::default()
-        };
+    fn run(seq: &[u32]) -> Vec<Option<u64>> {
+        let mut r = StackDistance::default();
         seq.iter().map(|&p| r.access(p)).collect()
     }
 
@@ -200,21 +222,21 @@ mod tests {
         let mut rng = rand::rngs::SmallRng::seed_from_u64(9);
         for &(pages, len) in &[(3u32, 500usize), (300, 5000), (700, 6000), (2000, 8000)] {
             let uniform: Vec<u32> = (0..len).map(|_| rng.gen_range(0..pages)).collect();
-            assert_eq!(run(&uniform, pages), naive_distances(&uniform), "{pages}");
+            assert_eq!(run(&uniform), naive_distances(&uniform), "{pages}");
             let skewed: Vec<u32> = (0..len)
                 .map(|_| {
                     let x: f64 = rng.gen_range(0.0..1.0);
                     ((x * x * x) * f64::from(pages)) as u32
                 })
                 .collect();
-            assert_eq!(run(&skewed, pages), naive_distances(&skewed), "{pages}");
+            assert_eq!(run(&skewed), naive_distances(&skewed), "{pages}");
             let looping: Vec<u32> = (0..len).map(|i| (i as u32 * 7) % pages).collect();
-            assert_eq!(run(&looping, pages), naive_distances(&looping), "{pages}");
+            assert_eq!(run(&looping), naive_distances(&looping), "{pages}");
         }
     }
 
     #[test]
     fn first_access_is_cold_and_repeat_is_zero() {
-        assert_eq!(run(&[5, 5, 1, 5], 6), [None, Some(0), None, Some(1)]);
+        assert_eq!(run(&[5, 5, 1, 5]), [None, Some(0), None, Some(1)]);
     }
 }

@@ -46,7 +46,7 @@ pub use super::stats_iommu::IommuLayerStats;
 use super::{Event, EventKind, EventSource, TraceError};
 use crate::hash::FxHashMap;
 use crate::page_ids::{PageIds, PageSet};
-use crate::stack_distance::{PageState, StackDistance};
+use crate::stack_distance::ReuseCounter;
 
 /// Counts in log2 buckets: bucket 0 holds the value 0, bucket `i ≥ 1` holds `[2^(i-1), 2^i)`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -161,10 +161,24 @@ pub struct DmaApiStats {
 }
 
 /// The key an unmap names its mapping by.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Key {
     Single(u16, u64),
     Sg(u16, u64),
+}
+
+impl std::hash::Hash for Key {
+    /// One word for the hasher, not the derive's three (its 8-byte discriminant is fed to
+    /// Fx a byte at a time): the address rotated so its page number is in the low bits, which
+    /// pick the hash table's bucket (page-aligned addresses would otherwise all share one),
+    /// the device and the kind in the high bits.
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        let (sg, device, addr) = match *self {
+            Key::Single(d, a) => (0, d, a),
+            Key::Sg(d, a) => (1u64, d, a),
+        };
+        state.write_u64(addr.rotate_right(12) ^ (u64::from(device) << 36) ^ (sg << 35));
+    }
 }
 
 /// The page runs `(first page, count)` of one mapping: one for a single map (kept inline,
@@ -184,6 +198,22 @@ impl Ranges {
     }
 }
 
+/// Id runs a live mapping keeps inline: a single map of up to 49 pages.
+const INLINE_RUNS: usize = 4;
+
+/// A live mapping's pages as its unmap needs them.
+#[derive(Clone, Debug)]
+enum LivePages {
+    /// By id, `n` runs `[first, end)`: the unmap looks no page up.
+    Ids {
+        n: usize,
+        runs: [(u32, u32); INLINE_RUNS],
+    },
+    /// Its page runs, numbered again at unmap (longer maps and scatter-gather lists of more
+    /// than four runs: nothing allocated beyond the list's own runs).
+    Pages(Ranges),
+}
+
 /// An open `map_sg`/`unmap_sg` collecting its segments.
 #[derive(Clone, Debug)]
 struct SgGroup {
@@ -200,13 +230,17 @@ struct Acc {
     /// Events by kind ([`EventKind`] as index), moved into `s.by_kind` at the end.
     kinds: [u64; EventKind::ALL.len()],
     first_ns: Option<u64>,
-    /// Physical pages numbered densely; their state (last access, live mappings) in `reuse`.
+    /// Physical pages numbered densely.
     ids: PageIds,
-    reuse: StackDistance,
+    /// Live mappings covering each page, by id.
+    mapped: Vec<u32>,
+    /// The pages the maps covered since [`stats`] last took them, by id, in order: their
+    /// stack distances are counted by a [`ReuseCounter`] on another thread.
+    accessed: Vec<u32>,
     /// Physical pages covered by a live mapping.
     live_pages: u64,
     iovas: PageSet,
-    live: FxHashMap<Key, Ranges>,
+    live: FxHashMap<Key, LivePages>,
     sg: Option<SgGroup>,
     prev_ns: Option<u64>,
     weighted: u128,
@@ -216,8 +250,9 @@ struct Acc {
 }
 
 impl Acc {
-    /// Calls `f(acc, id)` for each page of the runs, in order, numbering new pages.
-    fn for_each_page(&mut self, ranges: &[(u64, u64)], mut f: impl FnMut(&mut Self, u32)) {
+    /// Calls `f(acc, first, end)` for each run of ids `[first, end)` of the page runs'
+    /// pages, in order, numbering new pages (one run per 16-page chunk a page run touches).
+    fn for_each_id_run(&mut self, ranges: &[(u64, u64)], mut f: impl FnMut(&mut Self, u32, u32)) {
         for &(first, count) in ranges {
             let end = first.saturating_add(count);
             let mut page = first;
@@ -227,49 +262,69 @@ impl Acc {
                     return;
                 };
                 if r.fresh {
-                    self.reuse.pages.resize(self.ids.len(), PageState::NEW);
+                    self.mapped.resize(self.ids.len(), 0);
                 }
-                for id in r.base + r.lo..r.base + r.hi {
-                    f(self, id);
-                }
+                f(self, r.base + r.lo, r.base + r.hi);
                 page += u64::from(r.hi - r.lo);
             }
         }
     }
 
-    fn map_pages(&mut self, ranges: &[(u64, u64)]) {
-        self.for_each_page(ranges, |a, id| {
-            match a.reuse.access(id) {
-                Some(d) => a.s.reuse_distance.add(d),
-                None => a.s.reuse_cold += 1,
+    /// Maps the pages: their accesses (for the stack distances) and live counts. Returns
+    /// them as the mapping's unmap will need them.
+    fn map_pages(&mut self, ranges: Ranges) -> LivePages {
+        let mut runs = [(0u32, 0u32); INLINE_RUNS];
+        let mut n = 0;
+        self.for_each_id_run(ranges.as_slice(), |a, first, end| {
+            for id in first..end {
+                a.accessed.push(id);
+                let m = &mut a.mapped[id as usize];
+                a.live_pages += u64::from(*m == 0);
+                *m += 1;
             }
-            let m = &mut a.reuse.pages[id as usize].mapped;
-            a.live_pages += u64::from(*m == 0);
-            *m += 1;
+            if let Some(r) = runs.get_mut(n) {
+                *r = (first, end);
+            }
+            n += 1;
         });
         self.s.working_set_pages = self.s.working_set_pages.max(self.live_pages);
+        if n <= INLINE_RUNS {
+            LivePages::Ids { n, runs }
+        } else {
+            LivePages::Pages(ranges)
+        }
     }
 
-    fn unmap_pages(&mut self, ranges: &[(u64, u64)]) {
+    fn unmap_pages(&mut self, live: &LivePages) {
         // Only pages of live mappings come here: each is numbered and mapped at least once.
-        self.for_each_page(ranges, |a, id| {
-            let m = &mut a.reuse.pages[id as usize].mapped;
-            *m -= 1;
-            a.live_pages -= u64::from(*m == 0);
-        });
+        fn unmap_run(a: &mut Acc, first: u32, end: u32) {
+            for id in first..end {
+                let m = &mut a.mapped[id as usize];
+                *m -= 1;
+                a.live_pages -= u64::from(*m == 0);
+            }
+        }
+        match live {
+            LivePages::Ids { n, runs } => {
+                for &(first, end) in &runs[..*n] {
+                    unmap_run(self, first, end);
+                }
+            }
+            LivePages::Pages(r) => self.for_each_id_run(r.as_slice(), unmap_run),
+        }
     }
 
     fn mapped(&mut self, key: Option<Key>, ranges: Ranges) {
-        self.map_pages(ranges.as_slice());
-        if let Some(old) = key.and_then(|key| self.live.insert(key, ranges)) {
-            self.unmap_pages(old.as_slice());
+        let pages = self.map_pages(ranges);
+        if let Some(old) = key.and_then(|key| self.live.insert(key, pages)) {
+            self.unmap_pages(&old);
         }
         self.s.max_outstanding = self.s.max_outstanding.max(self.live.len() as u64);
     }
 
     fn unmapped(&mut self, key: Option<Key>) {
         match key.and_then(|k| self.live.remove(&k)) {
-            Some(ranges) => self.unmap_pages(ranges.as_slice()),
+            Some(pages) => self.unmap_pages(&pages),
             None => self.s.unmatched_unmaps += 1,
         }
     }
@@ -378,14 +433,17 @@ impl Acc {
         self.per_event += self.live.len() as u128;
     }
 
-    fn finish(mut self) -> DmaApiStats {
+    /// The statistics, given the stack distances of every page `accessed` held.
+    fn finish(mut self, reuse: &ReuseCounter) -> DmaApiStats {
         self.close_sg();
         let mut s = self.s;
+        s.reuse_distance = reuse.histogram.clone();
+        s.reuse_cold = reuse.cold;
         for k in EventKind::ALL {
             s.by_kind
                 .insert(k.name().to_owned(), self.kinds[k as usize]);
         }
-        s.distinct_pages = self.reuse.distinct();
+        s.distinct_pages = reuse.distinct();
         s.distinct_iovas = self.iovas.len();
         s.outstanding_at_end = self.live.len() as u64;
         s.page_maps = s.reuse_cold + s.reuse_distance.total();
@@ -427,6 +485,112 @@ impl Acc {
 /// assert!(s.iommu.is_none()); // no `iommu` device: no IOMMU page-table layer
 /// ```
 pub fn stats(src: &mut dyn EventSource) -> Result<TraceStats, TraceError> {
+    // The stack distances (a third of the work) are counted on a second thread, fed the
+    // pages each accumulator's maps covered, a batch at a time.
+    let (to_worker, from_main) = std::sync::mpsc::sync_channel::<ToReuse>(8);
+    let (recycle, recycled) = std::sync::mpsc::channel::<Vec<u32>>();
+    std::thread::scope(|scope| {
+        let worker = std::thread::Builder::new()
+            .name("trace-stats-reuse".into())
+            .spawn_scoped(scope, move || {
+                let mut counters: Vec<ReuseCounter> = Vec::new();
+                for m in from_main {
+                    match m {
+                        ToReuse::Pages(i, ids) => {
+                            if counters.len() <= i {
+                                counters.resize_with(i + 1, ReuseCounter::default);
+                            }
+                            counters[i].feed(&ids);
+                            // The main thread may have finished; the buffer is then dropped.
+                            let _ = recycle.send(ids);
+                        }
+                        ToReuse::Copy { from, to } => {
+                            let c = counters.get(from).cloned().unwrap_or_default();
+                            if counters.len() <= to {
+                                counters.resize_with(to + 1, ReuseCounter::default);
+                            }
+                            counters[to] = c;
+                        }
+                    }
+                }
+                counters
+            })
+            .map_err(|source| TraceError::Io {
+                path: src.header().source.clone().into(),
+                source,
+            })?;
+        let accs = accumulate(src, &to_worker, &recycled);
+        // The worker ends when the channel closes.
+        drop(to_worker);
+        let counters = match worker.join() {
+            Ok(c) => c,
+            Err(panic) => std::panic::resume_unwind(panic),
+        };
+        let (mut t, dma, by_device, iommu) = accs?;
+        let none = ReuseCounter::default();
+        let counter = |i: usize| counters.get(i).unwrap_or(&none);
+        let devices = &src.header().devices;
+        t.devices = devices.clone();
+        t.duration_ns = match (t.first_ns, t.last_ns) {
+            (Some(a), Some(b)) => b.saturating_sub(a),
+            _ => 0,
+        };
+        t.dma_api_by_device = (0u16..)
+            .zip(by_device)
+            .filter_map(|(d, acc)| Some((d, acc?)))
+            .map(|(d, acc)| DeviceStats {
+                device: devices
+                    .get(usize::from(d))
+                    .cloned()
+                    .unwrap_or_else(|| format!("#{d}")),
+                stats: acc.finish(counter(device_slot(d))),
+            })
+            .collect();
+        t.dma_api = match dma {
+            Some(all) => all.finish(counter(ALL_DEVICES)),
+            None => match t.dma_api_by_device.as_slice() {
+                [one] => one.stats.clone(),
+                _ => Acc::default().finish(&none),
+            },
+        };
+        t.iommu = match iommu {
+            Some(i) => Some(i.finish()),
+            None if devices.iter().any(|d| d == IOMMU_DEVICE) => {
+                Some(IommuLayer::default().finish())
+            }
+            None => None,
+        };
+        Ok(t)
+    })
+}
+
+/// What the main thread of [`stats`] sends the stack-distance thread.
+enum ToReuse {
+    /// Pages (by id) accumulator `.0` mapped, in order.
+    Pages(usize, Vec<u32>),
+    /// Accumulator `to` starts as a copy of accumulator `from`.
+    Copy { from: usize, to: usize },
+}
+
+/// The stack-distance counter of the all-devices accumulator; device `d`'s is
+/// [`device_slot`]`(d)`.
+const ALL_DEVICES: usize = 0;
+
+fn device_slot(d: u16) -> usize {
+    usize::from(d) + 1
+}
+
+/// The accumulators at the end of the trace: records and times, all devices (when there
+/// were two or more), each device, the IOMMU layer.
+type Accumulated = (TraceStats, Option<Acc>, Vec<Option<Acc>>, Option<IommuLayer>);
+
+/// Reads `src` to its end into the accumulators, sending the pages maps covered to the
+/// stack-distance thread after each batch (buffers come back on `recycled`).
+fn accumulate(
+    src: &mut dyn EventSource,
+    to_worker: &std::sync::mpsc::SyncSender<ToReuse>,
+    recycled: &std::sync::mpsc::Receiver<Vec<u32>>,
+) -> Result<Accumulated, TraceError> {
     let mut t = TraceStats::default();
     // While one device has been seen, its statistics are the all-devices ones (the same
     // events in the same order): the all-devices accumulator starts as a copy of it when a
@@ -437,7 +601,11 @@ pub fn stats(src: &mut dyn EventSource) -> Result<TraceStats, TraceError> {
     let mut first: Option<u16> = None;
     let mut iommu: Option<IommuLayer> = None;
     let mut batch = Vec::new();
-    while src.read_batch(&mut batch)? != 0 {
+    // The worker only stops when the channel closes, so a send fails only if it panicked:
+    // its join reports that.
+    let send = |m: ToReuse| to_worker.send(m).is_ok();
+    let mut worker_alive = true;
+    while worker_alive && src.read_batch(&mut batch)? != 0 {
         // Text readers grow the device table as they read; after a batch it names every
         // device of the batch.
         let iommu_device = src
@@ -460,7 +628,13 @@ pub fn stats(src: &mut dyn EventSource) -> Result<TraceStats, TraceError> {
             match first {
                 None => first = Some(e.device),
                 Some(f) if dma.is_none() && f != e.device => {
+                    // The copy carries the pages of this batch not yet sent; the worker
+                    // copies the counter as it stands before them, then is sent them twice.
                     dma = by_device.get(usize::from(f)).cloned().flatten();
+                    worker_alive &= send(ToReuse::Copy {
+                        from: device_slot(f),
+                        to: ALL_DEVICES,
+                    });
                 }
                 Some(_) => {}
             }
@@ -472,45 +646,29 @@ pub fn stats(src: &mut dyn EventSource) -> Result<TraceStats, TraceError> {
             }
             by_device[d].get_or_insert_with(Acc::default).event(e);
         }
-        let too_many = dma.iter().chain(by_device.iter().flatten()).any(|a| a.too_many_pages);
-        if too_many {
-            return Err(TraceError::Unsupported {
-                path: src.header().source.clone().into(),
-                what: "more than 2^30 distinct 4 KiB pages (4 TiB) mapped: beyond what trace \
-                       statistics count"
-                    .into(),
-            });
+        let accs = dma.iter_mut().map(|a| (ALL_DEVICES, a)).chain(
+            (0u16..)
+                .zip(by_device.iter_mut())
+                .filter_map(|(d, a)| Some((device_slot(d), a.as_mut()?))),
+        );
+        for (slot, acc) in accs {
+            if acc.too_many_pages {
+                return Err(TraceError::Unsupported {
+                    path: src.header().source.clone().into(),
+                    what: "more than 2^30 distinct 4 KiB pages (4 TiB) mapped: beyond what \
+                           trace statistics count"
+                        .into(),
+                });
+            }
+            if !acc.accessed.is_empty() {
+                let mut fresh = recycled.try_recv().unwrap_or_default();
+                fresh.clear();
+                let ids = std::mem::replace(&mut acc.accessed, fresh);
+                worker_alive &= send(ToReuse::Pages(slot, ids));
+            }
         }
     }
-    let devices = &src.header().devices;
-    if iommu.is_none() && devices.iter().any(|d| d == IOMMU_DEVICE) {
-        iommu = Some(IommuLayer::default());
-    }
-    t.devices = devices.clone();
-    t.duration_ns = match (t.first_ns, t.last_ns) {
-        (Some(a), Some(b)) => b.saturating_sub(a),
-        _ => 0,
-    };
-    t.dma_api_by_device = (0u16..)
-        .zip(by_device)
-        .filter_map(|(d, acc)| Some((d, acc?)))
-        .map(|(d, acc)| DeviceStats {
-            device: devices
-                .get(usize::from(d))
-                .cloned()
-                .unwrap_or_else(|| format!("#{d}")),
-            stats: acc.finish(),
-        })
-        .collect();
-    t.dma_api = match dma {
-        Some(all) => all.finish(),
-        None => match t.dma_api_by_device.as_slice() {
-            [one] => one.stats.clone(),
-            _ => Acc::default().finish(),
-        },
-    };
-    t.iommu = iommu.map(IommuLayer::finish);
-    Ok(t)
+    Ok((t, dma, by_device, iommu))
 }
 
 impl TraceStats {
@@ -677,7 +835,9 @@ mod tests {
         for e in &events {
             all.event(e);
         }
-        assert_eq!(s.dma_api, all.finish());
+        let mut reuse = ReuseCounter::default();
+        reuse.feed(&all.accessed);
+        assert_eq!(s.dma_api, all.finish(&reuse));
         assert_eq!(s.dma_api_by_device.len(), 3);
         let one: Vec<Event> = events[..500].to_vec();
         let s1 = run(one);
