@@ -10,9 +10,12 @@
 //! page-granular, see `stats_iommu.rs`). Replay and the `.oracleGeneral` export use the
 //! DMA-API layer when there is one, the IOMMU layer only when it is alone.
 //!
-//! Memory is bounded by the trace's distinct pages, not its length: a hash map entry per
-//! distinct physical page (reuse tracking), per distinct IOVA page, per live page and per
-//! live mapping, and a Fenwick tree of at most twice the distinct physical pages.
+//! Memory is bounded by the trace's distinct pages, not its length: per 16-page chunk of
+//! physical pages ever mapped a hash map entry and 16 ids (`page_ids.rs`) with a live count
+//! and a last-access slot each, a bitmap of at most twice the distinct physical pages
+//! (`stack_distance.rs`), a bitmap word per 64-page chunk of IOVA pages, and an entry per
+//! live mapping. The stack distances are counted on a second thread, fed the pages the maps
+//! covered a batch of records at a time.
 //!
 //! Definitions of the DMA-API layer (also in docs/trace-format.md, "Statistics"):
 //!
@@ -516,7 +519,7 @@ pub fn stats(src: &mut dyn EventSource) -> Result<TraceStats, TraceError> {
                 counters
             })
             .map_err(|source| TraceError::Io {
-                path: src.header().source.clone().into(),
+                path: STATS_PATH.into(),
                 source,
             })?;
         let accs = accumulate(src, &to_worker, &recycled);
@@ -563,6 +566,10 @@ pub fn stats(src: &mut dyn EventSource) -> Result<TraceStats, TraceError> {
         Ok(t)
     })
 }
+
+/// What [`stats`]' errors name in place of a file (it reads a stream; the CLI adds the
+/// file's name).
+const STATS_PATH: &str = "trace statistics";
 
 /// What the main thread of [`stats`] sends the stack-distance thread.
 enum ToReuse {
@@ -654,7 +661,7 @@ fn accumulate(
         for (slot, acc) in accs {
             if acc.too_many_pages {
                 return Err(TraceError::Unsupported {
-                    path: src.header().source.clone().into(),
+                    path: STATS_PATH.into(),
                     what: "more than 2^30 distinct 4 KiB pages (4 TiB) mapped: beyond what \
                            trace statistics count"
                         .into(),
