@@ -20,8 +20,8 @@ pub mod io;
 pub mod open;
 mod page_ids;
 pub mod pages;
-pub mod stats;
 mod stack_distance;
+pub mod stats;
 mod stats_iommu;
 
 use std::path::PathBuf;

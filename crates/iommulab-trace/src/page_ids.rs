@@ -48,6 +48,8 @@ impl PageIds {
 
     /// The part of the run `[page, end)` in `page`'s chunk (`page < end`), numbering the chunk
     /// if it is new.
+    // Ids stay below 2^30 (MAX_ID_CHUNKS), in-chunk offsets below 16.
+    #[allow(clippy::cast_possible_truncation)]
     pub(crate) fn run(&mut self, page: u64, end: u64) -> Result<IdRun, TooManyPages> {
         let chunk = page >> ID_CHUNK_SHIFT;
         // Both below 16: the offsets of the run's first and last page inside the chunk.

@@ -78,6 +78,8 @@ impl StackDistance {
 
     /// Renumbers the live slots `0..distinct` in access order and rebuilds the bitmap and
     /// the tree with room for as many again.
+    // Slots stay below 2 * distinct pages + 1024 < 2^31 (ids are below 2^30).
+    #[allow(clippy::cast_possible_truncation)]
     fn compact(&mut self) {
         self.page_at.clear();
         self.page_at.resize(self.next, 0);
@@ -128,6 +130,8 @@ impl StackDistance {
 
     /// Records an access to page `id` (ids below 2^30); its stack distance, or `None` the
     /// first time.
+    // Slots stay below 2 * distinct pages + 1024 < 2^31 (ids are below 2^30).
+    #[allow(clippy::cast_possible_truncation)]
     pub(crate) fn access(&mut self, id: u32) -> Option<u64> {
         let i = id as usize;
         if i >= self.last.len() {
@@ -193,6 +197,7 @@ impl ReuseCounter {
 }
 
 #[cfg(test)]
+#[allow(clippy::cast_possible_truncation)] // streams of a few thousand small page ids
 mod tests {
     use rand::{Rng, SeedableRng};
 

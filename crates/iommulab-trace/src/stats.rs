@@ -589,7 +589,12 @@ fn device_slot(d: u16) -> usize {
 
 /// The accumulators at the end of the trace: records and times, all devices (when there
 /// were two or more), each device, the IOMMU layer.
-type Accumulated = (TraceStats, Option<Acc>, Vec<Option<Acc>>, Option<IommuLayer>);
+type Accumulated = (
+    TraceStats,
+    Option<Acc>,
+    Vec<Option<Acc>>,
+    Option<IommuLayer>,
+);
 
 /// Reads `src` to its end into the accumulators, sending the pages maps covered to the
 /// stack-distance thread after each batch (buffers come back on `recycled`).
@@ -883,7 +888,9 @@ mod tests {
                 for p in r {
                     // Distinct pages last mapped after p was.
                     match last.get(&p) {
-                        Some(&prev) => hist.add(last.values().filter(|&&t| t > prev).count() as u64),
+                        Some(&prev) => {
+                            hist.add(last.values().filter(|&&t| t > prev).count() as u64)
+                        }
                         None => cold += 1,
                     }
                     last.insert(p, clock);
