@@ -11,7 +11,6 @@
 //! counted in `unmapped_pages_not_mapped`; a map of a page already mapped in
 //! `remapped_pages`.
 
-use std::collections::HashSet;
 use std::fmt::Write as _;
 
 use serde::{Deserialize, Serialize};
@@ -19,6 +18,7 @@ use serde::{Deserialize, Serialize};
 use super::pages::pages;
 use super::stats::Log2Histogram;
 use super::{Event, EventKind};
+use crate::page_ids::PageSet;
 
 /// The IOMMU page-table layer (module doc for the definitions).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -57,9 +57,9 @@ pub struct IommuLayerStats {
 #[derive(Debug, Default)]
 pub(crate) struct IommuLayer {
     s: IommuLayerStats,
-    live: HashSet<u64>,
-    iovas: HashSet<u64>,
-    phys: HashSet<u64>,
+    live: PageSet,
+    iovas: PageSet,
+    phys: PageSet,
 }
 
 impl IommuLayer {
@@ -73,27 +73,24 @@ impl IommuLayer {
                 self.s.map_events += 1;
                 self.s.bytes_mapped = self.s.bytes_mapped.saturating_add(e.len);
                 self.s.map_size.add(e.len);
-                for p in pages(iova, e.len) {
-                    self.s.pages_mapped += 1;
-                    self.iovas.insert(p);
-                    if !self.live.insert(p) {
-                        self.s.remapped_pages += 1;
-                    }
-                }
+                let r = pages(iova, e.len);
+                let (first, end) = (*r.start(), r.end() + 1);
+                self.s.pages_mapped += end - first;
+                self.iovas.insert_run(first, end);
+                self.s.remapped_pages += end - first - self.live.insert_run(first, end);
                 if let Some(phys) = e.phys {
-                    self.phys.extend(pages(phys, e.len));
+                    let r = pages(phys, e.len);
+                    self.phys.insert_run(*r.start(), r.end() + 1);
                 }
-                self.s.max_mapped_pages = self.s.max_mapped_pages.max(self.live.len() as u64);
+                self.s.max_mapped_pages = self.s.max_mapped_pages.max(self.live.len());
             }
             EventKind::Unmap => {
                 self.s.unmap_events += 1;
                 self.s.bytes_unmapped = self.s.bytes_unmapped.saturating_add(e.len);
-                for p in pages(iova, e.len) {
-                    self.s.pages_unmapped += 1;
-                    if !self.live.remove(&p) {
-                        self.s.unmapped_pages_not_mapped += 1;
-                    }
-                }
+                let r = pages(iova, e.len);
+                let (first, end) = (*r.start(), r.end() + 1);
+                self.s.pages_unmapped += end - first;
+                self.s.unmapped_pages_not_mapped += end - first - self.live.remove_run(first, end);
             }
             _ => {}
         }
@@ -102,9 +99,9 @@ impl IommuLayer {
     /// The statistics.
     pub(crate) fn finish(self) -> IommuLayerStats {
         let mut s = self.s;
-        s.distinct_iova_pages = self.iovas.len() as u64;
-        s.distinct_phys_pages = self.phys.len() as u64;
-        s.mapped_pages_at_end = self.live.len() as u64;
+        s.distinct_iova_pages = self.iovas.len();
+        s.distinct_phys_pages = self.phys.len();
+        s.mapped_pages_at_end = self.live.len();
         s
     }
 }

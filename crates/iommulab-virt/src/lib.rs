@@ -66,7 +66,7 @@ pub use host::{Host, HostConfig, InvalidationScope};
 pub use hypercall::{HostStats, Hypercall, HypercallError};
 pub use hypercall_backend::{Batching, Channel, HypercallBackend, PageCounters};
 pub use link::{LinkLoad, link_load};
-pub use lookahead::Lookahead;
+pub use lookahead::{Lookahead, LookaheadBuilder};
 pub use map_cache::{MapCache, MapCacheStats, MapOutcome, QuotaOutcome, UnmapOutcome};
 pub use strategy::{CacheOnly, GuestStrategy, PageOutcome, Strategy};
 

@@ -64,7 +64,8 @@ pub fn run(command: &TraceCommand, quiet: bool) -> Result<()> {
         TraceCommand::Stats(a) => {
             let src = open_input(&a.input, a.format, a.lenient)?;
             let mut src = Reading::new(src, format!("reading {}", a.input.display()), quiet);
-            let s = stats(&mut src)?;
+            let s =
+                stats(&mut src).with_context(|| format!("statistics of {}", a.input.display()))?;
             drop(src);
             let text = if a.json {
                 let mut t = serde_json::to_string_pretty(&s)?;

@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use crate::addr::{Gpa, Hpa};
 use crate::error::Error;
-use crate::virt::{GuestConfig, Lookahead, guest_page_refs, run_guest};
+use crate::virt::{GuestConfig, Lookahead, run_guest};
 use crate::workload::{InGuest, TraceWorkload, Workload, WorkloadConfig};
 
 use super::build::{WorkloadVisitor, labels_of, with_workload};
@@ -31,8 +31,8 @@ pub(super) fn run_on_generator(
     impl WorkloadVisitor for Refs<'_> {
         type Output = Arc<Lookahead>;
         fn visit<W: Workload<Phys = Hpa>>(self, w: W) -> Result<Arc<Lookahead>, Error> {
-            let refs = guest_page_refs(&mut InGuest::new(w), self.0.cache_only)?;
-            Ok(Arc::new(Lookahead::from_refs(&refs)))
+            let la = Lookahead::from_guest_maps(&mut InGuest::new(w), self.0.cache_only)?;
+            Ok(Arc::new(la))
         }
     }
     struct Run<'a> {
@@ -66,8 +66,9 @@ pub(super) fn run_on_trace(
         )?)))
     };
     let lookahead = if needs_lookahead(g) {
-        let refs = guest_page_refs(&mut open()?, g.cache_only)?;
-        Some(Arc::new(Lookahead::from_refs(&refs)))
+        // Read straight into the 8-byte-per-map index: the stream is never held whole.
+        let la = Lookahead::from_guest_maps(&mut open()?, g.cache_only)?;
+        Some(Arc::new(la))
     } else {
         None
     };
