@@ -521,28 +521,10 @@ mod tests {
         assert_eq!(unmap, 11_700);
     }
 
-    /// Every price a `kvm-2010` guest run uses has a source or an estimate whose range holds
-    /// the preset's value.
-    #[test]
-    fn every_kvm_2010_price_has_a_source() {
-        let m = CostModel::KVM_2010;
-        for p in KVM_2010_PRICES {
-            let v = m
-                .field(p.field)
-                .unwrap_or_else(|| panic!("no field {}", p.field));
-            if let Some((lo, hi)) = p.range {
-                assert!(lo <= v && v <= hi, "{} = {v} outside {lo}..={hi}", p.field);
-            }
-        }
-        assert_eq!(m.field("ghz"), Some(27)); // 2.66 GHz in tenths, rounded
-    }
-
-    /// Every price a bare-metal `vtd-2008` run uses has a source or an estimate whose range
+    /// Every price of `table` names a field of `m` and has a source; an estimate's range
     /// holds the preset's value.
-    #[test]
-    fn every_vtd_2008_price_has_a_source() {
-        let m = CostModel::VTD_2008;
-        for p in VTD_2008_PRICES {
+    fn check_prices(m: &CostModel, table: &[PriceSource]) {
+        for p in table {
             let v = m
                 .field(p.field)
                 .unwrap_or_else(|| panic!("no field {}", p.field));
@@ -551,6 +533,21 @@ mod tests {
             }
             assert!(!p.source.is_empty());
         }
+    }
+
+    /// Every price a `kvm-2010` guest run uses has a source or an estimated range.
+    #[test]
+    fn every_kvm_2010_price_has_a_source() {
+        let m = CostModel::KVM_2010;
+        check_prices(&m, &KVM_2010_PRICES);
+        assert_eq!(m.field("ghz"), Some(27)); // 2.66 GHz in tenths, rounded
+    }
+
+    /// Every price a bare-metal `vtd-2008` run uses has a source or an estimated range.
+    #[test]
+    fn every_vtd_2008_price_has_a_source() {
+        let m = CostModel::VTD_2008;
+        check_prices(&m, &VTD_2008_PRICES);
         assert_eq!(m.field("ghz"), Some(30));
         assert_eq!(m.field("nope"), None);
     }

@@ -17,6 +17,7 @@
 
 use std::collections::VecDeque;
 
+use crate::addr::PhysAddr;
 use crate::{DmaOp, Segment, Workload, WorkloadError};
 
 /// What [`PacketSg`] did.
@@ -146,15 +147,7 @@ impl<W: Workload> PacketSg<W> {
         let pieces = members.len() as u64;
         self.members = members;
         Ok(if pieces == 1 {
-            DmaOp::Map {
-                slot: outer,
-                cpu,
-                device,
-                phys,
-                len,
-                dir,
-                dma_alloc: false,
-            }
+            relabel(first, outer)
         } else {
             self.stats.lists += 1;
             self.stats.listed_maps += pieces;
@@ -171,44 +164,18 @@ impl<W: Workload> PacketSg<W> {
     /// Translates an op read from the inner workload (not a streaming map); `None` to skip it.
     fn translate(&mut self, op: DmaOp<W::Phys>) -> Option<DmaOp<W::Phys>> {
         Some(match op {
-            DmaOp::Map {
-                slot,
-                cpu,
-                device,
-                phys,
-                len,
-                dir,
-                dma_alloc,
-            } => {
+            DmaOp::Map { slot, .. } => {
                 self.stats.maps += 1;
                 let outer = self.open(1);
                 self.bind(slot, outer);
-                DmaOp::Map {
-                    slot: outer,
-                    cpu,
-                    device,
-                    phys,
-                    len,
-                    dir,
-                    dma_alloc,
-                }
+                relabel(op, outer)
             }
-            DmaOp::MapSg {
-                slot,
-                cpu,
-                device,
-                dir,
-            } => {
+            DmaOp::MapSg { slot, .. } => {
                 self.sg.clear();
                 self.sg.extend_from_slice(self.inner.sg_segments());
                 let outer = self.open(1);
                 self.bind(slot, outer);
-                DmaOp::MapSg {
-                    slot: outer,
-                    cpu,
-                    device,
-                    dir,
-                }
+                relabel(op, outer)
             }
             DmaOp::Access { slot, access } => DmaOp::Access {
                 slot: self.outer_of.get(slot as usize).copied().flatten()?,
@@ -226,6 +193,38 @@ impl<W: Workload> PacketSg<W> {
             }
             t @ DmaOp::Tick { .. } => t,
         })
+    }
+}
+
+/// A map's op under another slot.
+fn relabel<P: PhysAddr>(op: DmaOp<P>, outer: u32) -> DmaOp<P> {
+    match op {
+        DmaOp::Map {
+            cpu,
+            device,
+            phys,
+            len,
+            dir,
+            dma_alloc,
+            ..
+        } => DmaOp::Map {
+            slot: outer,
+            cpu,
+            device,
+            phys,
+            len,
+            dir,
+            dma_alloc,
+        },
+        DmaOp::MapSg {
+            cpu, device, dir, ..
+        } => DmaOp::MapSg {
+            slot: outer,
+            cpu,
+            device,
+            dir,
+        },
+        other => other,
     }
 }
 
