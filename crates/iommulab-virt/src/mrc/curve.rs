@@ -134,6 +134,11 @@ pub fn trace_page_refs<S: EventSource>(src: S) -> Result<Vec<PageRef>, WorkloadE
     guest_page_refs(&mut w, CacheOnly::All)
 }
 
+/// About what one simulated map costs against one step of OPT's one-pass stack walk (a
+/// heap update and a hash lookup against a compare): OPT is simulated per quota when the
+/// quotas times this are fewer than the top quota.
+const OPT_SIMULATION_STEPS: usize = 64;
+
 /// Why a curve cannot be computed as asked.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CurveError {
@@ -220,8 +225,16 @@ pub fn hit_rate_curve(refs: &[PageRef], req: &CurveRequest) -> Result<HitRateCur
     };
     // Quotas past the distinct pages equal the distinct page count: compute up to there.
     let top = quotas.last().copied().unwrap_or(0).min(distinct);
-    let stack = matches!(req.policy, EvictionConfig::Lru(_) | EvictionConfig::Opt(_))
-        && (!req.pinning || pinning_free(refs));
+    // OPT's one pass costs up to `top` steps per map (a truncated stack); one simulation per
+    // quota costs about a heap operation per map: for a few large quotas the simulations
+    // are far cheaper (one quota of 65,536 pages over 33 M maps: minutes against seconds).
+    // Both are exact here, so the choice changes only `method` and the time.
+    let opt_cheaper_by_simulation = quotas.len().saturating_mul(OPT_SIMULATION_STEPS) < top;
+    let stack = match req.policy {
+        EvictionConfig::Lru(_) => true,
+        EvictionConfig::Opt(_) => !opt_cheaper_by_simulation,
+        _ => false,
+    } && (!req.pinning || pinning_free(refs));
     let (method, maps, by_quota) = if stack {
         let c = match req.policy {
             EvictionConfig::Lru(_) => lru_one_pass(view, top),
@@ -488,5 +501,47 @@ mod tests {
             (c.quota.clone(), c.hit_rate.clone(), c.maps),
             (vec![0], vec![0.0], 0)
         );
+    }
+}
+
+#[cfg(test)]
+mod opt_by_simulation {
+    use super::*;
+    use crate::addr::Pfn;
+    use crate::{LruConfig, OptConfig};
+
+    /// A page sequence over 1,000 pages, skewed so that some pages recur often.
+    fn skewed() -> Vec<PageRef> {
+        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+        (0..20_000)
+            .flat_map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                let g = (x % 1000) * (x % 1000) / 1000;
+                [PageRef::Map(Pfn::new(g)), PageRef::Unmap(Pfn::new(g))]
+            })
+            .collect()
+    }
+
+    /// A few large quotas run OPT by simulation, many by the one pass; the hits are the same
+    /// (and LRU stays one pass).
+    #[test]
+    fn few_large_quotas_simulate_opt_with_the_same_hits() {
+        let refs = skewed();
+        let req = |policy, quotas: Vec<usize>| CurveRequest {
+            policy,
+            quotas: Some(Quotas::List(quotas)),
+            ..CurveRequest::default()
+        };
+        let opt = EvictionConfig::Opt(OptConfig::default());
+        let few = hit_rate_curve(&refs, &req(opt.clone(), vec![100, 400])).unwrap();
+        assert_eq!(few.method, MrcMethod::Simulation);
+        let all = hit_rate_curve(&refs, &req(opt, (0..=400).collect())).unwrap();
+        assert_eq!(all.method, MrcMethod::StackDistance);
+        assert_eq!(few.hits, [all.hits[100], all.hits[400]]);
+        let lru = EvictionConfig::Lru(LruConfig::default());
+        let one = hit_rate_curve(&refs, &req(lru, vec![400])).unwrap();
+        assert_eq!(one.method, MrcMethod::StackDistance);
     }
 }
