@@ -107,7 +107,8 @@ iommulab replay trace.txt.zst --strategy on-demand --quota 512 --eviction lru --
         long_about = "The hit rate of the guest map cache against its quota (in 4 KiB pages) \
 over a trace, for one eviction policy. Default view: the page sequence (every page a mapped \
 buffer spans is an independent reference, S1.9; LRU and OPT in one pass over stack distances, \
-equal to libCacheSim on the trace's .oracleGeneral export). --pinning: the pinned map cache \
+OPT simulated per quota when a few large quotas are asked, equal to libCacheSim on the \
+trace's .oracleGeneral export). --pinning: the pinned map cache \
 (pages stay pinned while their DMA is in flight, so maps can be refused; one simulation per \
 quota). Columns: quota, quota as % of the distinct pages, hits, misses, refused maps, hit rate.",
         after_help = "Examples:\n  iommulab mrc my.iot --policy opt\n  \
