@@ -55,7 +55,7 @@ pub enum Batching {
     MapUnmap,
     /// One hypercall per replacement: a miss's evictions and its maps (with a prefetching
     /// policy, the whole chain) go together. S1.4: "the remapping hypercall is trying to map
-    /// n new pages, n old pages need to be evicted"; prefetching "batch[es] multiple page
+    /// n new pages, n old pages need to be evicted"; prefetching "batch\[es\] multiple page
     /// replacements together". A driver's unmap (no cache to keep it) goes at once.
     Replace,
 }

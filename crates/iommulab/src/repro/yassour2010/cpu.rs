@@ -2,8 +2,8 @@
 //! (hypercalls, host bookkeeping per call and per page, VT-d PTE writes, write-buffer
 //! flushes and IOTLB invalidations, costs `kvm-2010`, S1.10) and the guest's CPU and link
 //! ([`crate::virt::link`]: throughput = min(link, what the CPU can feed), utilisation ≤ 1).
-//! The curves run on a generator ([`Spec`]) or on a recorded trace
-//! ([`super::recorded::Recording`]), through [`CpuWorkload`].
+//! The curves run on a generator or on a recorded trace (the recordings of
+//! [`super::recorded`]) alike.
 
 use serde::Serialize;
 

@@ -10,7 +10,7 @@
 //!
 //! Figures 5–6 run the guest model on the NIC's calls as recorded (each `dma_map_page` a
 //! buffer, TSO packets included); the `batching` series through
-//! [`PacketSg`](crate::workload::PacketSg), which turns each run of back-to-back maps into
+//! [`PacketSg`], which turns each run of back-to-back maps into
 //! one scatter-gather list, the driver change batching needs (S1.6).
 
 use std::io::{BufReader, Cursor, Read};
