@@ -301,6 +301,15 @@ const fn estimate(field: &'static str, source: &'static str, lo: u64, hi: u64) -
     }
 }
 
+/// The domain-selective invalidation of the 2008 machines: the sources price only the page
+/// flush.
+const INV_DOMAIN_2008: PriceSource = estimate(
+    "inv_domain",
+    "not in the sources: = inv_page (register write + completion poll dominate)",
+    2000,
+    4000,
+);
+
 /// The provenance of every `vtd-2008` price a bare-metal run uses (the reproduction page's
 /// price table and its sensitivity sweep are generated from it).
 pub const VTD_2008_PRICES: [PriceSource; 21] = [
@@ -320,12 +329,7 @@ pub const VTD_2008_PRICES: [PriceSource; 21] = [
         "inv_page",
         "S1.10: IOTLB flush, 2000 cycles (register-based invalidation, polled)",
     ),
-    estimate(
-        "inv_domain",
-        "not in the sources: = inv_page (register write + completion poll dominate)",
-        2000,
-        4000,
-    ),
+    INV_DOMAIN_2008,
     estimate(
         "inv_global",
         "not in the sources: = inv_page (register write + completion poll dominate)",
@@ -437,12 +441,7 @@ pub const KVM_2010_PRICES: [PriceSource; 11] = [
         "S1.10: IOTLB flush, 2000 cycles (register-based invalidation, polled); one request \
          covers the PTEs a hypercall cleared",
     ),
-    estimate(
-        "inv_domain",
-        "not in the sources: = inv_page (register write + completion poll dominate)",
-        2000,
-        4000,
-    ),
+    INV_DOMAIN_2008,
     estimate(
         "net_tx_per_kib",
         "estimate: the \"1 Hz of CPU per bit/s of TCP\" rule of thumb (Foong et al., TCP \
