@@ -150,11 +150,16 @@ impl RbTree2626 {
 
     /// `rb_last`: down the right spine from the root.
     fn last(&mut self) -> u32 {
-        let mut x = self.tree.core_root();
+        let x = self.tree.core_root();
         if x == NIL {
             return NIL;
         }
         self.touch(x);
+        self.rightmost(x)
+    }
+
+    /// Down the right spine from `x` (already touched), touching every node it steps to.
+    fn rightmost(&mut self, mut x: u32) -> u32 {
         loop {
             let (_, r, _) = self.tree.core_links(x);
             if r == NIL {
@@ -169,16 +174,8 @@ impl RbTree2626 {
     fn prev(&mut self, mut x: u32) -> u32 {
         let (l, _, _) = self.tree.core_links(x);
         if l != NIL {
-            x = l;
-            self.touch(x);
-            loop {
-                let (_, r, _) = self.tree.core_links(x);
-                if r == NIL {
-                    return x;
-                }
-                x = r;
-                self.touch(x);
-            }
+            self.touch(l);
+            return self.rightmost(l);
         }
         loop {
             let (_, _, p) = self.tree.core_links(x);
