@@ -208,6 +208,15 @@ fn bad_input_is_a_clear_error() {
         .assert()
         .code(1)
         .stderr(predicate::str::contains("malformed.txt:3:"));
+    // The same with a few quotas, simulated while the trace is read: no curve is printed.
+    iommulab()
+        .arg("mrc")
+        .arg(&bad)
+        .args(["--quotas", "8", "--json"])
+        .assert()
+        .code(1)
+        .stdout(predicate::str::is_empty())
+        .stderr(predicate::str::contains("malformed.txt:3:"));
     let c = json(&bad, &["--lenient"]);
     assert!(c["maps"].as_u64().unwrap() > 0);
     let t = qemu_trace();
@@ -226,4 +235,11 @@ fn bad_input_is_a_clear_error() {
         .assert()
         .code(1)
         .stderr(predicate::str::contains("max_quota").and(predicate::str::contains("16777216")));
+    iommulab()
+        .arg("mrc")
+        .arg(&t)
+        .args(["--quotas", "8,100000000000"])
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("quotas").and(predicate::str::contains("16777216")));
 }

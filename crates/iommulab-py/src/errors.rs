@@ -102,7 +102,8 @@ impl From<PyErrWrap> for PyErr {
             E::Dma(_) => DmaError::new_err(msg),
             E::Iova(_) => IovaError::new_err(msg),
             E::Map(_) => MapError::new_err(msg),
-            E::Trace(_) => TraceError::new_err(msg),
+            // A trace past the streamed curve's 32-bit numbering is a trace the call cannot take.
+            E::Trace(_) | E::Curve(_) => TraceError::new_err(msg),
             E::Virt(_) | E::Guest(_) => VirtError::new_err(msg),
             // A cancelled reproduction re-raises the callback's own exception (see
             // `reproduce`); a failed self-check is a model bug, not a user error.

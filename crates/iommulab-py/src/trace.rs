@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use iommulab::create_trace;
 use iommulab::experiment::ConfigError;
 use iommulab::iova::{ByteRange, DomainConfig};
-use iommulab::mrc::{CurveRequest, Quotas, hit_rate_curve, trace_page_refs};
+use iommulab::mrc::{CurveRequest, Quotas, trace_hit_rate_curve};
 use iommulab::trace::check::{CheckOptions, check};
 use iommulab::trace::{TraceHeader, open, stats};
 use iommulab::validate::{ValidateOptions, validate};
@@ -231,8 +231,7 @@ pub fn mrc<'py>(
     };
     let format = trace_format(format)?;
     let curve = py.detach(|| -> Result<_, iommulab::Error> {
-        let refs = trace_page_refs(open(&trace, format, lenient)?)?;
-        Ok(hit_rate_curve(&refs, &req)?)
+        Ok(trace_hit_rate_curve(open(&trace, format, lenient)?, &req)?)
     });
     to_py(py, &curve.map_err(PyErrWrap::from)?)
 }

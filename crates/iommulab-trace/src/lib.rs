@@ -18,7 +18,7 @@ pub mod format;
 pub mod ftrace;
 pub mod io;
 pub mod open;
-mod page_ids;
+pub mod page_ids;
 pub mod pages;
 mod stack_distance;
 pub mod stats;

@@ -1,5 +1,5 @@
-//! 4 KiB page numbers of a trace as the statistics pass (`stats.rs`, `stats_iommu.rs`) keeps
-//! them: numbered densely by chunks of consecutive pages ([`PageIds`]), so per-page state
+//! 4 KiB page numbers of a trace as the statistics pass (`stats.rs`, `stats_iommu.rs`) and
+//! the streamed hit-rate curves (`iommulab mrc --quotas`) keep them: numbered densely by chunks of consecutive pages ([`PageIds`]), so per-page state
 //! lives in plain arrays, and sets of pages as one bitmap word per 64-page chunk
 //! ([`PageSet`]). A mapping covers a run of consecutive pages, so both pay one hash lookup per
 //! chunk the run touches instead of one per page.
@@ -10,7 +10,7 @@ use crate::hash::FxHashMap;
 const ID_CHUNK_SHIFT: u32 = 4;
 /// Pages [`PageIds`] numbers at once: a run of up to 16 pages touches at most two chunks,
 /// and a trace of scattered single pages costs at most 16 ids per page.
-pub(crate) const ID_CHUNK: u64 = 1 << ID_CHUNK_SHIFT;
+pub const ID_CHUNK: u64 = 1 << ID_CHUNK_SHIFT;
 
 /// Most chunks [`PageIds`] numbers: 2^30 ids, so ids and the stack-distance slots (fewer
 /// than twice the ids, plus 1024) fit in a `u32`.
@@ -19,38 +19,43 @@ const MAX_ID_CHUNKS: usize = 1 << (30 - ID_CHUNK_SHIFT);
 /// Dense ids of 4 KiB pages: chunk `page / 16` gets the next 16 ids when it is first seen,
 /// page `page` the id `base + page % 16`.
 #[derive(Clone, Debug, Default)]
-pub(crate) struct PageIds {
+pub struct PageIds {
     chunks: FxHashMap<u64, u32>,
 }
 
 /// The pages of one chunk a run covers: ids `base + lo .. base + hi`.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct IdRun {
+pub struct IdRun {
     /// The id of the chunk's first page.
-    pub(crate) base: u32,
+    pub base: u32,
     /// The first page of the run within the chunk.
-    pub(crate) lo: u32,
+    pub lo: u32,
     /// One past the run's last page within the chunk.
-    pub(crate) hi: u32,
+    pub hi: u32,
     /// The chunk was numbered by this call: its ids are new.
-    pub(crate) fresh: bool,
+    pub fresh: bool,
 }
 
 /// More distinct pages than [`PageIds`] numbers (2^30 pages: 4 TiB of distinct memory).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct TooManyPages;
+pub struct TooManyPages;
 
 impl PageIds {
     /// Ids numbered so far (16 per chunk).
-    pub(crate) fn len(&self) -> usize {
+    pub fn len(&self) -> usize {
         self.chunks.len() << ID_CHUNK_SHIFT
+    }
+
+    /// Whether no page has been numbered.
+    pub fn is_empty(&self) -> bool {
+        self.chunks.is_empty()
     }
 
     /// The part of the run `[page, end)` in `page`'s chunk (`page < end`), numbering the chunk
     /// if it is new.
     // Ids stay below 2^30 (MAX_ID_CHUNKS), in-chunk offsets below 16.
     #[allow(clippy::cast_possible_truncation)]
-    pub(crate) fn run(&mut self, page: u64, end: u64) -> Result<IdRun, TooManyPages> {
+    pub fn run(&mut self, page: u64, end: u64) -> Result<IdRun, TooManyPages> {
         let chunk = page >> ID_CHUNK_SHIFT;
         // Both below 16: the offsets of the run's first and last page inside the chunk.
         let lo = (page & (ID_CHUNK - 1)) as u32;
@@ -76,6 +81,11 @@ impl PageIds {
             hi,
             fresh,
         })
+    }
+
+    /// The id of the first page of `page`'s chunk, if the chunk has been numbered.
+    pub fn chunk_base(&self, page: u64) -> Option<u32> {
+        self.chunks.get(&(page >> ID_CHUNK_SHIFT)).copied()
     }
 }
 

@@ -524,17 +524,11 @@ impl<S: GuestStrategy> Guest<S> {
     }
 }
 
-/// Appends the 4 KiB page numbers of `[phys, phys + len)` (one page for `len == 0`), at
-/// most [`MAX_PAGES_PER_MAP`](crate::trace::pages::MAX_PAGES_PER_MAP) (4 GiB):
-/// the same pages as trace statistics and the `.oracleGeneral` export, and a corrupt trace
-/// length cannot make a replay allocate without bound.
-fn push_pages(v: &mut Vec<u64>, phys: u64, len: u64) {
-    v.extend(crate::trace::pages::pages(phys, len));
-}
-
 /// The length a guest maps for a buffer of `len` bytes at `phys`: at least one byte (a
-/// zero-length map still concerns its page) and no more than the pages [`push_pages`]
-/// counts.
+/// zero-length map still concerns its page) and no more than the pages the page references
+/// count ([`crate::trace::pages::pages`], at most 4 GiB: the same pages as trace statistics
+/// and the `.oracleGeneral` export, so a corrupt trace length cannot make a replay allocate
+/// without bound).
 fn map_len(phys: u64, len: u64) -> u64 {
     let pages = crate::trace::pages::pages(phys, len);
     let n = pages.end() - pages.start() + 1;
@@ -549,8 +543,56 @@ pub fn guest_page_refs<W: Workload<Phys = Gpa>>(
     cache_only: CacheOnly,
 ) -> Result<Vec<PageRef>, WorkloadError> {
     let mut refs = Vec::new();
-    // Pages and whether the cache sees the buffer, per slot; `None` when not live.
-    let mut slots: Vec<(Vec<u64>, Option<bool>)> = Vec::new();
+    for_each_guest_page_ref(w, cache_only, |r| refs.push(r))?;
+    Ok(refs)
+}
+
+/// Calls `f` on each reference of [`guest_page_refs`]`(w, cache_only)` in order, as the
+/// workload runs, so a consumer that streams (the lookahead builder) never holds the stream.
+pub fn for_each_guest_page_ref<W: Workload<Phys = Gpa>>(
+    w: &mut W,
+    cache_only: CacheOnly,
+    mut f: impl FnMut(PageRef),
+) -> Result<(), WorkloadError> {
+    for_each_guest_page_run(w, cache_only, |r| r.refs().for_each(&mut f))
+}
+
+/// Consecutive pages one buffer (or one scatter-gather segment) maps or unmaps: the
+/// references [`guest_page_refs`] lists one page at a time, [`PageRun::refs`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PageRun {
+    /// `true` for the unmap of the run, `false` for its map.
+    pub unmap: bool,
+    /// The run's first page.
+    pub first: Pfn<Gpa>,
+    /// Its last page (≥ `first`).
+    pub last: Pfn<Gpa>,
+}
+
+impl PageRun {
+    /// The run's page references, first page first.
+    pub fn refs(self) -> impl Iterator<Item = PageRef> {
+        let unmap = self.unmap;
+        (self.first.get()..=self.last.get()).map(move |g| {
+            if unmap {
+                PageRef::Unmap(Pfn::new(g))
+            } else {
+                PageRef::Map(Pfn::new(g))
+            }
+        })
+    }
+}
+
+/// [`for_each_guest_page_ref`] a run at a time: a consumer pays per buffer, not per page, to
+/// receive them (`mrc --quotas` hands runs from the reading thread to the simulating one).
+pub fn for_each_guest_page_run<W: Workload<Phys = Gpa>>(
+    w: &mut W,
+    cache_only: CacheOnly,
+    mut f: impl FnMut(PageRun),
+) -> Result<(), WorkloadError> {
+    // The buffer's page runs (as mapped) and whether the cache sees it, per slot; `None`
+    // when not live.
+    let mut slots: Vec<(Vec<PageRun>, Option<bool>)> = Vec::new();
     while let Some(op) = w.next_op()? {
         let (slot, keep) = match op {
             DmaOp::Map {
@@ -561,11 +603,11 @@ pub fn guest_page_refs<W: Workload<Phys = Gpa>>(
             } => (slot, cache_only.admits(dir, dma_alloc)),
             DmaOp::MapSg { slot, dir, .. } => (slot, cache_only.admits(dir, false)),
             DmaOp::Unmap { slot, .. } => {
-                if let Some((pages, live)) = slots.get_mut(slot as usize)
+                if let Some((runs, live)) = slots.get_mut(slot as usize)
                     && let Some(keep) = live.take()
                     && keep
                 {
-                    refs.extend(pages.iter().map(|&g| PageRef::Unmap(Pfn::new(g))));
+                    runs.iter().for_each(|&r| f(PageRun { unmap: true, ..r }));
                 }
                 continue;
             }
@@ -575,22 +617,29 @@ pub fn guest_page_refs<W: Workload<Phys = Gpa>>(
         if i >= slots.len() {
             slots.resize_with(i + 1, || (Vec::new(), None));
         }
-        let (pages, live) = &mut slots[i];
-        pages.clear();
+        let (runs, live) = &mut slots[i];
+        runs.clear();
+        let mut push = |phys: u64, len: u64| {
+            let p = crate::trace::pages::pages(phys, len);
+            runs.push(PageRun {
+                unmap: false,
+                first: Pfn::new(*p.start()),
+                last: Pfn::new(*p.end()),
+            });
+        };
         match op {
-            DmaOp::Map { phys, len, .. } => push_pages(pages, phys.get(), len),
-            _ => {
-                for s in w.sg_segments() {
-                    push_pages(pages, s.phys.get(), s.len);
-                }
-            }
+            DmaOp::Map { phys, len, .. } => push(phys.get(), len),
+            _ => w
+                .sg_segments()
+                .iter()
+                .for_each(|s| push(s.phys.get(), s.len)),
         }
         *live = Some(keep);
         if keep {
-            refs.extend(pages.iter().map(|&g| PageRef::Map(Pfn::new(g))));
+            runs.iter().for_each(|&r| f(r));
         }
     }
-    Ok(refs)
+    Ok(())
 }
 
 /// Runs `w` under `cfg` with the concrete strategy and eviction policy of `cfg` (one
@@ -821,7 +870,6 @@ mod tests {
         use std::collections::HashSet;
         let (mut heads, mut other) = (HashSet::new(), HashSet::new());
         let mut w = netperf();
-        let mut v = Vec::new();
         while let Some(op) = w.next_op().unwrap() {
             if let DmaOp::Map {
                 phys,
@@ -830,9 +878,8 @@ mod tests {
                 ..
             } = op
             {
-                v.clear();
-                push_pages(&mut v, phys.get(), len);
-                if dma_alloc { &mut heads } else { &mut other }.extend(v.iter().copied());
+                if dma_alloc { &mut heads } else { &mut other }
+                    .extend(crate::trace::pages::pages(phys.get(), len));
             }
         }
         assert!(!heads.is_empty() && !other.is_empty());

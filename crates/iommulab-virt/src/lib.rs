@@ -60,7 +60,8 @@ pub use eviction::{
     OptBatchConfig, OptConfig, Prefetch, PrefetchConfig, Slot,
 };
 pub use guest::{
-    Guest, GuestConfig, GuestDmaApi, GuestError, GuestResult, guest_page_refs, run_guest,
+    Guest, GuestConfig, GuestDmaApi, GuestError, GuestResult, PageRun, for_each_guest_page_ref,
+    for_each_guest_page_run, guest_page_refs, run_guest,
 };
 pub use host::{Host, HostConfig, InvalidationScope};
 pub use hypercall::{HostStats, Hypercall, HypercallError};

@@ -15,7 +15,7 @@
 
 use crate::addr::{Gpa, Pfn};
 use crate::strategy::CacheOnly;
-use crate::workload::{DmaOp, Workload, WorkloadError};
+use crate::workload::{Workload, WorkloadError};
 use crate::{PageMap, PageRef};
 
 /// Sentinel "never mapped again".
@@ -188,28 +188,11 @@ impl Lookahead {
         cache_only: CacheOnly,
     ) -> Result<Self, WorkloadError> {
         let mut b = LookaheadBuilder::default();
-        let mut push = |phys: u64, len: u64| {
-            for g in crate::trace::pages::pages(phys, len) {
-                b.push(Pfn::new(g));
+        crate::guest::for_each_guest_page_ref(w, cache_only, |r| {
+            if let PageRef::Map(g) = r {
+                b.push(g);
             }
-        };
-        while let Some(op) = w.next_op()? {
-            match op {
-                DmaOp::Map {
-                    phys,
-                    len,
-                    dir,
-                    dma_alloc,
-                    ..
-                } if cache_only.admits(dir, dma_alloc) => push(phys.get(), len),
-                DmaOp::MapSg { dir, .. } if cache_only.admits(dir, false) => {
-                    for s in w.sg_segments() {
-                        push(s.phys.get(), s.len);
-                    }
-                }
-                _ => {}
-            }
-        }
+        })?;
         Ok(b.finish())
     }
 

@@ -36,9 +36,11 @@
 //! functions below are its parts, over a reference stream as given.
 
 pub mod curve;
+mod stream;
 
 pub use curve::{
-    CurveError, CurveRequest, HitRateCurve, MAX_QUOTA, Quotas, hit_rate_curve, trace_page_refs,
+    CurveError, CurveRequest, HitRateCurve, MAX_QUOTA, Quotas, curve_is_streamed, hit_rate_curve,
+    trace_hit_rate_curve, trace_page_refs,
 };
 
 use std::sync::Arc;

@@ -332,7 +332,10 @@ impl<S: EventSource> TraceWorkload<S> {
 impl<S: EventSource> Workload for TraceWorkload<S> {
     type Phys = Hpa;
     fn next_op(&mut self) -> Result<Option<DmaOp>, WorkloadError> {
-        while self.out.is_empty() {
+        loop {
+            if let Some(op) = self.out.pop_front() {
+                return Ok(Some(op));
+            }
             let Some(e) = self.next_raw()? else {
                 return Ok(None);
             };
@@ -341,10 +344,14 @@ impl<S: EventSource> Workload for TraceWorkload<S> {
                 self.out.push_back(DmaOp::Tick { now_ns: e.time_ns });
             }
             if let Some(op) = self.translate(e)? {
+                // Ops `translate` queued (a tick, an unmap it implied) go first; otherwise the
+                // op is returned without the queue's store and reload (most events).
+                if self.out.is_empty() {
+                    return Ok(Some(op));
+                }
                 self.out.push_back(op);
             }
         }
-        Ok(self.out.pop_front())
     }
 
     fn sg_segments(&self) -> &[Segment] {

@@ -42,6 +42,9 @@ pub enum Error {
     /// A reproduction stopped or failed one of its own checks.
     #[error(transparent)]
     Repro(#[from] ReproError),
+    /// A trace too large for a curve's 32-bit page numbering.
+    #[error(transparent)]
+    Curve(crate::mrc::CurveError),
 }
 
 impl From<ParamError> for Error {
@@ -52,11 +55,15 @@ impl From<ParamError> for Error {
 }
 
 impl From<crate::mrc::CurveError> for Error {
-    /// A curve's bad quota request is a configuration error; a bad policy the map cache's.
+    /// A curve's bad quota request is a configuration error, a bad policy the map cache's,
+    /// an unreadable trace the workload's.
     fn from(e: crate::mrc::CurveError) -> Self {
+        use crate::mrc::CurveError;
         match e {
-            crate::mrc::CurveError::Param(p) => p.into(),
-            crate::mrc::CurveError::Policy(v) => Error::Virt(v),
+            CurveError::Param(p) => p.into(),
+            CurveError::Policy(v) => Error::Virt(v),
+            CurveError::Workload(w) => w.into(),
+            e @ CurveError::TooLarge { .. } => Error::Curve(e),
         }
     }
 }

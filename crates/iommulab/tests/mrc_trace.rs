@@ -187,3 +187,32 @@ fn requests_are_the_replays_page_sequence() {
         }
     }
 }
+
+/// `iommulab mrc TRACE --quotas ..` at a few quotas simulates while reading the trace
+/// (`trace_hit_rate_curve`): on the real trace (merged scatter-gather lists, duplicate
+/// `iommu:` events, hundreds of pages in flight) its curves are the whole-trace ones.
+#[test]
+fn streamed_curves_of_the_real_trace_equal_the_whole_trace_ones() {
+    use iommulab::mrc::{curve_is_streamed, trace_hit_rate_curve};
+    use iommulab::virt::{FifoConfig, OptConfig};
+    let refs = refs();
+    for policy in [
+        EvictionConfig::Lru(LruConfig::default()),
+        EvictionConfig::Fifo(FifoConfig::default()),
+        EvictionConfig::Opt(OptConfig::default()),
+    ] {
+        let req = CurveRequest {
+            policy: policy.clone(),
+            pinning: false,
+            quotas: Some(Quotas::List(vec![0, 8, 64, 512, 100_000])),
+        };
+        assert!(curve_is_streamed(&req));
+        let src = open(&trace_path(), TraceFormat::Auto, false).unwrap();
+        let streamed = trace_hit_rate_curve(src, &req).unwrap();
+        let mut whole = hit_rate_curve(&refs, &req).unwrap();
+        assert_eq!(streamed.method, MrcMethod::Simulation);
+        whole.method = MrcMethod::Simulation;
+        assert_eq!(streamed, whole, "{policy:?}");
+        assert!(streamed.hits[2] > 0 && streamed.max_pinned > 100);
+    }
+}

@@ -6,7 +6,8 @@ use std::fmt::Write as _;
 
 use anyhow::{Context, Result};
 use iommulab::mrc::{
-    CurveRequest, HitRateCurve, MrcMethod, Quotas, hit_rate_curve, trace_page_refs,
+    CurveError, CurveRequest, HitRateCurve, MrcMethod, Quotas, curve_is_streamed, hit_rate_curve,
+    trace_hit_rate_curve, trace_page_refs,
 };
 
 use clap::ValueEnum;
@@ -22,7 +23,6 @@ const FULL_TABLE_ROWS: usize = 41;
 pub fn run(args: &MrcArgs, quiet: bool) -> Result<()> {
     let src = open_input(&args.trace, args.format, args.lenient)?;
     let src = Reading::new(src, format!("reading {}", args.trace.display()), quiet);
-    let refs = trace_page_refs(src).with_context(|| format!("reading {}", args.trace.display()))?;
     let quotas = match (&args.quotas, args.max_quota) {
         (Some(list), _) => Some(Quotas::List(list.clone())),
         (None, Some(n)) => Some(Quotas::UpTo(n)),
@@ -33,19 +33,30 @@ pub fn run(args: &MrcArgs, quiet: bool) -> Result<()> {
         pinning: args.pinning,
         quotas,
     };
-    // A spinner while the curve is computed (a pinned curve simulates every quota).
-    let policy = args
-        .policy
-        .to_possible_value()
-        .map(|v| v.get_name().to_owned())
-        .unwrap_or_default();
-    let spinner = Reading::new(
-        NoEvents::default(),
-        format!("{policy} curve over {} page maps", refs.len()),
-        quiet,
-    );
-    let curve = hit_rate_curve(&refs, &req)?;
-    drop(spinner);
+    let reading = || format!("reading {}", args.trace.display());
+    let curve = if curve_is_streamed(&req) {
+        // Simulated as the trace is read: the progress bar is the whole run.
+        trace_hit_rate_curve(src, &req).map_err(|e| match e {
+            CurveError::Workload(w) => anyhow::Error::new(w).context(reading()),
+            e => e.into(),
+        })?
+    } else {
+        let refs = trace_page_refs(src).with_context(reading)?;
+        // A spinner while the curve is computed (a pinned curve simulates every quota).
+        let policy = args
+            .policy
+            .to_possible_value()
+            .map(|v| v.get_name().to_owned())
+            .unwrap_or_default();
+        let spinner = Reading::new(
+            NoEvents::default(),
+            format!("{policy} curve over {} page maps", refs.len()),
+            quiet,
+        );
+        let curve = hit_rate_curve(&refs, &req)?;
+        drop(spinner);
+        curve
+    };
     let text = if args.json {
         let mut t = serde_json::to_string_pretty(&curve)?;
         t.push('\n');

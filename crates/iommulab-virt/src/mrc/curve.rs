@@ -26,6 +26,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::stream::{StreamedCurve, streamable};
 use super::{
     MrcMethod, MrcPoint, distinct_pages, lru_one_pass, max_pinned, mrc_by_simulation_config,
     opt_one_pass, page_sequence, pinning_free,
@@ -33,7 +34,10 @@ use super::{
 use crate::trace::EventSource;
 use crate::workload::{InGuest, TraceWorkload};
 use crate::workload::{ParamError, WorkloadError};
-use crate::{CacheOnly, EvictionConfig, PageRef, guest_page_refs};
+use crate::{
+    CacheOnly, EvictionConfig, PageRef, PageRun, for_each_guest_page_run, guest_page_refs,
+};
+use std::sync::mpsc::sync_channel;
 
 /// Largest quota a caller may ask for, in pages (2^24 pages = 64 GiB of 4 KiB pages). A
 /// curve over `0..=N` has N + 1 entries, so a mistyped `--max-quota` must not allocate
@@ -134,13 +138,83 @@ pub fn trace_page_refs<S: EventSource>(src: S) -> Result<Vec<PageRef>, WorkloadE
     guest_page_refs(&mut w, CacheOnly::All)
 }
 
+/// The hit-rate curve of a trace (its events, e.g. an opened `.iot`): [`hit_rate_curve`]
+/// over [`trace_page_refs`], except that the page sequence at a few listed quotas (LRU,
+/// FIFO, OPT; up to 8 quotas) is simulated while the trace is read, without holding the
+/// reference stream (module `stream`). The curve is the same either way, apart from
+/// `method` (a simulation per quota when streamed).
+///
+/// # Errors
+/// As [`hit_rate_curve`], [`CurveError::Workload`] for a trace that cannot be read, and
+/// [`CurveError::TooLarge`] past 2^32 − 3 distinct pages (or OPT page maps) when streamed.
+pub fn trace_hit_rate_curve<S: EventSource>(
+    src: S,
+    req: &CurveRequest,
+) -> Result<HitRateCurve, CurveError> {
+    let mut w = InGuest::new(TraceWorkload::new(src));
+    if !streamable(req) {
+        let refs = guest_page_refs(&mut w, CacheOnly::All)?;
+        return hit_rate_curve(&refs, req);
+    }
+    // Validated as `hit_rate_curve` does (the list is never resolved against the trace).
+    let quotas = resolve_quotas(req.quotas.as_ref(), 0)?;
+    let curve = StreamedCurve::new(req, quotas);
+    // Two threads: this one reads the trace into batches of page runs, the other simulates
+    // the caches (each about half the work; batches are recycled).
+    let (full_tx, full_rx) = sync_channel::<Vec<PageRun>>(STREAM_BATCHES);
+    let (empty_tx, empty_rx) = sync_channel::<Vec<PageRun>>(STREAM_BATCHES);
+    std::thread::scope(|scope| {
+        let sim = scope.spawn(move || {
+            let mut curve = curve;
+            for batch in full_rx {
+                batch.iter().for_each(|&r| curve.run(r));
+                let mut batch = batch;
+                batch.clear();
+                // The reader may have finished: a batch it no longer takes is dropped.
+                let _ = empty_tx.try_send(batch);
+            }
+            curve.finish()
+        });
+        let mut batch = Vec::with_capacity(STREAM_BATCH);
+        let read = for_each_guest_page_run(&mut w, CacheOnly::All, |r| {
+            batch.push(r);
+            if batch.len() == STREAM_BATCH {
+                let spare = empty_rx
+                    .try_recv()
+                    .unwrap_or_else(|_| Vec::with_capacity(STREAM_BATCH));
+                // The simulator ends only after this sender is dropped (or if it panics,
+                // which `join` reports).
+                let _ = full_tx.send(std::mem::replace(&mut batch, spare));
+            }
+        });
+        let _ = full_tx.send(batch);
+        drop(full_tx);
+        let curve = sim
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        read?;
+        curve
+    })
+}
+
+/// Page runs per batch handed from the reading thread to the simulating one.
+const STREAM_BATCH: usize = 1 << 12;
+/// Batches in flight between the two threads.
+const STREAM_BATCHES: usize = 4;
+
+/// Whether [`trace_hit_rate_curve`] simulates `req` while the trace is read (the page
+/// sequence at up to 8 listed quotas, LRU, FIFO or OPT) rather than after reading it whole.
+pub fn curve_is_streamed(req: &CurveRequest) -> bool {
+    streamable(req)
+}
+
 /// About what one simulated map costs against one step of OPT's one-pass stack walk (a
 /// heap update and a hash lookup against a compare): OPT is simulated per quota when the
 /// quotas times this are fewer than the top quota.
 const OPT_SIMULATION_STEPS: usize = 64;
 
 /// Why a curve cannot be computed as asked.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, thiserror::Error)]
 pub enum CurveError {
     /// A quota request that cannot work (the façade reports it as a configuration error).
     #[error(transparent)]
@@ -148,6 +222,19 @@ pub enum CurveError {
     /// A policy whose parameters cannot work.
     #[error(transparent)]
     Policy(#[from] crate::Error),
+    /// The trace could not be read ([`trace_hit_rate_curve`]).
+    #[error(transparent)]
+    Workload(#[from] WorkloadError),
+    /// A trace past a limit of the streamed path's 32-bit page numbers or positions.
+    #[error(
+        "the trace has more than {limit} {what}: more than the streamed curve numbers in 32 bits"
+    )]
+    TooLarge {
+        /// What overflowed (`distinct pages`, `page maps`).
+        what: &'static str,
+        /// The most it numbers.
+        limit: u64,
+    },
 }
 
 fn too_large(key: &str, value: usize) -> ParamError {

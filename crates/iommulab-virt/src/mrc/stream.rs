@@ -1,0 +1,546 @@
+//! The curve of the page sequence at a few listed quotas, simulated while the trace is read
+//! (`iommulab mrc TRACE --quotas Q`): the whole-trace paths of [`hit_rate_curve`] hold the
+//! reference stream (16 bytes per page map or unmap) and its page sequence before computing
+//! anything, and LRU runs the all-quota stack pass even for one quota.
+//!
+//! Here pages are numbered densely as they are first mapped, and each quota keeps a cache of
+//! those numbers in flat arrays:
+//!
+//! - **LRU**: a doubly linked recency list in two `u32` arrays indexed by page number (a hit
+//!   unlinks and relinks at the head, a miss on a full cache drops the tail);
+//! - **FIFO**: a ring of page numbers in insertion order and a membership bit per page (a hit
+//!   changes nothing);
+//! - **OPT** (Belady's MIN; S1.3): needs the future, so the pass keeps each map's page number
+//!   (4 bytes), a backward pass adds each map's next use (4 bytes), and each quota runs over
+//!   them with the map cache's own indexed max-heap keyed by next use.
+//!
+//! The counts are those of [`hit_rate_curve`] on the same trace (tests below and
+//! `crates/iommulab/tests/mrc_trace.rs`). Unmaps are read only for the most pages in flight
+//! ([`HitRateCurve::max_pinned`]); in the page sequence every map is an independent reference
+//! (S1.9).
+//!
+//! [`hit_rate_curve`]: super::hit_rate_curve
+
+use super::curve::{HitRateCurve, Quotas};
+use super::{CurveError, CurveRequest, MrcMethod};
+use crate::eviction::{KeyHeap, Slot};
+use crate::lookahead::NEVER;
+use crate::trace::page_ids::{ID_CHUNK, PageIds};
+use crate::{EvictionConfig, PageRef, PageRun};
+
+/// Most quotas the streamed path simulates at once (each costs a cache per quota); longer
+/// lists and `0..=N` curves take the one-pass curves of [`hit_rate_curve`](super::hit_rate_curve).
+pub(super) const STREAM_MAX_QUOTAS: usize = 8;
+
+/// "No page" in the LRU list links.
+const NIL: u32 = u32::MAX;
+/// "Not cached" in the LRU `next` links (distinct from [`NIL`], the tail's next).
+const OUT: u32 = u32::MAX - 1;
+/// The "mapped at least once" bit of a page's in-flight count (maps in flight stay far
+/// below 2^31: each needs a live buffer).
+const SEEN: u32 = 1 << 31;
+/// Most distinct pages the numbering holds ([`PageIds`]: 2^30 numbers, 16 per chunk).
+const MAX_PAGES: usize = 1 << 30;
+/// Most page maps OPT keeps (positions are `u32`, `u32::MAX` meaning never).
+const MAX_MAPS: usize = u32::MAX as usize - 1;
+
+/// Whether [`hit_rate_curve`](super::hit_rate_curve)'s answer to `req` can be computed while
+/// the trace is read: the page sequence, LRU, FIFO or OPT, a short list of quotas.
+pub(super) fn streamable(req: &CurveRequest) -> bool {
+    !req.pinning
+        && matches!(
+            req.policy,
+            EvictionConfig::Lru(_) | EvictionConfig::Fifo(_) | EvictionConfig::Opt(_)
+        )
+        && matches!(&req.quotas, Some(Quotas::List(l)) if (1..=STREAM_MAX_QUOTAS).contains(&l.len()))
+}
+
+/// One LRU cache of page numbers.
+#[derive(Debug)]
+struct LruCache {
+    cap: u32,
+    len: u32,
+    /// Most recent page, or [`NIL`].
+    head: u32,
+    /// Least recent page, or [`NIL`].
+    tail: u32,
+    /// Per page: towards the head ([`NIL`] at the head) and towards the tail ([`NIL`] at the
+    /// tail, [`OUT`] if not cached), side by side (one cache line per page visit).
+    links: Vec<[u32; 2]>,
+    hits: u64,
+}
+
+impl LruCache {
+    fn new(cap: u32) -> Self {
+        Self {
+            cap,
+            len: 0,
+            head: NIL,
+            tail: NIL,
+            links: Vec::new(),
+            hits: 0,
+        }
+    }
+
+    /// Room for page numbers below `ids`.
+    fn grow(&mut self, ids: usize) {
+        self.links.resize(ids, [NIL, OUT]);
+    }
+
+    #[inline]
+    fn unlink(&mut self, id: u32) {
+        let [p, n] = self.links[id as usize];
+        if p == NIL {
+            self.head = n;
+        } else {
+            self.links[p as usize][1] = n;
+        }
+        if n == NIL {
+            self.tail = p;
+        } else {
+            self.links[n as usize][0] = p;
+        }
+    }
+
+    #[inline]
+    fn push_front(&mut self, id: u32) {
+        self.links[id as usize] = [NIL, self.head];
+        if self.head == NIL {
+            self.tail = id;
+        } else {
+            self.links[self.head as usize][0] = id;
+        }
+        self.head = id;
+    }
+
+    /// A map of page `id` (`fresh`: first seen, so surely a miss).
+    #[inline]
+    fn access(&mut self, id: u32, fresh: bool) {
+        if !fresh && self.links[id as usize][1] != OUT {
+            self.hits += 1;
+            if self.head != id {
+                self.unlink(id);
+                self.push_front(id);
+            }
+            return;
+        }
+        if self.len == self.cap {
+            let victim = self.tail;
+            self.unlink(victim);
+            self.links[victim as usize][1] = OUT;
+        } else {
+            self.len += 1;
+        }
+        self.push_front(id);
+    }
+}
+
+/// One FIFO cache of page numbers.
+#[derive(Debug)]
+struct FifoCache {
+    cap: usize,
+    /// Cached pages, oldest first.
+    queue: std::collections::VecDeque<u32>,
+    /// One bit per page: cached.
+    cached: Vec<u64>,
+    hits: u64,
+}
+
+impl FifoCache {
+    fn new(cap: u32) -> Self {
+        Self {
+            cap: cap as usize,
+            queue: std::collections::VecDeque::new(),
+            cached: Vec::new(),
+            hits: 0,
+        }
+    }
+
+    /// Room for page numbers below `ids`.
+    fn grow(&mut self, ids: usize) {
+        self.cached.resize(ids.div_ceil(64), 0);
+    }
+
+    #[inline]
+    fn access(&mut self, id: u32, fresh: bool) {
+        let (w, bit) = (id as usize / 64, 1u64 << (id % 64));
+        if !fresh && self.cached[w] & bit != 0 {
+            self.hits += 1;
+            return;
+        }
+        if self.queue.len() == self.cap
+            && let Some(old) = self.queue.pop_front()
+        {
+            self.cached[old as usize / 64] &= !(1u64 << (old % 64));
+        }
+        self.queue.push_back(id);
+        self.cached[w] |= bit;
+    }
+}
+
+/// The caches of one policy, one per positive quota.
+#[derive(Debug)]
+enum Caches {
+    Lru(Vec<LruCache>),
+    Fifo(Vec<FifoCache>),
+    /// OPT keeps each map's page number until the end.
+    Opt(Vec<u32>),
+}
+
+/// The state of a streamed curve: feed it the trace's page references in order
+/// ([`reference`](Self::reference)), then [`finish`](Self::finish).
+#[derive(Debug)]
+pub(super) struct StreamedCurve {
+    req: CurveRequest,
+    /// The listed quotas, sorted and deduplicated.
+    quotas: Vec<usize>,
+    /// Page numbers, 16 consecutive pages at a time (a buffer's pages cost one lookup).
+    ids: PageIds,
+    /// The chunk of the last page looked up and the number of its first page.
+    memo: (u64, u32),
+    distinct: usize,
+    /// Per page number: maps in flight (for the most pages in flight), and [`SEEN`] once
+    /// mapped (one array: one cache line per page visit).
+    in_flight: Vec<u32>,
+    pinned_now: u64,
+    most_pinned: u64,
+    maps: u64,
+    caches: Caches,
+    /// Set once a limit of the page numbering is passed; reported by `finish`.
+    overflow: Option<&'static str>,
+}
+
+impl StreamedCurve {
+    /// A curve for `req`, which [`streamable`] accepts, with its quotas validated.
+    // Quotas are at most MAX_QUOTA (2^24) after validation.
+    #[allow(clippy::cast_possible_truncation)]
+    pub(super) fn new(req: &CurveRequest, quotas: Vec<usize>) -> Self {
+        let positive = quotas.iter().filter(|&&q| q > 0).map(|&q| q as u32);
+        let caches = match req.policy {
+            EvictionConfig::Lru(_) => Caches::Lru(positive.map(LruCache::new).collect()),
+            EvictionConfig::Fifo(_) => Caches::Fifo(positive.map(FifoCache::new).collect()),
+            _ => Caches::Opt(Vec::new()),
+        };
+        Self {
+            req: req.clone(),
+            quotas,
+            ids: PageIds::default(),
+            memo: (u64::MAX, 0),
+            distinct: 0,
+            in_flight: Vec::new(),
+            pinned_now: 0,
+            most_pinned: 0,
+            maps: 0,
+            caches,
+            overflow: None,
+        }
+    }
+
+    /// The number of `page`, numbering its chunk if `number` (a map) and it is new; `None`
+    /// for an unmap of a page never mapped or past the numbering's limit.
+    #[inline]
+    fn number(&mut self, page: u64, number: bool) -> Option<u32> {
+        let chunk = page / ID_CHUNK;
+        #[allow(clippy::cast_possible_truncation)] // below ID_CHUNK
+        let offset = (page % ID_CHUNK) as u32;
+        if chunk == self.memo.0 {
+            return Some(self.memo.1 + offset);
+        }
+        let base = if number {
+            let Ok(run) = self.ids.run(page, page + 1) else {
+                self.overflow = Some("distinct pages");
+                return None;
+            };
+            if run.fresh {
+                let ids = self.ids.len();
+                self.in_flight.resize(ids, 0);
+                match &mut self.caches {
+                    Caches::Lru(cs) => cs.iter_mut().for_each(|c| c.grow(ids)),
+                    Caches::Fifo(cs) => cs.iter_mut().for_each(|c| c.grow(ids)),
+                    Caches::Opt(_) => {}
+                }
+            }
+            run.base
+        } else {
+            self.ids.chunk_base(page)?
+        };
+        self.memo = (chunk, base);
+        Some(base + offset)
+    }
+
+    /// The next run of page references of the trace.
+    #[inline]
+    pub(super) fn run(&mut self, r: PageRun) {
+        r.refs().for_each(|p| self.reference(p));
+    }
+
+    /// The next page reference of the trace.
+    #[inline]
+    pub(super) fn reference(&mut self, r: PageRef) {
+        match r {
+            PageRef::Map(g) => {
+                let Some(id) = self.number(g.get(), true) else {
+                    return;
+                };
+                let c = &mut self.in_flight[id as usize];
+                let fresh = *c & SEEN == 0;
+                if fresh {
+                    *c = SEEN;
+                    self.distinct += 1;
+                }
+                if *c == SEEN {
+                    self.pinned_now += 1;
+                    self.most_pinned = self.most_pinned.max(self.pinned_now);
+                }
+                // Saturates rather than wraps (2^31 − 1 maps of one page in flight).
+                *c = c.saturating_add(1);
+                self.maps += 1;
+                match &mut self.caches {
+                    Caches::Lru(cs) => cs.iter_mut().for_each(|c| c.access(id, fresh)),
+                    Caches::Fifo(cs) => cs.iter_mut().for_each(|c| c.access(id, fresh)),
+                    Caches::Opt(seq) => {
+                        if seq.len() == MAX_MAPS {
+                            self.overflow = Some("page maps");
+                        } else {
+                            seq.push(id);
+                        }
+                    }
+                }
+            }
+            PageRef::Unmap(g) => {
+                if let Some(id) = self.number(g.get(), false) {
+                    let c = &mut self.in_flight[id as usize];
+                    if *c & !SEEN > 0 {
+                        *c -= 1;
+                        if *c == SEEN {
+                            self.pinned_now -= 1;
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// The curve, as [`hit_rate_curve`](super::hit_rate_curve) gives it.
+    ///
+    /// # Errors
+    /// [`CurveError::TooLarge`] when the trace has 2^32 − 2 or more distinct pages, or (OPT)
+    /// page maps.
+    pub(super) fn finish(self) -> Result<HitRateCurve, CurveError> {
+        if let Some(what) = self.overflow {
+            let limit = if what == "page maps" {
+                MAX_MAPS
+            } else {
+                MAX_PAGES
+            };
+            return Err(CurveError::TooLarge {
+                what,
+                limit: limit as u64,
+            });
+        }
+        let (distinct, numbered) = (self.distinct, self.ids.len());
+        let mut positive: Vec<u64> = match self.caches {
+            Caches::Lru(cs) => cs.iter().map(|c| c.hits).collect::<Vec<_>>(),
+            Caches::Fifo(cs) => cs.iter().map(|c| c.hits).collect::<Vec<_>>(),
+            Caches::Opt(seq) => {
+                drop(self.ids);
+                let next = next_uses(&seq, numbered);
+                self.quotas
+                    .iter()
+                    .filter(|&&q| q > 0)
+                    .map(|&q| belady_hits(&seq, &next, numbered, q))
+                    .collect()
+            }
+        }
+        .into_iter()
+        .rev()
+        .collect();
+        let n = self.quotas.len();
+        let mut out = HitRateCurve {
+            policy: self.req.policy.name().to_owned(),
+            policy_config: self.req.policy.clone(),
+            pinning: false,
+            method: MrcMethod::Simulation,
+            exact: true,
+            maps: self.maps,
+            distinct_pages: distinct,
+            max_pinned: self.most_pinned,
+            quota: Vec::with_capacity(n),
+            hits: Vec::with_capacity(n),
+            misses: Vec::with_capacity(n),
+            refused: Vec::with_capacity(n),
+            hit_rate: Vec::with_capacity(n),
+        };
+        for q in self.quotas {
+            let (hits, misses, refused) = if q == 0 {
+                (0, 0, self.maps)
+            } else {
+                let h = positive.pop().expect("one count per positive quota");
+                (h, self.maps - h, 0)
+            };
+            out.quota.push(q);
+            out.hits.push(hits);
+            out.misses.push(misses);
+            out.refused.push(refused);
+            #[allow(clippy::cast_precision_loss)] // a ratio for display
+            out.hit_rate.push(if self.maps == 0 {
+                0.0
+            } else {
+                hits as f64 / self.maps as f64
+            });
+        }
+        Ok(out)
+    }
+}
+
+/// For each map of `seq` (page numbers below `numbered`), the position of the next map of
+/// its page, or `u32::MAX`.
+// Positions are below MAX_MAPS (checked while collecting).
+#[allow(clippy::cast_possible_truncation)]
+fn next_uses(seq: &[u32], numbered: usize) -> Vec<u32> {
+    let mut next = vec![u32::MAX; seq.len()];
+    let mut last = vec![u32::MAX; numbered];
+    for (i, &id) in seq.iter().enumerate().rev() {
+        next[i] = std::mem::replace(&mut last[id as usize], i as u32);
+    }
+    next
+}
+
+/// Belady's MIN hits on `seq` (page numbers below `numbered`) at quota `q ≥ 1`: a miss on a
+/// full cache evicts the cached page mapped again farthest in the future (never again
+/// first), as the map cache's OPT does on the page sequence.
+fn belady_hits(seq: &[u32], next: &[u32], numbered: usize, q: usize) -> u64 {
+    let mut heap = KeyHeap::default();
+    heap.reserve(numbered);
+    let (mut len, mut hits) = (0usize, 0u64);
+    for (&id, &nx) in seq.iter().zip(next) {
+        let s = Slot::new(id);
+        let key = if nx == u32::MAX { NEVER } else { u64::from(nx) };
+        if heap.contains(s) {
+            // Its key was this position, the smallest: the new next use only rises.
+            hits += 1;
+            heap.raise(s, key);
+        } else if len == q {
+            heap.replace_top(s, key);
+        } else {
+            len += 1;
+            heap.set_key(s, key);
+            heap.push(s);
+        }
+    }
+    hits
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::addr::{Gpa, Pfn};
+    use crate::mrc::hit_rate_curve;
+    use crate::{FifoConfig, LruConfig, OptConfig};
+
+    fn p(g: u64) -> Pfn<Gpa> {
+        Pfn::new(g)
+    }
+
+    /// A stream with buffers of one to three pages, up to four in flight, pages drawn with
+    /// locality from 0..span.
+    fn stream(seed: u64, len: usize, span: u64) -> Vec<PageRef> {
+        let mut x = seed | 1;
+        let mut rnd = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let (mut refs, mut live): (Vec<PageRef>, Vec<Vec<u64>>) = (Vec::new(), Vec::new());
+        while refs.len() < len {
+            let r = rnd();
+            if live.len() == 4 || (!live.is_empty() && r % 3 == 0) {
+                let b = live.remove((r / 3) as usize % live.len());
+                refs.extend(b.into_iter().map(|g| PageRef::Unmap(p(g))));
+            } else {
+                let g = if r % 4 == 0 {
+                    r % span
+                } else {
+                    (r >> 8) % (span / 4 + 1)
+                };
+                let b: Vec<u64> = (g..g + 1 + (r >> 20) % 3).collect();
+                refs.extend(b.iter().map(|&g| PageRef::Map(p(g))));
+                live.push(b);
+            }
+        }
+        refs
+    }
+
+    fn streamed(refs: &[PageRef], req: &CurveRequest) -> HitRateCurve {
+        let Some(Quotas::List(l)) = &req.quotas else {
+            panic!("a list")
+        };
+        let mut q = l.clone();
+        q.sort_unstable();
+        q.dedup();
+        let mut s = StreamedCurve::new(req, q);
+        refs.iter().for_each(|&r| s.reference(r));
+        s.finish().unwrap()
+    }
+
+    #[test]
+    fn streamed_curves_equal_the_whole_trace_ones() {
+        let policies = [
+            EvictionConfig::Lru(LruConfig::default()),
+            EvictionConfig::Fifo(FifoConfig::default()),
+            EvictionConfig::Opt(OptConfig::default()),
+        ];
+        for seed in 1..6u64 {
+            let refs = stream(seed * 0x9E37_79B9, 4000, 40 + seed * 30);
+            for policy in &policies {
+                for quotas in [vec![0, 1, 2, 7], vec![13, 3, 3, 1000], vec![25]] {
+                    let req = CurveRequest {
+                        policy: policy.clone(),
+                        pinning: false,
+                        quotas: Some(Quotas::List(quotas.clone())),
+                    };
+                    assert!(streamable(&req));
+                    let mut whole = hit_rate_curve(&refs, &req).unwrap();
+                    let s = streamed(&refs, &req);
+                    // Only the method may differ (LRU and OPT take the one pass there).
+                    whole.method = MrcMethod::Simulation;
+                    assert_eq!(s, whole, "seed {seed}, {policy:?}, quotas {quotas:?}");
+                    assert!(s.hits.iter().any(|&h| h > 0), "the stream has reuse");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn only_the_page_sequence_at_a_few_listed_quotas_streams() {
+        let mut req = CurveRequest {
+            quotas: Some(Quotas::List(vec![4])),
+            ..CurveRequest::default()
+        };
+        assert!(streamable(&req));
+        req.pinning = true;
+        assert!(!streamable(&req));
+        req.pinning = false;
+        req.quotas = Some(Quotas::UpTo(4));
+        assert!(!streamable(&req));
+        req.quotas = Some(Quotas::List((0..=STREAM_MAX_QUOTAS).collect()));
+        assert!(!streamable(&req));
+        req.quotas = Some(Quotas::List(vec![4]));
+        req.policy = EvictionConfig::Prefetch(crate::PrefetchConfig::default());
+        assert!(!streamable(&req));
+    }
+
+    #[test]
+    fn an_empty_trace_gives_an_empty_curve() {
+        let req = CurveRequest {
+            quotas: Some(Quotas::List(vec![0, 8])),
+            ..CurveRequest::default()
+        };
+        let c = streamed(&[], &req);
+        assert_eq!(
+            (c.maps, c.hits.clone(), c.hit_rate.clone()),
+            (0, vec![0, 0], vec![0.0, 0.0])
+        );
+    }
+}
