@@ -20,8 +20,18 @@ const MAX_ID_CHUNKS: usize = 1 << (30 - ID_CHUNK_SHIFT);
 /// page `page` the id `base + page % 16`.
 #[derive(Clone, Debug, Default)]
 pub struct PageIds {
+    /// Chunks below [`DIRECT_CHUNKS`] (the first 256 GiB of addresses, where a machine's
+    /// RAM is): base id + 1 per chunk, 0 if not numbered; grown to the highest chunk seen.
+    direct: Vec<u32>,
+    /// Chunks above.
     chunks: FxHashMap<u64, u32>,
+    /// Chunks numbered.
+    numbered: usize,
 }
+
+/// Chunks [`PageIds`] looks up in a flat table instead of a hash map (2^22 chunks of 16 pages:
+/// 256 GiB; at most 16 MiB of table, as large as the highest address seen needs).
+const DIRECT_CHUNKS: u64 = 1 << 22;
 
 /// The pages of one chunk a run covers: ids `base + lo .. base + hi`.
 #[derive(Clone, Copy, Debug)]
@@ -43,12 +53,12 @@ pub struct TooManyPages;
 impl PageIds {
     /// Ids numbered so far (16 per chunk).
     pub fn len(&self) -> usize {
-        self.chunks.len() << ID_CHUNK_SHIFT
+        self.numbered << ID_CHUNK_SHIFT
     }
 
     /// Whether no page has been numbered.
     pub fn is_empty(&self) -> bool {
-        self.chunks.is_empty()
+        self.numbered == 0
     }
 
     /// The part of the run `[page, end)` in `page`'s chunk (`page < end`), numbering the chunk
@@ -60,19 +70,25 @@ impl PageIds {
         // Both below 16: the offsets of the run's first and last page inside the chunk.
         let lo = (page & (ID_CHUNK - 1)) as u32;
         let hi = (end - (chunk << ID_CHUNK_SHIFT)).min(ID_CHUNK) as u32;
-        let next = self.chunks.len();
-        let mut fresh = false;
-        let base = match self.chunks.get(&chunk) {
-            Some(&b) => b,
+        let (base, fresh) = match self.base(chunk) {
+            Some(b) => (b, false),
             None => {
-                if next >= MAX_ID_CHUNKS {
+                if self.numbered >= MAX_ID_CHUNKS {
                     return Err(TooManyPages);
                 }
                 // Below MAX_ID_CHUNKS << 4 = 2^30.
-                let b = (next << ID_CHUNK_SHIFT) as u32;
-                self.chunks.insert(chunk, b);
-                fresh = true;
-                b
+                let b = (self.numbered << ID_CHUNK_SHIFT) as u32;
+                self.numbered += 1;
+                if chunk < DIRECT_CHUNKS {
+                    let i = chunk as usize;
+                    if i >= self.direct.len() {
+                        self.direct.resize(i + 1, 0);
+                    }
+                    self.direct[i] = b + 1;
+                } else {
+                    self.chunks.insert(chunk, b);
+                }
+                (b, true)
             }
         };
         Ok(IdRun {
@@ -85,7 +101,22 @@ impl PageIds {
 
     /// The id of the first page of `page`'s chunk, if the chunk has been numbered.
     pub fn chunk_base(&self, page: u64) -> Option<u32> {
-        self.chunks.get(&(page >> ID_CHUNK_SHIFT)).copied()
+        self.base(page >> ID_CHUNK_SHIFT)
+    }
+
+    /// The id of chunk `chunk`'s first page, if numbered.
+    // Chunks below DIRECT_CHUNKS index the table.
+    #[allow(clippy::cast_possible_truncation)]
+    #[inline]
+    fn base(&self, chunk: u64) -> Option<u32> {
+        if chunk < DIRECT_CHUNKS {
+            match self.direct.get(chunk as usize) {
+                Some(&b) if b > 0 => Some(b - 1),
+                _ => None,
+            }
+        } else {
+            self.chunks.get(&chunk).copied()
+        }
     }
 }
 
@@ -182,15 +213,21 @@ mod tests {
         assert_eq!(s.insert_run(top - 70, top + 1), 71);
     }
 
-    /// Every page keeps one id, distinct pages get distinct ids, and a chunk is fresh once.
+    /// Every page keeps one id, distinct pages get distinct ids, and a chunk is fresh once,
+    /// whether its chunk sits in the flat table or the hash map (and across their border).
     #[test]
     fn ids_are_dense_and_stable() {
         let mut rng = rand::rngs::SmallRng::seed_from_u64(4);
         let mut ids = PageIds::default();
         let mut seen: HashMap<u64, u32> = HashMap::new();
         let mut by_id: HashMap<u32, u64> = HashMap::new();
+        let border = DIRECT_CHUNKS * ID_CHUNK;
         for _ in 0..5000 {
-            let first = rng.gen_range(0..100_000u64);
+            let first = match rng.gen_range(0..3) {
+                0 => rng.gen_range(0..100_000u64),
+                1 => rng.gen_range(border - 200..border + 200),
+                _ => rng.gen_range(u64::MAX / 8192..u64::MAX / 8192 + 100_000),
+            };
             let end = first + rng.gen_range(1..40);
             let mut page = first;
             while page < end {
@@ -204,9 +241,12 @@ mod tests {
                     assert_eq!(*by_id.entry(id).or_insert(p), p);
                 }
                 seen.entry(page - u64::from(r.lo)).or_insert(r.base);
+                assert_eq!(ids.chunk_base(page), Some(r.base));
                 page += u64::from(r.hi - r.lo);
             }
         }
         assert!(by_id.keys().all(|&id| (id as usize) < ids.len()));
+        assert!(ids.direct.len() <= DIRECT_CHUNKS as usize && !ids.chunks.is_empty());
+        assert_eq!(ids.chunk_base(border * 4), None);
     }
 }

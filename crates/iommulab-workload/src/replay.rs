@@ -89,6 +89,9 @@ pub struct TraceWorkload<S> {
     other_devices: bool,
     /// Length of the device table at the last scan (text and native readers grow it).
     known_devices: usize,
+    /// The header may have gained devices since `known_devices` was taken (a batch was read
+    /// or the source lent out): checked once per batch, not per event.
+    devices_may_change: bool,
     report: ReplayReport,
 }
 
@@ -109,6 +112,7 @@ impl<S: EventSource> TraceWorkload<S> {
             iommu_device: None,
             other_devices: false,
             known_devices: 0,
+            devices_may_change: false,
             report: ReplayReport::default(),
         };
         w.scan_devices();
@@ -124,6 +128,7 @@ impl<S: EventSource> TraceWorkload<S> {
     /// `.oracleGeneral` export). The device table may grow; events already read are not
     /// read again.
     pub fn source_mut(&mut self) -> &mut S {
+        self.devices_may_change = true;
         &mut self.src
     }
 
@@ -169,6 +174,7 @@ impl<S: EventSource> TraceWorkload<S> {
             if self.src.read_batch(&mut self.batch)? == 0 {
                 return Ok(None);
             }
+            self.devices_may_change = true;
         }
         let e = self.batch[self.next];
         self.next += 1;
@@ -211,8 +217,11 @@ impl<S: EventSource> TraceWorkload<S> {
 
     /// Turns the next event into an op (or `None` for an event that makes none).
     fn translate(&mut self, e: Event) -> Result<Option<DmaOp>, TraceError> {
-        if self.src.header().devices.len() != self.known_devices {
-            self.scan_devices();
+        if self.devices_may_change {
+            self.devices_may_change = false;
+            if self.src.header().devices.len() != self.known_devices {
+                self.scan_devices();
+            }
         }
         let cpu = CpuId::new(e.cpu);
         if Some(e.device) == self.iommu_device && self.other_devices {
