@@ -39,7 +39,9 @@ def mrc(
     nothing changes), or only the listed `quotas` (sorted, duplicates dropped); not both.
 
     The result has `policy`, `policy_config`, `pinning`, `method` (`"stack_distance"`: one pass,
-    LRU and OPT without pinning; `"simulation"`: one map-cache run per quota), `exact`,
+    LRU and OPT without pinning over every quota; `"simulation"`: one cache run per quota,
+    which up to 8 listed quotas of LRU, FIFO or OPT without pinning do while the trace is
+    read, without holding it), `exact`,
     `maps`, `distinct_pages`, `max_pinned`, and one list entry per quota in `quota`, `hits`,
     `misses`, `refused` and `hit_rate` (`hits / maps`).
     """
