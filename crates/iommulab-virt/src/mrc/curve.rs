@@ -146,7 +146,8 @@ pub fn trace_page_refs<S: EventSource>(src: S) -> Result<Vec<PageRef>, WorkloadE
 ///
 /// # Errors
 /// As [`hit_rate_curve`], [`CurveError::Workload`] for a trace that cannot be read, and
-/// [`CurveError::TooLarge`] past 2^32 − 3 distinct pages (or OPT page maps) when streamed.
+/// [`CurveError::TooLarge`] when streamed past 2^30 page numbers (pages are numbered 16 at a
+/// time: 64 KiB chunks touched) or, for OPT, 2^32 − 2 page maps.
 pub fn trace_hit_rate_curve<S: EventSource>(
     src: S,
     req: &CurveRequest,
@@ -225,10 +226,8 @@ pub enum CurveError {
     /// The trace could not be read ([`trace_hit_rate_curve`]).
     #[error(transparent)]
     Workload(#[from] WorkloadError),
-    /// A trace past a limit of the streamed path's 32-bit page numbers or positions.
-    #[error(
-        "the trace has more than {limit} {what}: more than the streamed curve numbers in 32 bits"
-    )]
+    /// A trace past a limit of the streamed path's page numbers or 32-bit positions.
+    #[error("the trace needs more than {limit} {what}, the most a streamed curve keeps")]
     TooLarge {
         /// What overflowed (`distinct pages`, `page maps`).
         what: &'static str,

@@ -43,6 +43,8 @@ const SEEN: u32 = 1 << 31;
 const MAX_PAGES: usize = 1 << 30;
 /// Most page maps OPT keeps (positions are `u32`, `u32::MAX` meaning never).
 const MAX_MAPS: usize = u32::MAX as usize - 1;
+/// What [`MAX_MAPS`] counts, in [`CurveError::TooLarge`].
+const PAGE_MAPS: &str = "page maps";
 
 /// Whether [`hit_rate_curve`](super::hit_rate_curve)'s answer to `req` can be computed while
 /// the trace is read: the page sequence, LRU, FIFO or OPT, a short list of quotas.
@@ -248,7 +250,7 @@ impl StreamedCurve {
         }
         let base = if number {
             let Ok(run) = self.ids.run(page, page + 1) else {
-                self.overflow = Some("distinct pages");
+                self.overflow = Some("page numbers (16 per 64 KiB chunk touched)");
                 return None;
             };
             if run.fresh {
@@ -300,7 +302,7 @@ impl StreamedCurve {
                     Caches::Fifo(cs) => cs.iter_mut().for_each(|c| c.access(id, fresh)),
                     Caches::Opt(seq) => {
                         if seq.len() == MAX_MAPS {
-                            self.overflow = Some("page maps");
+                            self.overflow = Some(PAGE_MAPS);
                         } else {
                             seq.push(id);
                         }
@@ -324,8 +326,8 @@ impl StreamedCurve {
     /// The curve, as [`hit_rate_curve`](super::hit_rate_curve) gives it.
     ///
     /// # Errors
-    /// [`CurveError::TooLarge`] when the trace has 2^32 − 2 or more distinct pages, or (OPT)
-    /// page maps.
+    /// [`CurveError::TooLarge`] past [`MAX_PAGES`] page numbers or, for OPT, [`MAX_MAPS`] page
+    /// maps.
     pub(super) fn finish(self) -> Result<HitRateCurve, CurveError> {
         if let Some(what) = self.overflow {
             let limit = if what == "page maps" {
