@@ -1,8 +1,9 @@
 //! 4 KiB page numbers of a trace as the statistics pass (`stats.rs`, `stats_iommu.rs`) and
-//! the streamed hit-rate curves (`iommulab mrc --quotas`) keep them: numbered densely by chunks of consecutive pages ([`PageIds`]), so per-page state
-//! lives in plain arrays, and sets of pages as one bitmap word per 64-page chunk
-//! (`PageSet`). A mapping covers a run of consecutive pages, so both pay one hash lookup per
-//! chunk the run touches instead of one per page.
+//! the streamed hit-rate curves (`iommulab mrc --quotas`) keep them: numbered densely by
+//! chunks of consecutive pages ([`PageIds`]), so per-page state lives in plain arrays, and sets
+//! of pages as one bitmap word per 64-page chunk (`PageSet`). A mapping covers a run of
+//! consecutive pages, so both pay one lookup per chunk the run touches instead of one per
+//! page.
 
 use crate::hash::FxHashMap;
 
