@@ -124,9 +124,16 @@ impl PageIds {
 /// A set of 4 KiB pages: one bitmap word per 64-page chunk that ever held a page.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct PageSet {
+    /// Words of chunks below [`DIRECT_WORDS`], grown to the highest one seen.
+    direct: Vec<u64>,
+    /// Words of chunks above.
     words: FxHashMap<u64, u64>,
     len: u64,
 }
+
+/// 64-page chunks [`PageSet`] keeps in a flat table (2^20 words: the first 256 GiB of
+/// addresses, as [`PageIds`]'s table; at most 8 MiB, as large as the highest address needs).
+const DIRECT_WORDS: u64 = 1 << 20;
 
 impl PageSet {
     /// Pages in the set.
@@ -152,9 +159,19 @@ impl PageSet {
     /// Adds the pages `[first, end)`; how many were not in the set.
     pub(crate) fn insert_run(&mut self, first: u64, end: u64) -> u64 {
         let mut added = 0;
-        let words = &mut self.words;
+        let (direct, words) = (&mut self.direct, &mut self.words);
         Self::for_each_chunk(first, end, |chunk, mask| {
-            let w = words.entry(chunk).or_insert(0);
+            let w = if chunk < DIRECT_WORDS {
+                // Below 2^20.
+                #[allow(clippy::cast_possible_truncation)]
+                let i = chunk as usize;
+                if i >= direct.len() {
+                    direct.resize(i + 1, 0);
+                }
+                &mut direct[i]
+            } else {
+                words.entry(chunk).or_insert(0)
+            };
             added += u64::from((mask & !*w).count_ones());
             *w |= mask;
         });
@@ -165,9 +182,16 @@ impl PageSet {
     /// Removes the pages `[first, end)`; how many were in the set.
     pub(crate) fn remove_run(&mut self, first: u64, end: u64) -> u64 {
         let mut removed = 0;
-        let words = &mut self.words;
+        let (direct, words) = (&mut self.direct, &mut self.words);
         Self::for_each_chunk(first, end, |chunk, mask| {
-            if let Some(w) = words.get_mut(&chunk) {
+            let w = if chunk < DIRECT_WORDS {
+                // Below 2^20.
+                #[allow(clippy::cast_possible_truncation)]
+                direct.get_mut(chunk as usize)
+            } else {
+                words.get_mut(&chunk)
+            };
+            if let Some(w) = w {
                 removed += u64::from((mask & *w).count_ones());
                 *w &= !mask;
             }
@@ -192,8 +216,14 @@ mod tests {
         let mut rng = rand::rngs::SmallRng::seed_from_u64(3);
         let mut s = PageSet::default();
         let mut h = HashSet::new();
+        // Low pages (the flat table), pages across its border, and high ones (the hash map).
+        let border = DIRECT_WORDS * 64;
         for _ in 0..20_000 {
-            let first = rng.gen_range(0..5000u64);
+            let first = match rng.gen_range(0..3) {
+                0 => rng.gen_range(0..5000u64),
+                1 => rng.gen_range(border - 400..border + 100),
+                _ => rng.gen_range(border * 64..border * 64 + 5000),
+            };
             let n = if rng.gen_bool(0.1) {
                 rng.gen_range(1..300)
             } else {
@@ -247,7 +277,7 @@ mod tests {
             }
         }
         assert!(by_id.keys().all(|&id| (id as usize) < ids.len()));
-        assert!(ids.direct.len() <= DIRECT_CHUNKS as usize && !ids.chunks.is_empty());
+        assert!(ids.direct.len() as u64 <= DIRECT_CHUNKS && !ids.chunks.is_empty());
         assert_eq!(ids.chunk_base(border * 4), None);
     }
 }
