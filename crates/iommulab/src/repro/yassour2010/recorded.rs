@@ -217,6 +217,16 @@ impl PreparedRecording {
         )
     }
 
+    /// What the tuning reads off the recording's NIC operations ([`super::tuned`]).
+    pub(crate) fn shape(&self) -> Result<super::Shape, Error> {
+        super::tuned::shape(&mut self.w.workload())
+    }
+
+    /// The recording's name.
+    pub(crate) fn name(&self) -> &'static str {
+        self.rec.name
+    }
+
     /// Steps [`PreparedRecording::run`] reports.
     pub(crate) fn steps(&self) -> u64 {
         (EvictionConfig::all_default().len() + super::QUOTED.len()) as u64
