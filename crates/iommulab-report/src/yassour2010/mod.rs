@@ -349,11 +349,11 @@ pub(crate) fn tables(r: &Yassour2010Results) -> Vec<Table> {
             "hit_rate",
         ],
     );
-    for s in res
-        .sensitivity
-        .iter()
-        .chain(res.tuned.iter().map(|t| &t.hit_rate))
-    {
+    for s in res.sensitivity.iter().chain(
+        res.recorded
+            .iter()
+            .filter_map(|r| r.tuned.as_ref().map(|t| &t.hit_rate)),
+    ) {
         for (policy, points) in &s.hit_rate {
             for &(f, q, h) in points {
                 sensitivity.push(vec![
@@ -373,7 +373,7 @@ pub(crate) fn tables(r: &Yassour2010Results) -> Vec<Table> {
         None,
         &["recording", "stream", "key", "value", "from"],
     );
-    for t in &res.tuned {
+    for t in res.recorded.iter().filter_map(|r| r.tuned.as_ref()) {
         for p in &t.params {
             tuned.push(vec![
                 (&t.recording).into(),

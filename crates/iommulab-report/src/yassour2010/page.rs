@@ -5,7 +5,7 @@
 use std::fmt::Write as _;
 
 use iommulab::hw::cost::KVM_2010_PRICES;
-use iommulab::repro::yassour2010::hit_rate::PrefetchAt;
+use iommulab::repro::yassour2010::hit_rate::{Point, PrefetchAt};
 use iommulab::repro::yassour2010::{
     CPU_FORMULA, CpuCurve, HitCurve, PAPER_FINDINGS, Results, WorkloadResult,
     recorded::RecordedResult, round_quota,
@@ -349,7 +349,7 @@ fn recorded(res: &Results) -> String {
     for w in &res.recorded {
         let ws = w.working_set_pages;
         let generator = res.workload(&w.generator);
-        let tuned = res.tuned.iter().find(|t| t.recording == w.workload);
+        let tuned = w.tuned.as_ref();
         let _ = writeln!(m, "### {} (`{}`)\n", w.workload, w.trace);
         let _ = writeln!(
             m,
@@ -420,7 +420,7 @@ fn recorded(res: &Results) -> String {
 /// The tuned generators' parameters, each with what it was read off.
 fn tuned_params(res: &Results) -> String {
     let mut m = String::new();
-    if res.tuned.is_empty() {
+    if res.recorded.iter().all(|r| r.tuned.is_none()) {
         return m;
     }
     let _ = writeln!(
@@ -429,7 +429,7 @@ fn tuned_params(res: &Results) -> String {
     );
     let _ = writeln!(m, "| recording | parameter | value | from |");
     let _ = writeln!(m, "|---|---|---|---|");
-    for t in &res.tuned {
+    for t in res.recorded.iter().filter_map(|r| r.tuned.as_ref()) {
         for p in &t.params {
             let _ = writeln!(
                 m,
@@ -445,7 +445,7 @@ fn tuned_params(res: &Results) -> String {
 /// How close a stream's hit rates come to the recording's: the mean and the largest
 /// absolute difference, in points, over every policy at 10/25/50% (each at its own
 /// working set's fraction).
-fn gap(w: &RecordedResult, pts: &[(String, Vec<(f64, u64, f64)>)]) -> Option<(f64, f64, String)> {
+fn gap(w: &RecordedResult, pts: &[(String, Vec<Point>)]) -> Option<(f64, f64, String)> {
     let mut diffs = Vec::new();
     let mut worst = (0.0f64, String::new());
     for (policy, points) in pts {

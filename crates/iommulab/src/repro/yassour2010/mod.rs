@@ -203,10 +203,8 @@ pub struct Results {
     /// Figures 3–6 on the recorded traces (TCP send, then the web server).
     pub recorded: Vec<recorded::RecordedResult>,
     /// Each recording's stream beside its generator's, default, set up as recorded, and
-    /// tuned to the recording (`nic-duplex`).
+    /// tuned to the recording (`nic-duplex`, each recording's `tuned`).
     pub streams: Vec<StreamStats>,
-    /// The `nic-duplex` generators tuned to the recordings' statistics, with their hit rates.
-    pub tuned: Vec<TunedResult>,
 }
 
 impl Results {
@@ -540,16 +538,15 @@ pub fn run(opts: &ReproOptions<'_>) -> Result<Yassour2010Results, Error> {
         s.workload = format!("{} (as recorded)", t.name());
         sensitivity.push(s);
     }
-    let recorded = recordings
+    let mut recorded = recordings
         .iter()
         .map(|r| r.run(&mut steps))
         .collect::<Result<Vec<_>, _>>()?;
-    let mut tuned_results = Vec::new();
-    for (rec, shape, params, spec) in &duplex {
+    for (r, (rec, shape, params, spec)) in recorded.iter_mut().zip(&duplex) {
         let mut hit_rate = hit_rate::sensitivity(spec, &mut steps)?;
         let stream = format!("{} (tuned to {rec})", spec.name());
         hit_rate.workload.clone_from(&stream);
-        tuned_results.push(TunedResult {
+        r.tuned = Some(TunedResult {
             recording: (*rec).into(),
             stream,
             shape: *shape,
@@ -562,13 +559,15 @@ pub fn run(opts: &ReproOptions<'_>) -> Result<Yassour2010Results, Error> {
         .iter()
         .zip(&prepared)
         .zip(&tuned)
-        .zip(duplex.iter().zip(&tuned_results))
+        .zip(duplex.iter().zip(&recorded))
     {
         streams.push(rec.stream_stats()?);
         streams.push(gen_p.spec.stream_stats(gen_p.spec.name(), &gen_p.refs)?);
         let name = format!("{} (as recorded)", t.name());
         streams.push(t.stream_stats(&name, &t.refs()?)?);
-        streams.push(d.3.stream_stats(&tr.stream, &d.3.refs()?)?);
+        if let Some(tr) = &tr.tuned {
+            streams.push(d.3.stream_stats(&tr.stream, &d.3.refs()?)?);
+        }
     }
     steps.finish()?;
     Ok(Yassour2010Results {
@@ -584,7 +583,6 @@ pub fn run(opts: &ReproOptions<'_>) -> Result<Yassour2010Results, Error> {
             sensitivity,
             recorded,
             streams,
-            tuned: tuned_results,
         },
         paper: PAPER_FINDINGS.to_vec(),
     })
