@@ -172,7 +172,6 @@ impl NicDuplexConfig {
 
 /// A [`NicDuplex`] over either sender (what [`NicDuplexConfig::with`] builds).
 #[derive(Debug, Clone)]
-#[allow(clippy::large_enum_variant)]
 pub enum NicDuplexAny {
     /// Over netperf-send.
     Netperf(NicDuplex<NetperfSend>),
