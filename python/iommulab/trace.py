@@ -85,7 +85,7 @@ def generate(
     seed: Optional[int] = None,
 ) -> int:
     """Records `events` events of a built-in workload (`"pseudo-scsi"`, `"netperf-send"`,
-    `"apache-sendfile"`, `"block"`, `"uniform-random"`, `"net-rx"`, or a dict with `kind`) to `path`
+    `"apache-sendfile"`, `"block"`, `"uniform-random"`, `"net-rx"`, `"nic-duplex"`, or a dict with `kind`) to `path`
     (native `.iot`, `.csv`, `.oracleGeneral`, optionally `.gz`, by extension). Returns the events written."""
     return _native.trace_generate(workload, events, path, seed=seed)
 

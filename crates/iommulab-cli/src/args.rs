@@ -314,6 +314,8 @@ pub enum WorkloadArg {
     UniformRandom,
     /// A NIC's receive ring under NAPI (S2.7).
     NetRx,
+    /// A sender and its NIC's receive ring in one stream (S1.9's recordings).
+    NicDuplex,
 }
 
 /// `iommulab replay`.

@@ -180,6 +180,7 @@ fn every_workload_generates_a_replayable_trace() {
         "apache-sendfile",
         "block",
         "uniform-random",
+        "nic-duplex",
     ] {
         let p = dir.path().join(format!("{w}.iot"));
         ok_stdout(&[

@@ -290,6 +290,43 @@ fn yassour2010_quick_matches_the_golden_files() {
             );
         }
     }
+    // The nic-duplex generators tuned to the recordings' statistics: their page-sequence
+    // hit rates at 10% of their own working set, (stream, policy, hit rate), beside the
+    // recordings' pinned above.
+    const TUNED: [(&str, &str, f64); 6] = [
+        ("nic-duplex (tuned to recorded-tcp-send)", "lru", 0.374),
+        (
+            "nic-duplex (tuned to recorded-tcp-send)",
+            "opt_batch",
+            0.965,
+        ),
+        ("nic-duplex (tuned to recorded-tcp-send)", "prefetch", 0.746),
+        ("nic-duplex (tuned to recorded-httpd)", "lru", 0.417),
+        ("nic-duplex (tuned to recorded-httpd)", "opt_batch", 0.985),
+        ("nic-duplex (tuned to recorded-httpd)", "prefetch", 0.709),
+    ];
+    for (stream, policy, want) in TUNED {
+        let t = recorded
+            .iter()
+            .map(|r| &r["tuned"])
+            .find(|t| t["stream"] == stream)
+            .unwrap();
+        let pts = t["hit_rate"]["hit_rate"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p[0] == policy)
+            .unwrap();
+        let (f, got) = (
+            pts[1][0][0].as_f64().unwrap(),
+            pts[1][0][2].as_f64().unwrap(),
+        );
+        assert!((f - 0.10).abs() < 1e-9);
+        assert!(
+            (got - want).abs() < 2e-3,
+            "{stream} {policy} @10%: {got:.4}, pinned {want}"
+        );
+    }
     // Figures 5–6 on the recordings, with no caching: (recording, series, CPU utilisation,
     // busy cycles per byte sent over LRU's).
     const CPU: [(&str, &str, f64, f64); 6] = [

@@ -9,7 +9,8 @@
 //! Built-in generators, chosen by [`WorkloadConfig`]: [`PseudoScsi`] (S0.8),
 //! [`NetperfSend`] and [`ApacheSendfile`] (S1.8–S1.9, sharing the NIC transmit path of
 //! [`netperf_send`]), [`Block`] and [`UniformRandom`]; [`NetRx`], a NIC receive ring under
-//! NAPI (S2.7), feeds the Xen DMA-layer runs. Realistic physical buffers come from
+//! NAPI (S2.7), feeds the Xen DMA-layer runs; [`NicDuplex`] puts a sender and that receive
+//! ring in one NIC's stream, as recorded guests show it. Realistic physical buffers come from
 //! [`page_alloc`] (Linux-like per-CPU LIFO page lists and a kmalloc slab); popularity from
 //! [`zipf`]. Every generator is deterministic for its `seed` and allocates nothing per op
 //! once warm (`tests/workload_props.rs`).
@@ -27,6 +28,7 @@ pub mod block;
 pub mod in_guest;
 pub mod net_rx;
 pub mod netperf_send;
+pub mod nic_duplex;
 pub mod oracle_general;
 pub mod packet_sg;
 pub mod page_alloc;
@@ -45,6 +47,7 @@ pub use block::{Block, BlockBuffers, BlockConfig, Pattern};
 pub use in_guest::InGuest;
 pub use net_rx::{NetRx, NetRxConfig};
 pub use netperf_send::{NetperfSend, NetperfSendConfig, TxMapping};
+pub use nic_duplex::{DuplexRxConfig, DuplexTx, NicDuplex, NicDuplexAny, NicDuplexConfig};
 pub use packet_sg::{PacketSg, PacketSgStats};
 pub use page_alloc::PageAllocConfig;
 pub use pseudo_scsi::{PseudoScsi, PseudoScsiConfig};
@@ -148,6 +151,8 @@ pub trait Workload {
 /// | `apache-sendfile` | [`ApacheSendfile`] | `requests` | Apache static pages via sendfile (S1.8–S1.9) |
 /// | `block` | [`Block`] | `requests` | fio-like disk / NVMe I/O |
 /// | `uniform-random` | [`UniformRandom`] | `ios` | random maps, the stress test |
+/// | `net-rx` | [`NetRx`] | `packets` | a NIC receive ring under NAPI (S2.7) |
+/// | `nic-duplex` | [`NicDuplex`] | `tx.packets` / `tx.requests` | a sender and its NIC's receive ring in one stream (S1.9) |
 ///
 /// The hot loop is monomorphised: the caller matches on the variant and builds the concrete
 /// generator, so no `dyn Workload` is involved.
@@ -174,6 +179,8 @@ pub enum WorkloadConfig {
     UniformRandom(UniformRandomConfig),
     /// A NIC's receive ring under NAPI (S2.7).
     NetRx(NetRxConfig),
+    /// A sender and its NIC's receive ring in one stream (S1.9's recordings).
+    NicDuplex(NicDuplexConfig),
 }
 
 impl Default for WorkloadConfig {
@@ -185,7 +192,7 @@ impl Default for WorkloadConfig {
 
 impl WorkloadConfig {
     /// Every kind, each with its defaults.
-    pub fn all_defaults() -> [WorkloadConfig; 6] {
+    pub fn all_defaults() -> [WorkloadConfig; 7] {
         [
             WorkloadConfig::PseudoScsi(PseudoScsiConfig::default()),
             WorkloadConfig::NetperfSend(NetperfSendConfig::default()),
@@ -193,11 +200,12 @@ impl WorkloadConfig {
             WorkloadConfig::Block(BlockConfig::default()),
             WorkloadConfig::UniformRandom(UniformRandomConfig::default()),
             WorkloadConfig::NetRx(NetRxConfig::default()),
+            WorkloadConfig::NicDuplex(NicDuplexConfig::default()),
         ]
     }
 
     /// The `kind` tag: `pseudo-scsi`, `netperf-send`, `apache-sendfile`, `block`,
-    /// `uniform-random` or `net-rx`.
+    /// `uniform-random`, `net-rx` or `nic-duplex`.
     pub const fn name(&self) -> &'static str {
         match self {
             WorkloadConfig::PseudoScsi(_) => "pseudo-scsi",
@@ -206,6 +214,7 @@ impl WorkloadConfig {
             WorkloadConfig::Block(_) => "block",
             WorkloadConfig::UniformRandom(_) => "uniform-random",
             WorkloadConfig::NetRx(_) => "net-rx",
+            WorkloadConfig::NicDuplex(_) => "nic-duplex",
         }
     }
 
@@ -218,6 +227,10 @@ impl WorkloadConfig {
             WorkloadConfig::Block(c) => c.seed,
             WorkloadConfig::UniformRandom(c) => c.seed,
             WorkloadConfig::NetRx(c) => c.seed,
+            WorkloadConfig::NicDuplex(c) => match c.tx {
+                DuplexTx::NetperfSend(t) => t.seed,
+                DuplexTx::ApacheSendfile(t) => t.seed,
+            },
         }
     }
 
@@ -230,6 +243,13 @@ impl WorkloadConfig {
             WorkloadConfig::Block(c) => c.seed = seed,
             WorkloadConfig::UniformRandom(c) => c.seed = seed,
             WorkloadConfig::NetRx(c) => c.seed = seed,
+            WorkloadConfig::NicDuplex(c) => {
+                c.rx.seed = seed;
+                match &mut c.tx {
+                    DuplexTx::NetperfSend(t) => t.seed = seed,
+                    DuplexTx::ApacheSendfile(t) => t.seed = seed,
+                }
+            }
         }
     }
 
@@ -264,6 +284,7 @@ impl WorkloadConfig {
                 "at least 1",
             )),
             WorkloadConfig::NetRx(_) => Ok(()),
+            WorkloadConfig::NicDuplex(c) => c.with(drop),
         }
     }
 }

@@ -15,9 +15,10 @@ use std::collections::HashMap;
 
 use iommulab::addr::{DmaDirection, Hpa};
 use iommulab::workload::{
-    ApacheSendfile, ApacheSendfileConfig, Block, BlockBuffers, BlockConfig, DmaOp, NetperfSend,
-    NetperfSendConfig, PageAllocConfig, Pattern, PseudoScsi, PseudoScsiConfig, Segment, TxMapping,
-    UniformRandom, UniformRandomConfig, Workload, WorkloadConfig,
+    ApacheSendfile, ApacheSendfileConfig, Block, BlockBuffers, BlockConfig, DmaOp, DuplexRxConfig,
+    DuplexTx, NetperfSend, NetperfSendConfig, NicDuplex, NicDuplexConfig, PageAllocConfig, Pattern,
+    PseudoScsi, PseudoScsiConfig, Segment, TxMapping, UniformRandom, UniformRandomConfig, Workload,
+    WorkloadConfig,
 };
 use proptest::prelude::*;
 
@@ -253,6 +254,29 @@ proptest! {
     }
 
     #[test]
+    fn nic_duplex_streams_are_well_formed(
+        net in netperf(),
+        web in apache(),
+        apache_tx in any::<bool>(),
+        ring in 1u32..300,
+        budget in 1u32..64,
+        copybreak in prop_oneof![Just(0u64), Just(256)],
+        per_frame in 1u64..20_000,
+        seed in any::<u64>(),
+    ) {
+        let cfg = NicDuplexConfig {
+            tx: if apache_tx { DuplexTx::ApacheSendfile(web) } else { DuplexTx::NetperfSend(net) },
+            rx: DuplexRxConfig { ring, budget: budget.min(ring), copybreak, seed, ..DuplexRxConfig::default() },
+            tx_bytes_per_rx_frame: per_frame,
+        };
+        if apache_tx {
+            check_twice(|| NicDuplex::new(ApacheSendfile::new(web).unwrap(), &cfg).unwrap())?;
+        } else {
+            check_twice(|| NicDuplex::new(NetperfSend::new(net).unwrap(), &cfg).unwrap())?;
+        }
+    }
+
+    #[test]
     fn pseudo_scsi_streams_are_well_formed(ios in 0u64..300, outstanding in 1u32..8, seed in any::<u64>()) {
         let cfg = PseudoScsiConfig { ios, outstanding, seed, touch: true, ..PseudoScsiConfig::default() };
         check_twice(|| PseudoScsi::new(cfg))?;
@@ -311,6 +335,14 @@ fn generators_do_not_allocate_in_steady_state() {
         ..UniformRandomConfig::default()
     };
     quiet("uniform", UniformRandom::new(random).unwrap());
+    let duplex = NicDuplexConfig {
+        tx: DuplexTx::NetperfSend(tso),
+        ..NicDuplexConfig::default()
+    };
+    quiet(
+        "nic-duplex",
+        NicDuplex::new(NetperfSend::new(tso).unwrap(), &duplex).unwrap(),
+    );
 }
 
 /// `WorkloadConfig` names and validates every kind; defaults build.
@@ -328,7 +360,8 @@ fn every_kind_has_a_name_and_valid_defaults() {
             "apache-sendfile",
             "block",
             "uniform-random",
-            "net-rx"
+            "net-rx",
+            "nic-duplex"
         ]
     );
     for w in WorkloadConfig::all_defaults() {

@@ -180,6 +180,7 @@ fn workload_config(w: WorkloadArg, seed: u64) -> WorkloadConfig {
         WorkloadArg::Block => "block",
         WorkloadArg::UniformRandom => "uniform-random",
         WorkloadArg::NetRx => "net-rx",
+        WorkloadArg::NicDuplex => "nic-duplex",
     };
     let mut cfg = all
         .into_iter()

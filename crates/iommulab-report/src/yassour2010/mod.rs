@@ -349,7 +349,11 @@ pub(crate) fn tables(r: &Yassour2010Results) -> Vec<Table> {
             "hit_rate",
         ],
     );
-    for s in &res.sensitivity {
+    for s in res.sensitivity.iter().chain(
+        res.recorded
+            .iter()
+            .filter_map(|r| r.tuned.as_ref().map(|t| &t.hit_rate)),
+    ) {
         for (policy, points) in &s.hit_rate {
             for &(f, q, h) in points {
                 sensitivity.push(vec![
@@ -364,5 +368,21 @@ pub(crate) fn tables(r: &Yassour2010Results) -> Vec<Table> {
             }
         }
     }
-    vec![hit, cpu, cpu_sens, prefetch, protection, sensitivity]
+    let mut tuned = Table::new(
+        "tuned",
+        None,
+        &["recording", "stream", "key", "value", "from"],
+    );
+    for t in res.recorded.iter().filter_map(|r| r.tuned.as_ref()) {
+        for p in &t.params {
+            tuned.push(vec![
+                (&t.recording).into(),
+                (&t.stream).into(),
+                (&p.key).into(),
+                (&p.value).into(),
+                (&p.from).into(),
+            ]);
+        }
+    }
+    vec![hit, cpu, cpu_sens, prefetch, protection, sensitivity, tuned]
 }

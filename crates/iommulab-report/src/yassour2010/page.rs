@@ -5,7 +5,7 @@
 use std::fmt::Write as _;
 
 use iommulab::hw::cost::KVM_2010_PRICES;
-use iommulab::repro::yassour2010::hit_rate::PrefetchAt;
+use iommulab::repro::yassour2010::hit_rate::{Point, PrefetchAt};
 use iommulab::repro::yassour2010::{
     CPU_FORMULA, CpuCurve, HitCurve, PAPER_FINDINGS, Results, WorkloadResult,
     recorded::RecordedResult, round_quota,
@@ -321,7 +321,7 @@ fn recorded(res: &Results) -> String {
     if !res.streams.is_empty() {
         let _ = writeln!(
             m,
-            "**The streams side by side.** Each recording beside the generator that stands in for it (as Figures 3–4 above run it) and beside that generator set up as the recording was made (the capture's own parameters, `scripts/capture-qemu.sh`; nothing fitted to a result; its hit rates are under \"Sensitivity\" below). *Reuse p50/p90*: the distinct pages mapped between two maps of a page that half / 90% of the re-maps stay within (the LRU quota that hits them). *Receive share*: page maps of receive buffers, which the generators do not model (they map the transmit path only).\n"
+            "**The streams side by side.** Each recording beside the generator that stands in for it (as Figures 3–4 above run it) and beside that generator set up as the recording was made (the capture's own parameters, `scripts/capture-qemu.sh`; nothing fitted to a result; its hit rates are under \"Sensitivity\" below). *Reuse p50/p90*: the distinct pages mapped between two maps of a page that half / 90% of the re-maps stay within (the LRU quota that hits them). *Receive share*: page maps of receive buffers, which the transmit generators do not model (they map the transmit path only). The last row of each recording is `nic-duplex`, the sender beside its NIC's receive ring in one stream, every parameter read off the recording's operations (the next table).\n"
         );
         let _ = writeln!(
             m,
@@ -345,9 +345,11 @@ fn recorded(res: &Results) -> String {
         }
         m.push('\n');
     }
+    m.push_str(&tuned_params(res));
     for w in &res.recorded {
         let ws = w.working_set_pages;
         let generator = res.workload(&w.generator);
+        let tuned = w.tuned.as_ref();
         let _ = writeln!(m, "### {} (`{}`)\n", w.workload, w.trace);
         let _ = writeln!(
             m,
@@ -357,13 +359,21 @@ fn recorded(res: &Results) -> String {
         let qp = |f: f64| round_quota(f, ws);
         let _ = writeln!(
             m,
-            "| policy | @10% ({} p) | @25% ({} p) | @50% ({} p) | @100% | {} @10% | @25% | @50% |",
+            "| policy | @10% ({} p) | @25% ({} p) | @50% ({} p) | @100% | {} @10% | @25% | @50% |{}",
             qp(0.1),
             qp(0.25),
             qp(0.5),
-            w.generator
+            w.generator,
+            tuned.map_or(String::new(), |t| format!(
+                " {} @10% | @25% | @50% |",
+                t.hit_rate.workload
+            ))
         );
-        let _ = writeln!(m, "|---|---|---|---|---|---|---|---|");
+        let _ = writeln!(
+            m,
+            "|---|---|---|---|---|---|---|---|{}",
+            if tuned.is_some() { "---|---|---|" } else { "" }
+        );
         for p in &w.policies {
             let v = |f| pct(at(&p.hit_rate, &p.quota_pages, ws, f));
             let g = |f| {
@@ -374,9 +384,16 @@ fn recorded(res: &Results) -> String {
                         |(g, c)| pct(at(&c.hit_rate, &c.quota_pages, g.working_set_pages, f)),
                     )
             };
+            let t: String = tuned
+                .and_then(|t| t.hit_rate.hit_rate.iter().find(|(n, _)| *n == p.policy))
+                .map_or(String::new(), |(_, pts)| {
+                    pts.iter()
+                        .map(|&(_, _, h)| format!(" {} |", pct(h)))
+                        .collect()
+                });
             let _ = writeln!(
                 m,
-                "| {} | {} | {} | {} | {} | {} | {} | {} |",
+                "| {} | {} | {} | {} | {} | {} | {} | {} |{}",
                 p.policy,
                 v(0.1),
                 v(0.25),
@@ -384,16 +401,113 @@ fn recorded(res: &Results) -> String {
                 v(1.0),
                 g(0.1),
                 g(0.25),
-                g(0.5)
+                g(0.5),
+                t
             );
         }
         m.push('\n');
+        if let Some(t) = tuned {
+            m.push_str(&closeness(res, w, t));
+        }
         prefetch_table(&mut m, "prefetching at", &w.prefetch);
         m.push('\n');
         m.push_str(&recorded_claims(w));
         m.push_str(&recorded_cpu(w));
     }
     m
+}
+
+/// The tuned generators' parameters, each with what it was read off.
+fn tuned_params(res: &Results) -> String {
+    let mut m = String::new();
+    if res.recorded.iter().all(|r| r.tuned.is_none()) {
+        return m;
+    }
+    let _ = writeln!(
+        m,
+        "**The generators tuned to the recordings** (`nic-duplex`, `crates/iommulab-workload/src/nic_duplex.rs`): the sender of the \"as recorded\" row beside the NIC's receive ring (the `net-rx` ring with e1000e's copybreak: a short frame is copied out and its buffer mapped again in place), one frame received per so many bytes sent, polls of so many frames. Every parameter is read off the recording's NIC operations (or is the capture's own), never off a hit rate or a CPU figure; estimates say so.\n"
+    );
+    let _ = writeln!(m, "| recording | parameter | value | from |");
+    let _ = writeln!(m, "|---|---|---|---|");
+    for t in res.recorded.iter().filter_map(|r| r.tuned.as_ref()) {
+        for p in &t.params {
+            let _ = writeln!(
+                m,
+                "| {} | `{}` | {} | {} |",
+                t.recording, p.key, p.value, p.from
+            );
+        }
+    }
+    m.push('\n');
+    m
+}
+
+/// How close a stream's hit rates come to the recording's: the mean and the largest
+/// absolute difference, in points, over every policy at 10/25/50% (each at its own
+/// working set's fraction).
+fn gap(w: &RecordedResult, pts: &[(String, Vec<Point>)]) -> Option<(f64, f64, String)> {
+    let mut diffs = Vec::new();
+    let mut worst = (0.0f64, String::new());
+    for (policy, points) in pts {
+        let c = w.policies.iter().find(|c| &c.policy == policy)?;
+        for &(f, _, h) in points {
+            let r = at(&c.hit_rate, &c.quota_pages, w.working_set_pages, f);
+            let d = (h - r).abs() * 100.0;
+            if d > worst.0 {
+                worst = (d, format!("{policy} @{:.0}%", f * 100.0));
+            }
+            diffs.push(d);
+        }
+    }
+    if diffs.is_empty() {
+        return None;
+    }
+    let mean = diffs.iter().sum::<f64>() / diffs.len() as f64;
+    Some((mean, worst.0, worst.1))
+}
+
+/// One sentence, from this run's numbers, on how close the tuned generator comes.
+fn closeness(
+    res: &Results,
+    w: &RecordedResult,
+    t: &iommulab::repro::yassour2010::TunedResult,
+) -> String {
+    let Some((mean, worst, at_worst)) = gap(w, &t.hit_rate.hit_rate) else {
+        return String::new();
+    };
+    let as_rec = res
+        .sensitivity
+        .iter()
+        .find(|s| s.workload == format!("{} (as recorded)", w.generator))
+        .and_then(|s| gap(w, &s.hit_rate));
+    let stats = |name: &str| res.streams.iter().find(|s| s.stream == name);
+    let ws = match (stats(&w.workload), stats(&t.stream)) {
+        (Some(r), Some(g)) => format!(
+            " Its stream: working set {} pages (recording {}), {:.1} maps per page ({:.1}), receive share {} ({}), reuse p50/p90 {}/{} pages ({}/{}).",
+            g.working_set_pages,
+            r.working_set_pages,
+            g.maps_per_page,
+            r.maps_per_page,
+            pct(g.rx_share),
+            pct(r.rx_share),
+            g.reuse_p50_pages,
+            g.reuse_p90_pages,
+            r.reuse_p50_pages,
+            r.reuse_p90_pages
+        ),
+        _ => String::new(),
+    };
+    format!(
+        "**How close the tuned generator comes.** Over the five policies at 10/25/50% (15 points, each stream at its own working set's fractions), `{}` is {:.1} points from the recording on average, {:.1} at most ({}){}.{}\n\n",
+        t.stream,
+        mean,
+        worst,
+        at_worst,
+        as_rec.map_or(String::new(), |(m2, w2, _)| format!(
+            "; the transmit-only generator as recorded is {m2:.1} on average, {w2:.1} at most"
+        )),
+        ws
+    )
 }
 
 /// Figures 5–6 on one recording: the CPU table, S1.9's CPU claims judged by stated rules,

@@ -344,6 +344,10 @@ pub fn with_workload<V: WorkloadVisitor>(
         WorkloadConfig::Block(c) => visitor.visit(Block::new(*c)?),
         WorkloadConfig::UniformRandom(c) => visitor.visit(UniformRandom::new(*c)?),
         WorkloadConfig::NetRx(c) => visitor.visit(NetRx::new(*c)),
+        WorkloadConfig::NicDuplex(c) => match c.with(|w| w)? {
+            crate::workload::NicDuplexAny::Netperf(w) => visitor.visit(w),
+            crate::workload::NicDuplexAny::Apache(w) => visitor.visit(w),
+        },
     }
 }
 

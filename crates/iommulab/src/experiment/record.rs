@@ -299,6 +299,10 @@ pub fn generate<K: EventSink + ?Sized>(
         WorkloadConfig::Block(c) => c.requests = u64::MAX,
         WorkloadConfig::UniformRandom(c) => c.ios = u64::MAX,
         WorkloadConfig::NetRx(c) => c.packets = u64::MAX,
+        WorkloadConfig::NicDuplex(c) => match &mut c.tx {
+            crate::workload::DuplexTx::NetperfSend(t) => t.packets = u64::MAX,
+            crate::workload::DuplexTx::ApacheSendfile(t) => t.requests = u64::MAX,
+        },
     }
     with_workload(
         &cfg,

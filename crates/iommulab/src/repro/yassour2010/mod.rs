@@ -28,6 +28,7 @@ pub mod hit_rate;
 pub mod protection;
 pub mod recorded;
 pub mod streams;
+pub mod tuned;
 
 use std::sync::Arc;
 
@@ -41,13 +42,15 @@ use crate::virt::{
     working_set_pages,
 };
 use crate::workload::{
-    ApacheSendfile, ApacheSendfileConfig, InGuest, NetperfSend, NetperfSendConfig, TxMapping,
+    ApacheSendfile, ApacheSendfileConfig, DuplexTx, InGuest, NetperfSend, NetperfSendConfig,
+    NicDuplex, NicDuplexConfig, TxMapping,
 };
 
 pub use cpu::{CpuCurve, CpuSensitivity};
 pub use hit_rate::{HitCurve, PrefetchAt, Sensitivity};
 pub use protection::Protection;
 pub use streams::StreamStats;
+pub use tuned::{Shape, TunedParam, TunedResult};
 
 /// The line of the reproductions' index.
 pub const TITLE: &str = "Yassour, Ben-Yehuda & Wasserman 2010, On the DMA mapping problem in direct device \
@@ -199,7 +202,8 @@ pub struct Results {
     pub sensitivity: Vec<Sensitivity>,
     /// Figures 3–6 on the recorded traces (TCP send, then the web server).
     pub recorded: Vec<recorded::RecordedResult>,
-    /// Each recording's stream beside its generator's, default and set up as recorded.
+    /// Each recording's stream beside its generator's, default, set up as recorded, and
+    /// tuned to the recording (`nic-duplex`, each recording's `tuned`).
     pub streams: Vec<StreamStats>,
 }
 
@@ -224,6 +228,35 @@ pub struct Yassour2010Results {
 pub(crate) enum Spec {
     Netperf(NetperfSendConfig),
     Apache(ApacheSendfileConfig),
+    /// A sender beside its NIC's receive ring ([`tuned`]).
+    Duplex(NicDuplexConfig),
+}
+
+/// Runs `$body` with `$w` bound to the generator of `$spec` inside a guest (the one place
+/// the configuration becomes a concrete type).
+macro_rules! with_spec {
+    ($spec:expr, $w:ident => $body:expr) => {
+        match $spec {
+            Spec::Netperf(c) => {
+                let mut $w = InGuest::new(NetperfSend::new(*c)?);
+                $body
+            }
+            Spec::Apache(c) => {
+                let mut $w = InGuest::new(ApacheSendfile::new(*c)?);
+                $body
+            }
+            Spec::Duplex(c) => match c.tx {
+                DuplexTx::NetperfSend(t) => {
+                    let mut $w = InGuest::new(NicDuplex::new(NetperfSend::new(t)?, c)?);
+                    $body
+                }
+                DuplexTx::ApacheSendfile(t) => {
+                    let mut $w = InGuest::new(NicDuplex::new(ApacheSendfile::new(t)?, c)?);
+                    $body
+                }
+            },
+        }
+    };
 }
 
 impl Spec {
@@ -231,6 +264,7 @@ impl Spec {
         match self {
             Spec::Netperf(_) => "netperf-send",
             Spec::Apache(_) => "apache-sendfile",
+            Spec::Duplex(_) => "nic-duplex",
         }
     }
 
@@ -257,6 +291,26 @@ impl Spec {
                 c.connections,
                 if c.tso { ", TSO" } else { "" }
             ),
+            Spec::Duplex(c) => {
+                let tx = match c.tx {
+                    DuplexTx::NetperfSend(t) => Spec::Netperf(t),
+                    DuplexTx::ApacheSendfile(t) => Spec::Apache(t),
+                };
+                format!(
+                    "{}: {}, beside a {}-buffer receive ring ({} B buffers, {} frames per poll{}), one frame received per {} B sent",
+                    tx.name(),
+                    tx.describe(),
+                    c.rx.ring,
+                    c.rx.buf_size,
+                    c.rx.budget,
+                    if c.rx.frame_len < c.rx.copybreak {
+                        ", copybreak"
+                    } else {
+                        ""
+                    },
+                    c.tx_bytes_per_rx_frame
+                )
+            }
         }
     }
 
@@ -272,38 +326,29 @@ impl Spec {
                 mapping: TxMapping::Sg,
                 ..*c
             }),
+            Spec::Duplex(c) => {
+                let tx = match c.tx {
+                    DuplexTx::NetperfSend(t) => DuplexTx::NetperfSend(NetperfSendConfig {
+                        mapping: TxMapping::Sg,
+                        ..t
+                    }),
+                    DuplexTx::ApacheSendfile(t) => DuplexTx::ApacheSendfile(ApacheSendfileConfig {
+                        mapping: TxMapping::Sg,
+                        ..t
+                    }),
+                };
+                Spec::Duplex(NicDuplexConfig { tx, ..*c })
+            }
         }
     }
 
     /// The statistics of this workload's stream `refs` (see [`streams`]).
     fn stream_stats(&self, stream: &str, refs: &[PageRef]) -> Result<StreamStats, Error> {
-        match self {
-            Spec::Netperf(c) => streams::stats(
-                stream,
-                self.describe(),
-                refs,
-                &mut InGuest::new(NetperfSend::new(*c)?),
-            ),
-            Spec::Apache(c) => streams::stats(
-                stream,
-                self.describe(),
-                refs,
-                &mut InGuest::new(ApacheSendfile::new(*c)?),
-            ),
-        }
+        with_spec!(self, w => streams::stats(stream, self.describe(), refs, &mut w))
     }
 
     pub(crate) fn refs(&self) -> Result<Vec<PageRef>, Error> {
-        match self {
-            Spec::Netperf(c) => Ok(guest_page_refs(
-                &mut InGuest::new(NetperfSend::new(*c)?),
-                CacheOnly::All,
-            )?),
-            Spec::Apache(c) => Ok(guest_page_refs(
-                &mut InGuest::new(ApacheSendfile::new(*c)?),
-                CacheOnly::All,
-            )?),
-        }
+        with_spec!(self, w => Ok(guest_page_refs(&mut w, CacheOnly::All)?))
     }
 
     pub(crate) fn run(
@@ -311,11 +356,7 @@ impl Spec {
         cfg: &GuestConfig,
         la: Option<Arc<Lookahead>>,
     ) -> Result<GuestResult, Error> {
-        match self {
-            Spec::Netperf(c) => run_guest(&mut InGuest::new(NetperfSend::new(*c)?), cfg, la),
-            Spec::Apache(c) => run_guest(&mut InGuest::new(ApacheSendfile::new(*c)?), cfg, la),
-        }
-        .map_err(guest_error)
+        with_spec!(self, w => run_guest(&mut w, cfg, la).map_err(guest_error))
     }
 
     /// S1.8's formula: netperf `SendBuf × NumSendSockets`; Apache: the served files (here
@@ -323,7 +364,7 @@ impl Spec {
     fn formula_pages(&self, measured: u64) -> u64 {
         match self {
             Spec::Netperf(c) => working_set_pages(c.send_buffer, u64::from(c.sockets), 0, 0),
-            Spec::Apache(_) => measured,
+            Spec::Apache(_) | Spec::Duplex(_) => measured,
         }
     }
 }
@@ -468,11 +509,22 @@ pub fn run(opts: &ReproOptions<'_>) -> Result<Yassour2010Results, Error> {
         ..netperf
     });
     let tuned = as_recorded();
+    // The nic-duplex generators tuned to each recording's statistics.
+    let duplex = recordings
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            let shape = r.shape()?;
+            let (cfg, params) = tuned::config(i, &shape);
+            Ok((r.name(), shape, params, Spec::Duplex(cfg)))
+        })
+        .collect::<Result<Vec<_>, Error>>()?;
     let total = prepared
         .iter()
         .map(|p| p.steps(if cpu_of(p) { &large } else { p }))
         .sum::<u64>()
-        + (1 + tuned.len() as u64) * crate::virt::EvictionConfig::all_default().len() as u64
+        + (1 + tuned.len() as u64 + duplex.len() as u64)
+            * crate::virt::EvictionConfig::all_default().len() as u64
         + recordings.iter().map(|r| r.steps()).sum::<u64>();
     let mut steps = Steps::new(opts, Reproduction::Yassour2010, total);
     let mut workloads = Vec::new();
@@ -486,16 +538,36 @@ pub fn run(opts: &ReproOptions<'_>) -> Result<Yassour2010Results, Error> {
         s.workload = format!("{} (as recorded)", t.name());
         sensitivity.push(s);
     }
-    let recorded = recordings
+    let mut recorded = recordings
         .iter()
         .map(|r| r.run(&mut steps))
         .collect::<Result<Vec<_>, _>>()?;
+    for (r, (rec, shape, params, spec)) in recorded.iter_mut().zip(&duplex) {
+        let mut hit_rate = hit_rate::sensitivity(spec, &mut steps)?;
+        let stream = format!("{} (tuned to {rec})", spec.name());
+        hit_rate.workload.clone_from(&stream);
+        r.tuned = Some(TunedResult {
+            recording: (*rec).into(),
+            stream,
+            shape: *shape,
+            params: params.clone(),
+            hit_rate,
+        });
+    }
     let mut streams = Vec::new();
-    for ((rec, gen_p), t) in recordings.iter().zip(&prepared).zip(&tuned) {
+    for (((rec, gen_p), t), (d, tr)) in recordings
+        .iter()
+        .zip(&prepared)
+        .zip(&tuned)
+        .zip(duplex.iter().zip(&recorded))
+    {
         streams.push(rec.stream_stats()?);
         streams.push(gen_p.spec.stream_stats(gen_p.spec.name(), &gen_p.refs)?);
         let name = format!("{} (as recorded)", t.name());
         streams.push(t.stream_stats(&name, &t.refs()?)?);
+        if let Some(tr) = &tr.tuned {
+            streams.push(d.3.stream_stats(&tr.stream, &d.3.refs()?)?);
+        }
     }
     steps.finish()?;
     Ok(Yassour2010Results {

@@ -100,6 +100,9 @@ pub struct RecordedResult {
     pub packet_sg: PacketSgStats,
     /// The no-caching claims over the estimated prices' ranges.
     pub cpu_sensitivity: Vec<CpuSensitivity>,
+    /// The `nic-duplex` generator tuned to this recording's statistics, with its hit rates
+    /// ([`super::tuned`]).
+    pub tuned: Option<super::TunedResult>,
 }
 
 /// Events of one device only (the others' are dropped; `iommu:` records name none and are
@@ -217,6 +220,16 @@ impl PreparedRecording {
         )
     }
 
+    /// What the tuning reads off the recording's NIC operations ([`super::tuned`]).
+    pub(crate) fn shape(&self) -> Result<super::Shape, Error> {
+        super::tuned::shape(&mut self.w.workload())
+    }
+
+    /// The recording's name.
+    pub(crate) fn name(&self) -> &'static str {
+        self.rec.name
+    }
+
     /// Steps [`PreparedRecording::run`] reports.
     pub(crate) fn steps(&self) -> u64 {
         (EvictionConfig::all_default().len() + super::QUOTED.len()) as u64
@@ -246,6 +259,7 @@ impl PreparedRecording {
             cpu_max_pinned_pages: self.pinned,
             packet_sg: self.packet_sg,
             cpu_sensitivity,
+            tuned: None,
         })
     }
 }
