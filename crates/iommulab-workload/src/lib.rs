@@ -114,6 +114,21 @@ pub enum DmaOp<P: PhysAddr = Hpa> {
     },
 }
 
+impl<P: PhysAddr> DmaOp<P> {
+    /// The same operation with its slot (if it has one) replaced by `f(slot)`: for
+    /// workloads that merge or renumber another's buffers.
+    pub fn with_slot(mut self, f: impl FnOnce(u32) -> u32) -> Self {
+        match &mut self {
+            DmaOp::Map { slot, .. }
+            | DmaOp::MapSg { slot, .. }
+            | DmaOp::Access { slot, .. }
+            | DmaOp::Unmap { slot, .. } => *slot = f(*slot),
+            DmaOp::Tick { .. } => {}
+        }
+        self
+    }
+}
+
 /// One scatter-gather segment, in address space `P` (see [`DmaOp`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Segment<P: PhysAddr = Hpa> {

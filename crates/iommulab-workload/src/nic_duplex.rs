@@ -275,34 +275,7 @@ impl<T: Workload<Phys = Hpa> + Clone> NicDuplex<T> {
 
     fn shifted(&self, op: DmaOp) -> DmaOp {
         let base = self.rx_base;
-        match op {
-            DmaOp::Map {
-                slot,
-                cpu,
-                device,
-                phys,
-                len,
-                dir,
-                dma_alloc,
-            } => DmaOp::Map {
-                slot: slot + base,
-                cpu,
-                device,
-                phys,
-                len,
-                dir,
-                dma_alloc,
-            },
-            DmaOp::Access { slot, access } => DmaOp::Access {
-                slot: slot + base,
-                access,
-            },
-            DmaOp::Unmap { slot, cpu } => DmaOp::Unmap {
-                slot: slot + base,
-                cpu,
-            },
-            other => other,
-        }
+        op.with_slot(|slot| slot + base)
     }
 }
 

@@ -199,31 +199,7 @@ impl<W: Workload> PacketSg<W> {
 /// A map's op under another slot.
 fn relabel<P: PhysAddr>(op: DmaOp<P>, outer: u32) -> DmaOp<P> {
     match op {
-        DmaOp::Map {
-            cpu,
-            device,
-            phys,
-            len,
-            dir,
-            dma_alloc,
-            ..
-        } => DmaOp::Map {
-            slot: outer,
-            cpu,
-            device,
-            phys,
-            len,
-            dir,
-            dma_alloc,
-        },
-        DmaOp::MapSg {
-            cpu, device, dir, ..
-        } => DmaOp::MapSg {
-            slot: outer,
-            cpu,
-            device,
-            dir,
-        },
+        DmaOp::Map { .. } | DmaOp::MapSg { .. } => op.with_slot(|_| outer),
         other => other,
     }
 }
