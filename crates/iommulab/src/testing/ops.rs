@@ -2,8 +2,21 @@
 //! that drive a run loop with exactly the operations they choose, in address space `P`
 //! (host-physical for bare metal, guest-physical for a guest).
 
-use crate::addr::{Hpa, PhysAddr};
+use crate::addr::{CpuId, DmaDirection, Hpa, PhysAddr};
 use crate::workload::{DmaOp, Segment, Workload};
+
+/// A `dma_map_single` of `len` bytes at `phys` as `slot`, by device 0 on CPU 0.
+pub fn map_op<P: PhysAddr>(slot: u32, phys: P, len: u64, dir: DmaDirection) -> DmaOp<P> {
+    DmaOp::Map {
+        slot,
+        cpu: CpuId::new(0),
+        device: 0,
+        phys,
+        len,
+        dir,
+        dma_alloc: false,
+    }
+}
 
 /// Replays `ops` in order (one device; `MapSg` gets no segments).
 #[derive(Debug, Clone)]

@@ -98,8 +98,8 @@ fn pages(phys: u64, len: u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::addr::{CpuId, Pfn};
-    use crate::testing::ops::OpsWorkload;
+    use crate::addr::Pfn;
+    use crate::testing::ops::{OpsWorkload, map_op};
 
     /// Pages 1 2 3 1 2 3 4 1: re-maps of 1, 2, 3 at distance 3 and of 1 at distance 4 (4
     /// distinct pages between), so half the re-maps fit in 3 pages and 90% need 4; one of
@@ -110,15 +110,7 @@ mod tests {
             .iter()
             .flat_map(|&g| [PageRef::Map(Pfn::new(g)), PageRef::Unmap(Pfn::new(g))])
             .collect();
-        let map = |slot, phys: u64, len, dir| DmaOp::Map {
-            slot,
-            cpu: CpuId::new(0),
-            device: 0,
-            phys: Gpa::new(phys),
-            len,
-            dir,
-            dma_alloc: false,
-        };
+        let map = |slot, phys: u64, len, dir| map_op(slot, Gpa::new(phys), len, dir);
         let mut w = OpsWorkload::new(vec![
             map(0, 0x1000, 4096, DmaDirection::ToDevice),
             map(1, 0x2800, 4096, DmaDirection::FromDevice),

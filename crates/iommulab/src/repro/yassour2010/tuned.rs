@@ -258,18 +258,10 @@ pub(crate) fn config(index: usize, s: &Shape) -> (NicDuplexConfig, Vec<TunedPara
 mod tests {
     use super::*;
     use crate::addr::CpuId;
-    use crate::testing::ops::OpsWorkload;
+    use crate::testing::ops::{OpsWorkload, map_op};
 
     fn map(slot: u32, phys: u64, len: u64, dir: DmaDirection) -> DmaOp<Gpa> {
-        DmaOp::Map {
-            slot,
-            cpu: CpuId::new(0),
-            device: 0,
-            phys: Gpa::new(phys),
-            len,
-            dir,
-            dma_alloc: false,
-        }
+        map_op(slot, Gpa::new(phys), len, dir)
     }
 
     fn unmap(slot: u32) -> DmaOp<Gpa> {
