@@ -58,7 +58,8 @@ use crate::{EvictionConfig, Lookahead, MapCache, PageMap, PageRef, Result, repla
 pub enum MrcMethod {
     /// One pass over stack distances (LRU, OPT).
     StackDistance,
-    /// One map-cache run per quota.
+    /// One cache run per quota (the map cache, or for `mrc --quotas` the flat caches of
+    /// module `stream`).
     Simulation,
 }
 

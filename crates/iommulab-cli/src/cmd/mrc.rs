@@ -104,7 +104,7 @@ fn table(c: &HitRateCurve, trace: &str, listed: bool) -> String {
     };
     let method = match c.method {
         MrcMethod::StackDistance => "one pass over stack distances",
-        MrcMethod::Simulation => "one map-cache simulation per quota",
+        MrcMethod::Simulation => "one cache simulation per quota",
     };
     let _ = writeln!(s, "trace           {trace}");
     let _ = writeln!(s, "policy          {}", c.policy);
