@@ -558,22 +558,23 @@ pub fn for_each_guest_page_ref<W: Workload<Phys = Gpa>>(
 }
 
 /// Consecutive pages one buffer (or one scatter-gather segment) maps or unmaps: the
-/// references [`guest_page_refs`] lists one page at a time, [`PageRun::refs`].
+/// references [`guest_page_refs`] lists one page at a time, [`PageRun::refs`]. 16 bytes, so
+/// a batch of runs handed between threads stays small.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PageRun {
-    /// `true` for the unmap of the run, `false` for its map.
-    pub unmap: bool,
     /// The run's first page.
     pub first: Pfn<Gpa>,
-    /// Its last page (≥ `first`).
-    pub last: Pfn<Gpa>,
+    /// Its pages (1 to [`MAX_PAGES_PER_MAP`](crate::trace::pages::MAX_PAGES_PER_MAP)).
+    pub pages: u32,
+    /// `true` for the unmap of the run, `false` for its map.
+    pub unmap: bool,
 }
 
 impl PageRun {
     /// The run's page references, first page first.
     pub fn refs(self) -> impl Iterator<Item = PageRef> {
-        let unmap = self.unmap;
-        (self.first.get()..=self.last.get()).map(move |g| {
+        let (unmap, first) = (self.unmap, self.first.get());
+        (first..first + u64::from(self.pages)).map(move |g| {
             if unmap {
                 PageRef::Unmap(Pfn::new(g))
             } else {
@@ -622,9 +623,11 @@ pub fn for_each_guest_page_run<W: Workload<Phys = Gpa>>(
         let mut push = |phys: u64, len: u64| {
             let p = crate::trace::pages::pages(phys, len);
             runs.push(PageRun {
-                unmap: false,
                 first: Pfn::new(*p.start()),
-                last: Pfn::new(*p.end()),
+                // At most MAX_PAGES_PER_MAP (2^20).
+                #[allow(clippy::cast_possible_truncation)]
+                pages: (p.end() - p.start() + 1) as u32,
+                unmap: false,
             });
         };
         match op {
