@@ -3,10 +3,12 @@
 //! reference stream (16 bytes per page map or unmap) and its page sequence before computing
 //! anything, and LRU runs the all-quota stack pass even for one quota.
 //!
-//! Here pages are numbered densely as they are first mapped, and each quota keeps a cache of
-//! those numbers in flat arrays:
+//! Here pages are numbered as they are first mapped (16 consecutive pages at a time,
+//! `iommulab-trace`'s `PageIds`), and each quota keeps a cache of those numbers in flat
+//! arrays; one thread reads the trace while another simulates
+//! ([`trace_hit_rate_curve`](super::trace_hit_rate_curve)):
 //!
-//! - **LRU**: a doubly linked recency list in two `u32` arrays indexed by page number (a hit
+//! - **LRU**: a doubly linked recency list, a pair of `u32` links per page number (a hit
 //!   unlinks and relinks at the head, a miss on a full cache drops the tail);
 //! - **FIFO**: a ring of page numbers in insertion order and a membership bit per page (a hit
 //!   changes nothing);
