@@ -53,13 +53,6 @@ pub(crate) fn render(dir: &Path, r: &Yassour2010Results) -> Result<PathBuf, Repo
             "hit rate (%)",
             &series(|p| &p.hit_rate_pinned),
         )?;
-        cpu_chart(
-            dir,
-            &format!("figure{}_{}_cpu", 5 + i, w.workload),
-            &w.workload,
-            &w.cpu,
-            res.cpus,
-        )?;
     }
     for (i, w) in res.recorded.iter().enumerate() {
         line_chart(
@@ -77,11 +70,24 @@ pub(crate) fn render(dir: &Path, r: &Yassour2010Results) -> Result<PathBuf, Repo
                     .map(|p| (&p.policy, &p.quota_fraction, &p.hit_rate)),
             ),
         )?;
+    }
+    // Figures 5–6 of each generated workload, then of each recording.
+    let generated = res
+        .workloads
+        .iter()
+        .map(|w| (&w.workload, &w.cpu))
+        .enumerate();
+    let recorded = res
+        .recorded
+        .iter()
+        .map(|w| (&w.workload, &w.cpu))
+        .enumerate();
+    for (i, (workload, cpu)) in generated.chain(recorded) {
         cpu_chart(
             dir,
-            &format!("figure{}_{}_cpu", 5 + i, w.workload),
-            &w.workload,
-            &w.cpu,
+            &format!("figure{}_{}_cpu", 5 + i, workload),
+            workload,
+            cpu,
             res.cpus,
         )?;
     }

@@ -78,14 +78,15 @@ pub(crate) fn markdown(res: &Results) -> String {
             w.policies.first().map_or(0, |p| p.quota_pages.len())
         );
         let qp = |f: f64| round_quota(f, ws);
-        let _ = writeln!(
-            m,
-            "| policy | method | @10% ({} p) | @25% ({} p) | @50% ({} p) | @100% |",
-            qp(0.1),
-            qp(0.25),
-            qp(0.5)
+        table_head(
+            &mut m,
+            &format!(
+                "| policy | method | @10% ({} p) | @25% ({} p) | @50% ({} p) | @100% |",
+                qp(0.1),
+                qp(0.25),
+                qp(0.5)
+            ),
         );
-        let _ = writeln!(m, "|---|---|---|---|---|---|");
         for p in &w.policies {
             let v = |f| pct(at(&p.hit_rate, &p.quota_pages, ws, f));
             let _ = writeln!(
@@ -108,11 +109,10 @@ pub(crate) fn markdown(res: &Results) -> String {
             m,
             "\n**Second view — the same stream with pinning, which the paper's simulation leaves out** (map-cache runs; refused maps are non-hits):\n"
         );
-        let _ = writeln!(
-            m,
-            "| policy | @10% | @25% | @50% | @100% | refused @10% | refused @25% | refused @50% |"
+        table_head(
+            &mut m,
+            "| policy | @10% | @25% | @50% | @100% | refused @10% | refused @25% | refused @50% |",
         );
-        let _ = writeln!(m, "|---|---|---|---|---|---|---|---|");
         for p in &w.policies {
             let v = |f| pct(at(&p.hit_rate_pinned, &p.quota_pages, ws, f));
             let r = |f| pct(at(&p.refused_rate_pinned, &p.quota_pages, ws, f));
@@ -152,11 +152,10 @@ pub(crate) fn markdown(res: &Results) -> String {
             m,
             "\nIntra-guest protection (S1.11), quota = half the working set (at least the pinned pages):\n"
         );
-        let _ = writeln!(
-            m,
-            "| strategy | caches | hit rate | hypercalls | CPU | stale accesses | stale writes |"
+        table_head(
+            &mut m,
+            "| strategy | caches | hit rate | hypercalls | CPU | stale accesses | stale writes |",
         );
-        let _ = writeln!(m, "|---|---|---|---|---|---|---|");
         for p in &w.protection {
             let _ = writeln!(
                 m,
@@ -181,8 +180,7 @@ pub(crate) fn markdown(res: &Results) -> String {
             "### Sensitivity: {} with {} (working set {} pages)\n",
             s.workload, s.config, s.working_set_pages
         );
-        let _ = writeln!(m, "| policy | @10% | @25% | @50% |");
-        let _ = writeln!(m, "|---|---|---|---|");
+        table_head(&mut m, "| policy | @10% | @25% | @50% |");
         for (name, pts) in &s.hit_rate {
             let cells: Vec<String> = pts
                 .iter()
@@ -202,13 +200,11 @@ const CPU_AXIS: &str = "Left end: *no caching allowed* (the paper's minimal quot
 /// One Figure 5–6 table: each series at no caching, the minimal quota, 50% and 100%.
 fn cpu_table(m: &mut String, curves: &[CpuCurve], pinned: u64, ws: u64) {
     let half = round_quota(0.5, ws);
-    let _ = writeln!(
+    table_head(
         m,
-        "| series | batching | driver mapping | CPU no caching | Mb/s no caching | busy × LRU, no caching | CPU @minimal ({pinned} p) | CPU @50% ({half} p) | CPU @100% | hypercalls / page map, no caching | pages / hypercall, no caching | IOTLB inval. / page map, no caching | hit rate @minimal | hypercalls / page map @minimal |"
-    );
-    let _ = writeln!(
-        m,
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+        &format!(
+            "| series | batching | driver mapping | CPU no caching | Mb/s no caching | busy × LRU, no caching | CPU @minimal ({pinned} p) | CPU @50% ({half} p) | CPU @100% | hypercalls / page map, no caching | pages / hypercall, no caching | IOTLB inval. / page map, no caching | hit rate @minimal | hypercalls / page map @minimal |"
+        ),
     );
     let lru0 = curves
         .iter()
@@ -282,11 +278,10 @@ fn prices(res: &Results) -> String {
 
 /// Prefetching's guesses at each quoted quota, as a table whose first column is `first`.
 fn prefetch_table(m: &mut String, first: &str, guesses: &[PrefetchAt]) {
-    let _ = writeln!(
+    table_head(
         m,
-        "| {first} | hit rate | misses | pages prefetched | useful | accuracy |"
+        &format!("| {first} | hit rate | misses | pages prefetched | useful | accuracy |"),
     );
-    let _ = writeln!(m, "|---|---|---|---|---|---|");
     for a in guesses {
         let _ = writeln!(
             m,
@@ -304,6 +299,13 @@ fn prefetch_table(m: &mut String, first: &str, guesses: &[PrefetchAt]) {
 
 /// Figures 3–4 on the recorded traces, beside the generators, and S1.9's claims judged on
 /// the recordings.
+/// A markdown table's header row (`| a | b |`) and its separator, one `---` per column.
+fn table_head(m: &mut String, header: &str) {
+    let cols = header.trim().matches('|').count().saturating_sub(1);
+    let _ = writeln!(m, "{header}");
+    let _ = writeln!(m, "|{}", "---|".repeat(cols));
+}
+
 fn recorded(res: &Results) -> String {
     let mut m = String::new();
     if res.recorded.is_empty() {
@@ -323,11 +325,10 @@ fn recorded(res: &Results) -> String {
             m,
             "**The streams side by side.** Each recording beside the generator that stands in for it (as Figures 3–4 above run it) and beside that generator set up as the recording was made (the capture's own parameters, `scripts/capture-qemu.sh`; nothing fitted to a result; its hit rates are under \"Sensitivity\" below). *Reuse p50/p90*: the distinct pages mapped between two maps of a page that half / 90% of the re-maps stay within (the LRU quota that hits them). *Receive share*: page maps of receive buffers, which the transmit generators do not model (they map the transmit path only). The last row of each recording is `nic-duplex`, the sender beside its NIC's receive ring in one stream, every parameter read off the recording's operations (the next table).\n"
         );
-        let _ = writeln!(
-            m,
-            "| stream | what | page maps | working set | maps per page | most pinned | reuse p50 | reuse p90 | receive share |"
+        table_head(
+            &mut m,
+            "| stream | what | page maps | working set | maps per page | most pinned | reuse p50 | reuse p90 | receive share |",
         );
-        let _ = writeln!(m, "|---|---|---|---|---|---|---|---|---|");
         for t in &res.streams {
             let _ = writeln!(
                 m,
@@ -427,8 +428,7 @@ fn tuned_params(res: &Results) -> String {
         m,
         "**The generators tuned to the recordings** (`nic-duplex`, `crates/iommulab-workload/src/nic_duplex.rs`): the sender of the \"as recorded\" row beside the NIC's receive ring (the `net-rx` ring with e1000e's copybreak: a short frame is copied out and its buffer mapped again in place), one frame received per so many bytes sent, polls of so many frames. Every parameter is read off the recording's NIC operations (or is the capture's own), never off a hit rate or a CPU figure; estimates say so.\n"
     );
-    let _ = writeln!(m, "| recording | parameter | value | from |");
-    let _ = writeln!(m, "|---|---|---|---|");
+    table_head(&mut m, "| recording | parameter | value | from |");
     for t in res.recorded.iter().filter_map(|r| r.tuned.as_ref()) {
         for p in &t.params {
             let _ = writeln!(
@@ -548,11 +548,10 @@ fn recorded_cpu(w: &RecordedResult) -> String {
             "not reproduced"
         }
     };
-    let _ = writeln!(
-        m,
-        "\n| claim (S1.9) | rule applied here | on this recording | verdict |"
+    table_head(
+        &mut m,
+        "\n| claim (S1.9) | rule applied here | on this recording | verdict |",
     );
-    let _ = writeln!(m, "|---|---|---|---|");
     // High CPU with no caching, falling as the quota grows.
     let drop = |c: &CpuCurve| busy(c, 0) / busy(c, c.cpu_demand.len() - 1).max(1e-12);
     let all = [lru, pig, pre, bat];
@@ -619,11 +618,10 @@ fn recorded_cpu(w: &RecordedResult) -> String {
         m,
         "\nThe no-caching claims over the estimated prices' ranges (`cpu_sensitivity.csv`; busy ratios are per byte sent):\n"
     );
-    let _ = writeln!(
-        m,
-        "| call bookkeeping | stack / KiB | vCPUs | LRU CPU | LRU Mb/s | piggyback × LRU | batching × LRU | batching CPU | batching Mb/s |"
+    table_head(
+        &mut m,
+        "| call bookkeeping | stack / KiB | vCPUs | LRU CPU | LRU Mb/s | piggyback × LRU | batching × LRU | batching CPU | batching Mb/s |",
     );
-    let _ = writeln!(m, "|---|---|---|---|---|---|---|---|---|");
     for s in &w.cpu_sensitivity {
         let _ = writeln!(
             m,
@@ -661,11 +659,10 @@ fn recorded_claims(w: &RecordedResult) -> String {
             .map_or(f64::NAN, |p| at(&p.hit_rate, &p.quota_pages, ws, f))
     };
     let mut m = String::new();
-    let _ = writeln!(
-        m,
-        "| claim (S1.9) | rule applied here | on this recording | verdict |"
+    table_head(
+        &mut m,
+        "| claim (S1.9) | rule applied here | on this recording | verdict |",
     );
-    let _ = writeln!(m, "|---|---|---|---|");
     let ob = h("opt_batch", 0.1);
     let verdict = |ok: bool, partly: bool| {
         if ok {
