@@ -39,9 +39,10 @@ pub mod curve;
 mod stream;
 
 pub use curve::{
-    CurveError, CurveRequest, HitRateCurve, MAX_QUOTA, Quotas, curve_is_streamed, hit_rate_curve,
+    CurveError, CurveRequest, HitRateCurve, MAX_QUOTA, Quotas, hit_rate_curve,
     trace_hit_rate_curve, trace_page_refs,
 };
+pub use stream::curve_is_streamed;
 
 use std::sync::Arc;
 

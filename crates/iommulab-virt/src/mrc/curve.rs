@@ -26,7 +26,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::stream::{StreamedCurve, streamable};
+use super::stream::{StreamedCurve, curve_is_streamed};
 use super::{
     MrcMethod, MrcPoint, distinct_pages, lru_one_pass, max_pinned, mrc_by_simulation_config,
     opt_one_pass, page_sequence, pinning_free,
@@ -153,7 +153,7 @@ pub fn trace_hit_rate_curve<S: EventSource>(
     req: &CurveRequest,
 ) -> Result<HitRateCurve, CurveError> {
     let mut w = InGuest::new(TraceWorkload::new(src));
-    if !streamable(req) {
+    if !curve_is_streamed(req) {
         let refs = guest_page_refs(&mut w, CacheOnly::All)?;
         return hit_rate_curve(&refs, req);
     }
@@ -202,12 +202,6 @@ pub fn trace_hit_rate_curve<S: EventSource>(
 const STREAM_BATCH: usize = 1 << 12;
 /// Batches in flight between the two threads.
 const STREAM_BATCHES: usize = 4;
-
-/// Whether [`trace_hit_rate_curve`] simulates `req` while the trace is read (the page
-/// sequence at up to 8 listed quotas, LRU, FIFO or OPT) rather than after reading it whole.
-pub fn curve_is_streamed(req: &CurveRequest) -> bool {
-    streamable(req)
-}
 
 /// About what one simulated map costs against one step of OPT's one-pass stack walk (a
 /// heap update and a hash lookup against a compare): OPT is simulated per quota when the

@@ -48,9 +48,10 @@ const MAX_MAPS: usize = u32::MAX as usize - 1;
 /// What [`MAX_MAPS`] counts, in [`CurveError::TooLarge`].
 const PAGE_MAPS: &str = "page maps";
 
-/// Whether [`hit_rate_curve`](super::hit_rate_curve)'s answer to `req` can be computed while
-/// the trace is read: the page sequence, LRU, FIFO or OPT, a short list of quotas.
-pub(super) fn streamable(req: &CurveRequest) -> bool {
+/// Whether [`trace_hit_rate_curve`](super::trace_hit_rate_curve) simulates `req` while the
+/// trace is read (the page sequence at up to 8 listed quotas, LRU, FIFO or OPT) rather than
+/// after reading it whole.
+pub fn curve_is_streamed(req: &CurveRequest) -> bool {
     !req.pinning
         && matches!(
             req.policy,
@@ -215,7 +216,7 @@ pub(super) struct StreamedCurve {
 }
 
 impl StreamedCurve {
-    /// A curve for `req`, which [`streamable`] accepts, with its quotas validated.
+    /// A curve for `req`, which [`curve_is_streamed`] accepts, with its quotas validated.
     // Quotas are at most MAX_QUOTA (2^24) after validation.
     #[allow(clippy::cast_possible_truncation)]
     pub(super) fn new(req: &CurveRequest, quotas: Vec<usize>) -> Self {
@@ -504,7 +505,7 @@ mod tests {
                         pinning: false,
                         quotas: Some(Quotas::List(quotas.clone())),
                     };
-                    assert!(streamable(&req));
+                    assert!(curve_is_streamed(&req));
                     let mut whole = hit_rate_curve(&refs, &req).unwrap();
                     let s = streamed(&refs, &req);
                     // Only the method may differ (LRU and OPT take the one pass there).
@@ -522,17 +523,17 @@ mod tests {
             quotas: Some(Quotas::List(vec![4])),
             ..CurveRequest::default()
         };
-        assert!(streamable(&req));
+        assert!(curve_is_streamed(&req));
         req.pinning = true;
-        assert!(!streamable(&req));
+        assert!(!curve_is_streamed(&req));
         req.pinning = false;
         req.quotas = Some(Quotas::UpTo(4));
-        assert!(!streamable(&req));
+        assert!(!curve_is_streamed(&req));
         req.quotas = Some(Quotas::List((0..=STREAM_MAX_QUOTAS).collect()));
-        assert!(!streamable(&req));
+        assert!(!curve_is_streamed(&req));
         req.quotas = Some(Quotas::List(vec![4]));
         req.policy = EvictionConfig::Prefetch(crate::PrefetchConfig::default());
-        assert!(!streamable(&req));
+        assert!(!curve_is_streamed(&req));
     }
 
     #[test]
