@@ -268,7 +268,7 @@ fn run<A: Subject>(mut a: A, ops: &[Op]) {
                 if n == 0 || oracle.is_live(p, n) {
                     continue;
                 }
-                let before = *a.stats();
+                let before = a.stats();
                 assert_eq!(
                     a.free(CpuId::new(0), pfn(p), n),
                     Err(IovaError::NotAllocated { pfn: p, pages: n })
@@ -291,7 +291,7 @@ fn run<A: Subject>(mut a: A, ops: &[Op]) {
             }
         }
         // After every step.
-        let s = *a.stats();
+        let s = a.stats();
         assert_eq!(s.allocs - s.frees, live.len() as u64, "{s:?}");
         assert_eq!(oracle.len(), live.len());
         assert_eq!(s.cache_hits + s.cache_misses, cacheable_attempts);

@@ -965,7 +965,7 @@ impl<A: IovaAllocator, F: FlushPolicy, B: MapBackend> DmaApi<A, F, B> {
         let mut s = IovaStats::default();
         let mut peak = 0;
         for a in &self.iovas {
-            s.merge(a.stats());
+            s.merge(&a.stats());
             peak += a.stats().peak_metadata_bytes;
         }
         s.peak_metadata_bytes = peak;

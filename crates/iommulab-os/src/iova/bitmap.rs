@@ -361,8 +361,8 @@ impl IovaAllocator for Bitmap {
 
     fn on_tick(&mut self, _now: Cycles, _clock: ClockRate) {}
 
-    fn stats(&self) -> &IovaStats {
-        &self.stats
+    fn stats(&self) -> IovaStats {
+        self.stats
     }
 
     fn line_log(&self) -> Option<&LineLog> {

@@ -526,8 +526,8 @@ impl IovaAllocator for GapTree {
 
     fn on_tick(&mut self, _now: Cycles, _clock: ClockRate) {}
 
-    fn stats(&self) -> &IovaStats {
-        &self.stats
+    fn stats(&self) -> IovaStats {
+        self.stats
     }
 
     fn metadata_bytes(&self) -> u64 {

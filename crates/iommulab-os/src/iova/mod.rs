@@ -176,8 +176,9 @@ pub trait IovaAllocator: Clone {
     /// simulated time, turned into cycles at `clock`).
     fn on_tick(&mut self, now: Cycles, clock: ClockRate);
 
-    /// The counters so far.
-    fn stats(&self) -> &IovaStats;
+    /// The counters so far (by value: an allocator may keep some of them apart on its hot
+    /// path and add them up here).
+    fn stats(&self) -> IovaStats;
 
     /// Bytes of metadata the allocator holds now (peak is in the stats).
     fn metadata_bytes(&self) -> u64;

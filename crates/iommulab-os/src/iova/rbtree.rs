@@ -1058,8 +1058,8 @@ impl IovaAllocator for RbTree {
 
     fn on_tick(&mut self, _now: Cycles, _clock: ClockRate) {}
 
-    fn stats(&self) -> &IovaStats {
-        &self.stats
+    fn stats(&self) -> IovaStats {
+        self.stats
     }
 
     fn metadata_bytes(&self) -> u64 {
@@ -1330,10 +1330,10 @@ mod tests {
                 } else {
                     4096
                 };
-                let stats = *t.stats();
+                let stats = t.stats();
                 let ranges = t.ranges();
                 let peek = t.peek_alloc(pages, Pfn::new(limit)).map(Pfn::get);
-                assert_eq!(*t.stats(), stats);
+                assert_eq!(t.stats(), stats);
                 assert_eq!(t.ranges(), ranges);
                 let got = alloc(&mut t, pages, limit).ok();
                 if got.is_some() || t.max32_alloc_size() != pages {

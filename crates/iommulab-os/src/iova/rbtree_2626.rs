@@ -360,7 +360,7 @@ impl IovaAllocator for RbTree2626 {
 
     fn on_tick(&mut self, _now: Cycles, _clock: ClockRate) {}
 
-    fn stats(&self) -> &IovaStats {
+    fn stats(&self) -> IovaStats {
         self.tree.stats()
     }
 

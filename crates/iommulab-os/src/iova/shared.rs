@@ -89,7 +89,7 @@ impl<A: IovaAllocator> Locked<A> {
 
     /// A snapshot of the counters.
     pub fn stats(&self) -> IovaStats {
-        *lock(&self.inner.0).stats()
+        lock(&self.inner.0).stats()
     }
 
     /// The inner allocator's name.
@@ -342,7 +342,7 @@ impl<A: IovaAllocator> SharedMagazine<A> {
         let b = lock(&self.backing.0);
         view.merge(&b.stats);
         let own_locks = view.lock_acquisitions;
-        sync_view(&mut view, own_locks, b.alloc.stats());
+        sync_view(&mut view, own_locks, &b.alloc.stats());
         let mags = 2 * self.cpus.len() as u64 * self.config.bins() as u64 + depot_peak;
         view.peak_metadata_bytes = b.alloc.stats().peak_metadata_bytes + mags * MAGAZINE_BYTES;
         view

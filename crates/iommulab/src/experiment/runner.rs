@@ -379,7 +379,7 @@ fn modeled_now<A: IovaAllocator, F: FlushPolicy, U: RemapUnit>(
         + api.unit().cpu_cycles()
         + modeled_software_cached(cost, dma_calls(api), &none_i, &none_f, cache);
     for a in api.allocators() {
-        c = c + modeled_software_cached(cost, 0, a.stats(), &none_f, per_part);
+        c = c + modeled_software_cached(cost, 0, &a.stats(), &none_f, per_part);
     }
     for f in api.flush_policies() {
         c = c + modeled_software_cached(cost, 0, &none_i, f.stats(), per_part);
