@@ -32,7 +32,8 @@ use crate::hash::FxHashMap;
 use super::rbtree::{DMA_32BIT_PFN, MAX_PFN, check_space};
 use super::{IovaAllocator, IovaError, IovaStats, SpaceError};
 
-const NIL: u32 = u32::MAX;
+/// The `link` of a node without children (all its pages free or all used).
+const NO_KIDS: u64 = u64::MAX;
 
 /// Leaves hold 2^6 = 64 pages as one bitmap word.
 const LEAF_LEVEL: u32 = 6;
@@ -76,16 +77,48 @@ fn runs_of(mut f: u64, n: u64) -> u64 {
 const ANCHOR: (u64, u64) = (!0, !0);
 
 /// A segment-tree node: the longest free run, free prefix and free suffix of its pages, and
-/// its children (`NIL`: the node is uniform, all free when `max` is its length).
+/// a link: a leaf's page bitmap, or where an inner node's children are.
 #[derive(Clone, Copy, Debug)]
+#[repr(C)]
 struct SegNode {
     max: u64,
     pre: u64,
     suf: u64,
-    kids: [u32; 2],
     /// A leaf (the leaf level: 64 pages, or the whole space if smaller): bit `i` set when
-    /// page `base + i` is used.
-    bits: u64,
+    /// page `base + i` is used. An inner node: the index of the [`Pair`] holding its two
+    /// children, or [`NO_KIDS`] when it is uniform (all free when `max` is its length).
+    link: u64,
+}
+
+/// Two sibling nodes in one cache line: a node's children are always made and released
+/// together, and the walk back up from a change reads both.
+#[derive(Clone, Copy, Debug)]
+#[repr(C, align(64))]
+struct Pair([SegNode; 2]);
+
+/// The index into `pairs` of pair `p` (a `link` or `free_pairs`: below 2^31, see
+/// `alloc_pair`).
+#[inline]
+#[allow(clippy::cast_possible_truncation)]
+fn slot(p: u64) -> usize {
+    p as usize
+}
+
+/// A node without children at `level`, all free or all used.
+fn uniform_node(level: u32, leaf_level: u32, free: bool) -> SegNode {
+    let len = 1u64 << level;
+    let run = if free { len } else { 0 };
+    let link = match (level == leaf_level, free) {
+        (true, true) => 0,
+        (true, false) => ones(len),
+        (false, _) => NO_KIDS,
+    };
+    SegNode {
+        max: run,
+        pre: run,
+        suf: run,
+        link,
+    }
 }
 
 /// Bytes of metadata one live range costs (its hash-map entry; tree nodes are shared).
@@ -106,9 +139,10 @@ pub const RANGE_BYTES: u64 = 16;
 /// ```
 #[derive(Debug, Clone)]
 pub struct GapTree {
-    nodes: Vec<SegNode>,
-    free_nodes: u32,
-    root: u32,
+    /// Node `x` is side `x & 1` of pair `x >> 1`; the root is node 0 (its sibling unused).
+    pairs: Vec<Pair>,
+    /// Released pairs, linked through their first node's `link` (`NO_KIDS` ends the list).
+    free_pairs: u64,
     /// The tree covers `[0, 2^levels)`.
     levels: u32,
     /// Nodes at this level are leaves holding a bitmap of their pages.
@@ -139,12 +173,15 @@ impl GapTree {
     ) -> Result<Self, SpaceError> {
         check_space(start.get(), end.get(), MAX_PFN)?;
         let levels = u64::BITS - (end.get() - 1).leading_zeros();
-        let mut t = GapTree {
-            nodes: Vec::with_capacity(256),
-            free_nodes: NIL,
-            root: NIL,
+        let leaf_level = levels.min(LEAF_LEVEL);
+        let root = uniform_node(levels, leaf_level, true);
+        let mut pairs = Vec::with_capacity(128);
+        pairs.push(Pair([root, root]));
+        let t = GapTree {
+            pairs,
+            free_pairs: NO_KIDS,
             levels,
-            leaf_level: levels.min(LEAF_LEVEL),
+            leaf_level,
             ranges: FxHashMap::default(),
             cached_node: ANCHOR,
             cached32_node: ANCHOR,
@@ -154,7 +191,6 @@ impl GapTree {
             max32_alloc_size: dma_32bit_pfn.get(),
             stats: IovaStats::default(),
         };
-        t.root = t.uniform(levels, true);
         Ok(t)
     }
 
@@ -188,52 +224,140 @@ impl GapTree {
         1u64 << level
     }
 
-    /// A childless node, all free or all used, from the free list or the arena.
-    fn uniform(&mut self, level: u32, free: bool) -> u32 {
-        let run = if free { Self::len_of(level) } else { 0 };
-        let n = SegNode {
-            max: run,
-            pre: run,
-            suf: run,
-            kids: [NIL; 2],
-            bits: if free { 0 } else { ones(Self::len_of(level)) },
-        };
-        if self.free_nodes != NIL {
-            let x = self.free_nodes;
-            self.free_nodes = self.nodes[x as usize].kids[0];
-            self.nodes[x as usize] = n;
-            x
+    #[inline]
+    fn node(&self, x: u32) -> &SegNode {
+        &self.pairs[(x >> 1) as usize].0[(x & 1) as usize]
+    }
+
+    #[inline]
+    fn node_mut(&mut self, x: u32) -> &mut SegNode {
+        &mut self.pairs[(x >> 1) as usize].0[(x & 1) as usize]
+    }
+
+    /// The children of inner node `n` (at a level above the leaves), `None` if it is uniform.
+    #[inline]
+    fn kids(n: &SegNode) -> Option<[u32; 2]> {
+        // Pair indices fit in u32: `alloc_pair` checks.
+        #[allow(clippy::cast_possible_truncation)]
+        (n.link != NO_KIDS).then_some([(n.link as u32) << 1, ((n.link as u32) << 1) | 1])
+    }
+
+    /// Whether `n`, at `level`, has no children (a leaf counts: its bitmap is all it has).
+    #[inline]
+    fn is_childless(&self, level: u32, n: &SegNode) -> bool {
+        level == self.leaf_level || n.link == NO_KIDS
+    }
+
+    /// Two uniform siblings at `level`, all free or all used, from the free list or the
+    /// arena; returns the pair's index.
+    fn alloc_pair(&mut self, level: u32, free: bool) -> u64 {
+        let n = uniform_node(level, self.leaf_level, free);
+        if self.free_pairs != NO_KIDS {
+            let p = self.free_pairs;
+            self.free_pairs = self.pairs[slot(p)].0[0].link;
+            self.pairs[slot(p)] = Pair([n, n]);
+            p
         } else {
-            self.nodes.push(n);
-            u32::try_from(self.nodes.len() - 1).unwrap_or(NIL)
+            self.pairs.push(Pair([n, n]));
+            // Node ids are u32 (pair << 1 | side): 2^31 pairs would be 128 GiB of nodes.
+            (self.pairs.len() - 1) as u64
         }
     }
 
-    /// Returns `x`'s subtree below it to the free list and makes `x` uniform.
+    /// Releases `x`'s subtree below it and makes `x` uniform.
     fn make_uniform(&mut self, x: u32, level: u32, free: bool) {
-        for k in self.nodes[x as usize].kids {
-            if k != NIL {
-                self.release(k);
-            }
+        let n = *self.node(x);
+        if level > self.leaf_level && n.link != NO_KIDS {
+            self.release_pair(n.link, level - 1);
         }
-        let run = if free { Self::len_of(level) } else { 0 };
-        self.nodes[x as usize] = SegNode {
-            max: run,
-            pre: run,
-            suf: run,
-            kids: [NIL; 2],
-            bits: if free { 0 } else { ones(Self::len_of(level)) },
-        };
+        *self.node_mut(x) = uniform_node(level, self.leaf_level, free);
     }
 
-    fn release(&mut self, x: u32) {
-        for k in self.nodes[x as usize].kids {
-            if k != NIL {
-                self.release(k);
+    /// Returns pair `p` (two nodes at `level`) and everything below it to the free list.
+    fn release_pair(&mut self, p: u64, level: u32) {
+        if level > self.leaf_level {
+            for side in 0..2 {
+                let link = self.pairs[slot(p)].0[side].link;
+                if link != NO_KIDS {
+                    self.release_pair(link, level - 1);
+                }
             }
         }
-        self.nodes[x as usize].kids = [self.free_nodes, NIL];
-        self.free_nodes = x;
+        self.pairs[slot(p)].0[0].link = self.free_pairs;
+        self.free_pairs = p;
+    }
+
+    /// Marks `[lo, hi)` used or free. A range inside one leaf (every range of up to 64
+    /// aligned pages) goes down one path without recursion, the child picked by a bit of
+    /// `lo` instead of a branch the CPU cannot predict, and the path is summed up on the
+    /// way back; others go through [`GapTree::set`]. Both visit (and count) the same nodes.
+    fn mark(&mut self, lo: u64, hi: u64, free: bool) {
+        let leaf = self.leaf_level;
+        if self.levels == leaf || lo >> leaf != (hi - 1) >> leaf {
+            self.set(0, self.levels, 0, lo, hi, free);
+            return;
+        }
+        let mut path = [0u32; 64];
+        let mut depth = 0;
+        let (mut x, mut level) = (0u32, self.levels);
+        while level > leaf {
+            self.stats.tree_visits += 1;
+            let n = *self.node(x);
+            let pair = if n.link == NO_KIDS {
+                let was_free = n.max == Self::len_of(level);
+                if was_free == free {
+                    return;
+                }
+                let p = self.alloc_pair(level - 1, was_free);
+                self.node_mut(x).link = p;
+                p
+            } else {
+                n.link
+            };
+            path[depth] = x;
+            depth += 1;
+            level -= 1;
+            #[allow(clippy::cast_possible_truncation)]
+            let side = ((lo >> level) & 1) as u32;
+            #[allow(clippy::cast_possible_truncation)]
+            let child = ((pair as u32) << 1) | side;
+            x = child;
+        }
+        self.stats.tree_visits += 1;
+        let len = Self::len_of(leaf);
+        let base = lo & !(len - 1);
+        let mask = ones(hi - lo) << (lo - base);
+        let n = self.node_mut(x);
+        if free {
+            n.link &= !mask;
+        } else {
+            n.link |= mask;
+        }
+        (n.pre, n.suf, n.max) = runs(n.link, len);
+        // Back up the path: merge uniform children or sum them up.
+        while depth > 0 {
+            depth -= 1;
+            level += 1;
+            let x = path[depth];
+            let pair = self.node(x).link;
+            let half = Self::len_of(level - 1);
+            let [a, b] = self.pairs[slot(pair)].0;
+            if self.is_childless(level - 1, &a)
+                && self.is_childless(level - 1, &b)
+                && a.max == b.max
+                && (a.max == 0 || a.max == half)
+            {
+                // Both children are childless: the pair goes back without a walk below it.
+                self.pairs[slot(pair)].0[0].link = self.free_pairs;
+                self.free_pairs = pair;
+                *self.node_mut(x) = uniform_node(level, leaf, a.max == half);
+                continue;
+            }
+            let n = self.node_mut(x);
+            n.pre = if a.pre == half { half + b.pre } else { a.pre };
+            n.suf = if b.suf == half { half + a.suf } else { b.suf };
+            n.max = a.max.max(b.max).max(a.suf + b.pre);
+        }
     }
 
     /// Marks `[lo, hi)` used or free in the subtree of `x` (level `level`, first page
@@ -248,26 +372,29 @@ impl GapTree {
         if level == self.leaf_level {
             let (from, to) = (lo.max(base) - base, hi.min(base + len) - base);
             let mask = ones(to - from) << from;
-            let n = &mut self.nodes[x as usize];
+            let n = self.node_mut(x);
             if free {
-                n.bits &= !mask;
+                n.link &= !mask;
             } else {
-                n.bits |= mask;
+                n.link |= mask;
             }
-            (n.pre, n.suf, n.max) = runs(n.bits, len);
+            (n.pre, n.suf, n.max) = runs(n.link, len);
             return;
         }
-        let node = self.nodes[x as usize];
-        if node.kids[0] == NIL {
+        let node = *self.node(x);
+        let pair = if node.link == NO_KIDS {
             let was_free = node.max == len;
             if was_free == free {
                 return;
             }
-            let l = self.uniform(level - 1, was_free);
-            let r = self.uniform(level - 1, was_free);
-            self.nodes[x as usize].kids = [l, r];
-        }
-        let [l, r] = self.nodes[x as usize].kids;
+            let p = self.alloc_pair(level - 1, was_free);
+            self.node_mut(x).link = p;
+            p
+        } else {
+            node.link
+        };
+        #[allow(clippy::cast_possible_truncation)]
+        let (l, r) = ((pair as u32) << 1, ((pair as u32) << 1) | 1);
         let half = len / 2;
         if lo < base + half {
             self.set(l, level - 1, base, lo, hi, free);
@@ -275,12 +402,16 @@ impl GapTree {
         if hi > base + half {
             self.set(r, level - 1, base + half, lo, hi, free);
         }
-        let (a, b) = (self.nodes[l as usize], self.nodes[r as usize]);
-        if a.kids[0] == NIL && b.kids[0] == NIL && a.max == b.max && (a.max == 0 || a.max == half) {
+        let [a, b] = self.pairs[slot(pair)].0;
+        if self.is_childless(level - 1, &a)
+            && self.is_childless(level - 1, &b)
+            && a.max == b.max
+            && (a.max == 0 || a.max == half)
+        {
             self.make_uniform(x, level, a.max == half);
             return;
         }
-        let n = &mut self.nodes[x as usize];
+        let n = self.node_mut(x);
         n.pre = if a.pre == half { half + b.pre } else { a.pre };
         n.suf = if b.suf == half { half + a.suf } else { b.suf };
         n.max = a.max.max(b.max).max(a.suf + b.pre);
@@ -304,7 +435,7 @@ impl GapTree {
         if base > hi_p || base + len <= lo_p {
             return None;
         }
-        let n = self.nodes[x as usize];
+        let n = *self.node(x);
         if n.max < size {
             return None;
         }
@@ -314,7 +445,7 @@ impl GapTree {
         if level == self.leaf_level {
             // Start positions inside the leaf whose `size` pages are free, aligned, in bounds.
             let align = Self::len_of(align_level);
-            let mut starts = runs_of(!n.bits & ones(len), size);
+            let mut starts = runs_of(!n.link & ones(len), size);
             let mut aligned = 0u64;
             let mut k = 0;
             while k < len {
@@ -327,13 +458,12 @@ impl GapTree {
             starts &= ones(to + 1) & !ones(from);
             return (starts != 0).then(|| base + u64::from(63 - starts.leading_zeros()));
         }
-        if n.kids[0] == NIL {
+        let Some([l, r]) = Self::kids(&n) else {
             // All free: the highest aligned position inside the node and the bounds.
             let top = hi_p.min(base + len - Self::len_of(align_level));
             return (top >= lo_p.max(base)).then_some(top);
-        }
+        };
         let half = len / 2;
-        let [l, r] = n.kids;
         if let Some(p) =
             self.highest_block(r, level - 1, base + half, align_level, size, lo_p, hi_p)
         {
@@ -344,38 +474,38 @@ impl GapTree {
 
     /// The lowest live page above `pfn`, `None` if there is none.
     fn lowest_used_above(&mut self, pfn: u64) -> Option<u64> {
-        let (mut x, mut level, mut base) = (self.root, self.levels, 0u64);
+        let (mut x, mut level, mut base) = (0u32, self.levels, 0u64);
         // Descend along the path of `pfn + 1`, remembering right siblings to try.
         let target = pfn.checked_add(1)?;
         if target >> self.levels != 0 {
             return None;
         }
-        let mut stack: [(u32, u32, u64); 64] = [(NIL, 0, 0); 64];
+        let mut stack: [(u32, u32, u64); 64] = [(0, 0, 0); 64];
         let mut depth = 0;
         loop {
             self.stats.tree_visits += 1;
-            let n = self.nodes[x as usize];
+            let n = *self.node(x);
             let len = Self::len_of(level);
             if level == self.leaf_level {
-                let above = n.bits & !ones(target - base);
+                let above = n.link & !ones(target - base);
                 if above != 0 {
                     return Some(base + u64::from(above.trailing_zeros()));
                 }
                 break;
             }
-            if n.kids[0] == NIL {
+            let Some([l, r]) = Self::kids(&n) else {
                 if n.max == 0 {
                     return Some(target.max(base));
                 }
                 break;
-            }
+            };
             let half = len / 2;
             if target < base + half {
-                stack[depth] = (n.kids[1], level - 1, base + half);
+                stack[depth] = (r, level - 1, base + half);
                 depth += 1;
-                x = n.kids[0];
+                x = l;
             } else {
-                x = n.kids[1];
+                x = r;
                 base += half;
             }
             level -= 1;
@@ -385,7 +515,7 @@ impl GapTree {
         while depth > 0 {
             depth -= 1;
             let (y, ylevel, ybase) = stack[depth];
-            if self.nodes[y as usize].max < Self::len_of(ylevel) {
+            if self.node(y).max < Self::len_of(ylevel) {
                 return Some(self.leftmost_used(y, ylevel, ybase));
             }
         }
@@ -396,16 +526,15 @@ impl GapTree {
     fn leftmost_used(&mut self, mut x: u32, mut level: u32, mut base: u64) -> u64 {
         loop {
             self.stats.tree_visits += 1;
-            let n = self.nodes[x as usize];
+            let n = *self.node(x);
             if level == self.leaf_level {
-                return base + u64::from(n.bits.trailing_zeros());
+                return base + u64::from(n.link.trailing_zeros());
             }
-            if n.kids[0] == NIL {
+            let Some([l, r]) = Self::kids(&n) else {
                 return base;
-            }
+            };
             let half = Self::len_of(level) / 2;
-            let [l, r] = n.kids;
-            if self.nodes[l as usize].max < half {
+            if self.node(l).max < half {
                 x = l;
             } else {
                 x = r;
@@ -434,7 +563,7 @@ impl GapTree {
         if hi_p < lo_p {
             return None;
         }
-        self.highest_block(self.root, self.levels, 0, align_level, size, lo_p, hi_p)
+        self.highest_block(0, self.levels, 0, align_level, size, lo_p, hi_p)
     }
 
     /// `__alloc_and_insert_iova_range(size, limit_pfn, size_aligned = true)`.
@@ -461,7 +590,7 @@ impl GapTree {
             return None;
         };
         let hi = new_pfn + size - 1;
-        self.set(self.root, self.levels, 0, new_pfn, hi + 1, false);
+        self.mark(new_pfn, hi + 1, false);
         self.ranges.insert(new_pfn, hi);
         if hi < self.dma_32bit_pfn {
             self.cached32_node = (new_pfn, hi);
@@ -519,7 +648,7 @@ impl IovaAllocator for GapTree {
             self.cached_node = self.next_range(hi);
         }
         self.ranges.remove(&lo);
-        self.set(self.root, self.levels, 0, lo, hi + 1, true);
+        self.mark(lo, hi + 1, true);
         self.stats.frees += 1;
         Ok(())
     }
@@ -531,7 +660,7 @@ impl IovaAllocator for GapTree {
     }
 
     fn metadata_bytes(&self) -> u64 {
-        self.len() * RANGE_BYTES + self.nodes.len() as u64 * size_of::<SegNode>() as u64
+        self.len() * RANGE_BYTES + self.pairs.len() as u64 * size_of::<Pair>() as u64
     }
 
     fn space_end(&self) -> Pfn<Iova> {
@@ -666,6 +795,6 @@ mod tests {
                 t.free(CPU, p, n).unwrap();
             }
         }
-        assert!(t.nodes.len() < 200_000, "{}", t.nodes.len());
+        assert!(t.pairs.len() < 100_000, "{}", t.pairs.len());
     }
 }
