@@ -391,8 +391,11 @@ impl Acc {
                 }
             }
         } else {
-            // A group cut short by another event: close it with what it has.
-            self.close_sg();
+            // A group cut short by another event: close it with what it has (the check
+            // inline: almost every event has no group open).
+            if self.sg.is_some() {
+                self.close_sg();
+            }
             let s = &mut self.s;
             match e.kind {
                 EventKind::Map | EventKind::Alloc => {
