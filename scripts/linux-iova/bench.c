@@ -8,7 +8,7 @@
  *   bench SHAPE LIVE OPS [dump]
  *
  * SHAPE:
- *   tree_fifo   alloc_iova(1 page, size_aligned) / __free_iova pairs, FIFO over LIVE ranges
+ *   tree_fifo   alloc_iova(1 page, size_aligned) / free_iova(pfn) pairs, FIFO over LIVE ranges
  *   fast_fifo   alloc_iova_fast / free_iova_fast pairs (the per-CPU rcache), FIFO
  *   tree_churn  free a random live range (splitmix64), alloc_iova one, LIVE ranges live
  *   tree_mixed  tree_churn with sizes of 1..=48 pages (splitmix64): size alignment, and
@@ -95,12 +95,22 @@ static unsigned long fast_alloc(struct iova_domain *d, struct run *r, unsigned l
 	return pfn;
 }
 
+/*
+ * The tree shapes free by pfn with free_iova, which looks the range up (private_find_iova),
+ * as iommulab's `free(pfn, pages)` does and as free_iova_fast does when the rcache does not
+ * take a range; __free_iova (given the node) would skip that descent.
+ */
+static inline void tree_free(struct iova_domain *d, struct iova *v)
+{
+	free_iova(d, v->pfn_lo);
+}
+
 /* FIFO pairs: free the oldest, allocate a new one in its slot. */
 static void tree_fifo(struct iova_domain *d, struct run *r, struct iova **ring,
 		      unsigned long live, unsigned long n, unsigned long *next)
 {
 	for (unsigned long i = 0; i < n; i++) {
-		__free_iova(d, ring[*next]);
+		tree_free(d, ring[*next]);
 		ring[*next] = tree_alloc(d, r, i);
 		if (++*next == live)
 			*next = 0;
@@ -124,7 +134,7 @@ static void tree_churn(struct iova_domain *d, struct run *r, struct iova **ring,
 {
 	for (unsigned long i = 0; i < n; i++) {
 		unsigned long k = (unsigned long)(splitmix64(rng) % live);
-		__free_iova(d, ring[k]);
+		tree_free(d, ring[k]);
 		ring[k] = tree_alloc(d, r, i);
 	}
 }
@@ -141,7 +151,7 @@ static void tree_mixed(struct iova_domain *d, struct run *r, struct iova **ring,
 	for (unsigned long i = 0; i < n; i++) {
 		unsigned long k = (unsigned long)(splitmix64(rng) % live);
 		if (ring[k])
-			__free_iova(d, ring[k]);
+			tree_free(d, ring[k]);
 		ring[k] = alloc_iova(d, draw_size(rng), LIMIT_PFN, true);
 		note(r, ring[k] ? ring[k]->pfn_lo : 0);
 	}
