@@ -41,6 +41,8 @@ pub struct Picks {
     pub count: u64,
     /// The first four pfns.
     pub first: [u64; 4],
+    /// Allocations that failed (a full space; mixed shapes only), counted as pfn 0.
+    pub failed: u64,
     dump: bool,
 }
 
@@ -50,6 +52,7 @@ impl Picks {
             checksum: FNV_OFFSET,
             count: 0,
             first: [0; 4],
+            failed: 0,
             dump,
         }
     }
@@ -68,6 +71,7 @@ impl Picks {
             *f = p;
         }
         self.count += 1;
+        self.failed += u64::from(p == 0);
         self.checksum = (self.checksum ^ p).wrapping_mul(FNV_PRIME);
         if self.dump {
             println!("{p}");
@@ -83,6 +87,13 @@ pub fn splitmix64(s: &mut u64) -> u64 {
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
     z ^ (z >> 31)
+}
+
+/// The next draw mod `live`: the slot a churn step frees.
+#[inline]
+fn pick_index(rng: &mut u64, live: usize) -> usize {
+    // Below `live`, a usize, so the conversion back cannot fail.
+    usize::try_from(splitmix64(rng) % live as u64).expect("an index below live fits usize")
 }
 
 /// A finished run: the picks and the timed steps' mean wall time.
@@ -123,8 +134,7 @@ impl<A: IovaAllocator> Driver<A> {
                     }
                     k
                 }
-                // `live` fits in u64 and the remainder is below it, so both casts are exact.
-                Step::Churn => (splitmix64(&mut self.rng) % live as u64) as usize,
+                Step::Churn => pick_index(&mut self.rng, live),
             };
             self.a.free(cpu, self.ring[k], 1)?;
             self.ring[k] = self.alloc()?;
@@ -199,8 +209,7 @@ pub fn run_mixed<A: IovaAllocator>(
     }
     let mut steps = |a: &mut A, rng: &mut u64, picks: &mut Picks, n: u64| {
         for _ in 0..n {
-            // `live` fits in u64 and the remainder is below it, so both casts are exact.
-            let k = (splitmix64(rng) % live as u64) as usize;
+            let k = pick_index(rng, live);
             let (pfn, size) = ring[k];
             if pfn != 0 {
                 a.free(cpu, Pfn::new(pfn), size)?;
