@@ -91,6 +91,8 @@ SHAPES=(
     "fast_mixed 4096 20000 magazine+rbtree"
     "tree_mixed 30000 10000 rbtree,gap-tree"
     "fast_mixed 30000 10000 magazine+rbtree"
+    "tree_dma 40960 10000 rbtree,gap-tree"
+    "fast_dma 40960 10000 magazine+rbtree"
 )
 field() { tr ' ' '\n' <<<"$1" | sed -n "s/^$2=//p"; }
 median() { sort -g | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }

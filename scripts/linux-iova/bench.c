@@ -15,6 +15,10 @@
  *               sizes above the rcache's 32 pages
  *   fast_mixed  the same through alloc_iova_fast / free_iova_fast (freed with the size asked
  *               for, as dma-iommu does): rcache bins, magazine swaps and the depot
+ *   tree_dma    tree_mixed the way dma-iommu allocates for a PCI device with a 36-bit mask
+ *               (iommu_dma_alloc_iova): below 4 GiB first (limit_pfn 2^20 - 1), else up to
+ *               64 GiB (limit_pfn 2^24 - 1): both cached nodes, max32_alloc_size
+ *   fast_dma    the same through alloc_iova_fast (flush_rcache false, then true)
  * A mixed run draws each range's size after the index of the range it replaces; the fill
  * draws sizes too. A failed allocation (the space is full: the search's retry,
  * max32_alloc_size and, for alloc_iova_fast, the rcache flush have run) counts as pfn 0 and
@@ -140,11 +144,42 @@ static void tree_churn(struct iova_domain *d, struct run *r, struct iova **ring,
 }
 
 #define MIXED_MAX_PAGES 48
+#define DMA_LIMIT_PFN ((1UL << 24) - 1)
+
 static inline unsigned long draw_size(u64 *rng)
 {
 	return 1 + (unsigned long)(splitmix64(rng) % MIXED_MAX_PAGES);
 }
 
+/* iommu_dma_alloc_iova's two attempts; 0 if both fail. */
+static unsigned long dma_alloc(struct iova_domain *d, unsigned long size, int fast)
+{
+	if (fast) {
+		unsigned long pfn = alloc_iova_fast(d, size, LIMIT_PFN, false);
+		return pfn ? pfn : alloc_iova_fast(d, size, DMA_LIMIT_PFN, true);
+	}
+	struct iova *v = alloc_iova(d, size, LIMIT_PFN, true);
+	if (!v)
+		v = alloc_iova(d, size, DMA_LIMIT_PFN, true);
+	return v ? v->pfn_lo : 0;
+}
+
+static void dma_mixed(struct iova_domain *d, struct run *r, unsigned long *ring,
+		      unsigned long *sizes, unsigned long live, unsigned long n, u64 *rng, int fast)
+{
+	for (unsigned long i = 0; i < n; i++) {
+		unsigned long k = (unsigned long)(splitmix64(rng) % live);
+		if (ring[k]) {
+			if (fast)
+				free_iova_fast(d, ring[k], sizes[k]);
+			else
+				free_iova(d, ring[k]);
+		}
+		sizes[k] = draw_size(rng);
+		ring[k] = dma_alloc(d, sizes[k], fast);
+		note(r, ring[k]);
+	}
+}
 static void tree_mixed(struct iova_domain *d, struct run *r, struct iova **ring,
 		       unsigned long live, unsigned long n, u64 *rng)
 {
@@ -184,16 +219,18 @@ static unsigned long parse(const char *s, const char *name)
 int main(int argc, char **argv)
 {
 	if (argc < 4 || argc > 5 || (argc == 5 && strcmp(argv[4], "dump") != 0)) {
-		fprintf(stderr, "usage: %s tree_fifo|fast_fifo|tree_churn|tree_mixed|fast_mixed LIVE OPS [dump]\n", argv[0]);
+		fprintf(stderr, "usage: %s tree_fifo|fast_fifo|tree_churn|tree_mixed|fast_mixed|tree_dma|fast_dma LIVE OPS [dump]\n", argv[0]);
 		return 1;
 	}
 	const char *shape = argv[1];
 	int tmixed = strcmp(shape, "tree_mixed") == 0;
 	int fmixed = strcmp(shape, "fast_mixed") == 0;
-	int fast = strcmp(shape, "fast_fifo") == 0 || fmixed;
+	int tdma = strcmp(shape, "tree_dma") == 0;
+	int fdma = strcmp(shape, "fast_dma") == 0;
+	int fast = strcmp(shape, "fast_fifo") == 0 || fmixed || fdma;
 	int churn = strcmp(shape, "tree_churn") == 0;
-	if (!fast && !churn && !tmixed && strcmp(shape, "tree_fifo") != 0) {
-		fprintf(stderr, "bench: unknown shape \"%s\" (expected tree_fifo, fast_fifo, tree_churn, tree_mixed or fast_mixed)\n", shape);
+	if (!fast && !churn && !tmixed && !tdma && strcmp(shape, "tree_fifo") != 0) {
+		fprintf(stderr, "bench: unknown shape \"%s\" (expected tree_fifo, fast_fifo, tree_churn, tree_mixed, fast_mixed, tree_dma or fast_dma)\n", shape);
 		return 1;
 	}
 	unsigned long live = parse(argv[2], "LIVE"), ops = parse(argv[3], "OPS");
@@ -222,7 +259,11 @@ int main(int argc, char **argv)
 	}
 	u64 rng = SEED;
 	for (unsigned long i = 0; i < live; i++) {
-		if (fmixed) {
+		if (tdma || fdma) {
+			sizes[i] = draw_size(&rng);
+			fring[i] = dma_alloc(&d, sizes[i], fdma);
+			note(&r, fring[i]);
+		} else if (fmixed) {
 			sizes[i] = draw_size(&rng);
 			fring[i] = alloc_iova_fast(&d, sizes[i], LIMIT_PFN, true);
 			note(&r, fring[i]);
@@ -237,7 +278,12 @@ int main(int argc, char **argv)
 	}
 	unsigned long next = 0;
 	double t0 = 0, t1 = 0;
-	if (fmixed) {
+	if (tdma || fdma) {
+		dma_mixed(&d, &r, fring, sizes, live, warm, &rng, fdma);
+		t0 = now_ns();
+		dma_mixed(&d, &r, fring, sizes, live, ops, &rng, fdma);
+		t1 = now_ns();
+	} else if (fmixed) {
 		fast_mixed(&d, &r, fring, sizes, live, warm, &rng);
 		t0 = now_ns();
 		fast_mixed(&d, &r, fring, sizes, live, ops, &rng);

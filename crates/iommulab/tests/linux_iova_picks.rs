@@ -15,7 +15,7 @@ mod shapes;
 
 use iommulab::addr::Pfn;
 use iommulab::iova::{Bitmap, GapTree, IovaAllocator, Magazine, MagazineConfig, RbTree};
-use shapes::{END, Picks, Step, run, run_mixed};
+use shapes::{DMA_END, END, Picks, Step, run, run_mixed};
 
 fn rbtree() -> RbTree {
     RbTree::new(Pfn::new(1), Pfn::new(END)).unwrap()
@@ -32,7 +32,7 @@ fn magazine() -> Magazine<RbTree> {
 fn picks<A: IovaAllocator>(a: A, step: Option<Step>, live: usize, ops: u64) -> Picks {
     match step {
         Some(s) => run(a, s, live, ops, false),
-        None => run_mixed(a, live, ops, false),
+        None => run_mixed(a, live, ops, false, false),
     }
     .unwrap()
     .picks
@@ -124,6 +124,25 @@ fn a_full_space_fails_where_linux_fails() {
     let p = picks(magazine(), None, 30_000, 1000);
     assert!(p.failed > 0);
     assert_linux(p, 31_125, 0x5a75_0463_c6bb_e275, "magazine");
+}
+
+/// `tree_dma 40960 1000` and `fast_dma 40960 1000`: dma-iommu's two attempts for a 36-bit
+/// mask (below 4 GiB, then below 64 GiB; the rcache flushed only on the second) with the
+/// space below 4 GiB nearly full, so about 1 step in 5 lands above it (207 and 241 of the
+/// 1,125 steps in Linux's run): both cached nodes, `max32_alloc_size`'s fast failure, and
+/// `iova_find_limit`'s anchor shortcut.
+#[test]
+fn dma_iommu_two_attempts_pick_what_linux_picks() {
+    let tree = || RbTree::new(Pfn::new(1), Pfn::new(DMA_END)).unwrap();
+    let c = 0x5858_fc2b_a1ce_862c;
+    let p = run_mixed(tree(), 40_960, 1000, false, true).unwrap().picks;
+    assert_linux(p, 42_085, c, "rbtree");
+    let gap = GapTree::new(Pfn::new(1), Pfn::new(DMA_END)).unwrap();
+    let p = run_mixed(gap, 40_960, 1000, false, true).unwrap().picks;
+    assert_linux(p, 42_085, c, "gap-tree");
+    let mag = Magazine::new(tree(), MagazineConfig::default()).unwrap();
+    let p = run_mixed(mag, 40_960, 1000, false, true).unwrap().picks;
+    assert_linux(p, 42_085, 0xe179_78b8_70d1_ea99, "magazine");
 }
 
 /// The checksum tells allocators apart: the bitmap (next-fit upward) does not match.

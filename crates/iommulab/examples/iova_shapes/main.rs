@@ -12,7 +12,7 @@ use clap::{Parser, ValueEnum};
 use iommulab::addr::Pfn;
 use iommulab::iova::{GapTree, IovaAllocator, IovaError, Magazine, MagazineConfig, RbTree};
 
-use shapes::{END, Outcome, Step, run, run_mixed};
+use shapes::{DMA_END, END, Outcome, Step, run, run_mixed};
 
 /// Which shape, named as `bench.c` names it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -28,6 +28,10 @@ enum Shape {
     TreeMixed,
     /// `tree_mixed` through the rcache.
     FastMixed,
+    /// `tree_mixed` as dma-iommu allocates for a 36-bit mask: below 4 GiB, else below 64 GiB.
+    TreeDma,
+    /// `tree_dma` through the rcache (`flush_rcache` on the second attempt only).
+    FastDma,
 }
 
 /// Which iommulab allocator runs the shape.
@@ -59,17 +63,23 @@ struct Args {
     dump: bool,
 }
 
-/// `run` for a 1-page step, `run_mixed` for the mixed shapes (`step` is `None`).
+/// What a shape runs: 1-page steps or mixed sizes (dma-iommu's two attempts or not).
+#[derive(Clone, Copy, Debug)]
+enum Shape1 {
+    Pages(Step),
+    Mixed { dma: bool },
+}
+
 fn go<A: IovaAllocator>(
     a: A,
-    step: Option<Step>,
+    step: Shape1,
     live: usize,
     ops: u64,
     dump: bool,
 ) -> Result<Outcome, IovaError> {
     match step {
-        Some(s) => run(a, s, live, ops, dump),
-        None => run_mixed(a, live, ops, dump),
+        Shape1::Pages(s) => run(a, s, live, ops, dump),
+        Shape1::Mixed { dma } => run_mixed(a, live, ops, dump, dma),
     }
 }
 
@@ -89,15 +99,21 @@ fn main() -> Result<()> {
         );
     }
     let alloc = args.alloc.unwrap_or(match args.shape {
-        Shape::FastFifo | Shape::FastMixed => Alloc::MagazineRbtree,
-        Shape::TreeFifo | Shape::TreeChurn | Shape::TreeMixed => Alloc::Rbtree,
+        Shape::FastFifo | Shape::FastMixed | Shape::FastDma => Alloc::MagazineRbtree,
+        Shape::TreeFifo | Shape::TreeChurn | Shape::TreeMixed | Shape::TreeDma => Alloc::Rbtree,
     });
     let step = match args.shape {
-        Shape::TreeFifo | Shape::FastFifo => Some(Step::Fifo),
-        Shape::TreeChurn => Some(Step::Churn),
-        Shape::TreeMixed | Shape::FastMixed => None,
+        Shape::TreeFifo | Shape::FastFifo => Shape1::Pages(Step::Fifo),
+        Shape::TreeChurn => Shape1::Pages(Step::Churn),
+        Shape::TreeMixed | Shape::FastMixed => Shape1::Mixed { dma: false },
+        Shape::TreeDma | Shape::FastDma => Shape1::Mixed { dma: true },
     };
-    let (start, end) = (Pfn::new(1), Pfn::new(END));
+    let top = if matches!(step, Shape1::Mixed { dma: true }) {
+        DMA_END
+    } else {
+        END
+    };
+    let (start, end) = (Pfn::new(1), Pfn::new(top));
     let (live, ops, dump) = (args.live, args.ops, args.dump);
     let out: Outcome = match alloc {
         Alloc::Rbtree => go(RbTree::new(start, end)?, step, live, ops, dump),

@@ -176,13 +176,19 @@ pub fn run<A: IovaAllocator>(
 /// The largest range of the mixed shapes, in pages (above the rcache's 32).
 pub const MIXED_MAX_PAGES: u64 = 48;
 
+/// The exclusive top of the `dma` shapes' space (64 GiB: a 36-bit DMA mask).
+pub const DMA_END: u64 = 1 << 24;
+
 /// Fills `live` ranges of random sizes, then runs `ops / 8` warm-up and `ops` timed churn
 /// steps: free a random slot's range (if it holds one), allocate a random size into it.
+/// With `dma`, each allocation is dma-iommu's two attempts (below [`END`], then below
+/// [`DMA_END`]), and `a`'s space must reach [`DMA_END`].
 pub fn run_mixed<A: IovaAllocator>(
     mut a: A,
     live: usize,
     ops: u64,
     dump: bool,
+    dma: bool,
 ) -> Result<Outcome, IovaError> {
     let cpu = CpuId::new(0);
     let mut rng = SEED;
@@ -191,7 +197,19 @@ pub fn run_mixed<A: IovaAllocator>(
     let mut ring: Vec<(u64, u64)> = Vec::with_capacity(live);
     let alloc = |a: &mut A, rng: &mut u64, picks: &mut Picks| {
         let size = 1 + splitmix64(rng) % MIXED_MAX_PAGES;
-        match a.alloc(cpu, size, Pfn::new(END)) {
+        let got = if dma {
+            // `iommu_dma_alloc_iova`: below 4 GiB without draining the caches, then the
+            // whole mask with `flush_rcache`.
+            match a.alloc_fast(cpu, size, Pfn::new(END), false) {
+                Err(IovaError::Exhausted { .. }) => {
+                    a.alloc_fast(cpu, size, Pfn::new(DMA_END), true)
+                }
+                r => r,
+            }
+        } else {
+            a.alloc(cpu, size, Pfn::new(END))
+        };
+        match got {
             Ok(p) => {
                 picks.note(p);
                 Ok((p.get(), size))
