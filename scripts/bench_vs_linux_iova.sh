@@ -35,9 +35,11 @@ if [ ! -f "$TAR" ]; then
     command -v apt-get >/dev/null || die "$TAR is missing and there is no apt-get to install linux-source-6.12"
     [ "$(id -u)" = 0 ] || die "$TAR is missing; install it as root: apt-get install -y linux-source-6.12"
     echo "installing linux-source-6.12 (for $TAR) ..." >&2
-    if ! DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends linux-source-6.12 >"$DIR/apt.log" 2>&1; then
+    # --reinstall brings the tarball back if the package is installed but the file was removed.
+    APT=(env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends --reinstall linux-source-6.12)
+    if ! "${APT[@]}" >"$DIR/apt.log" 2>&1; then
         apt-get update >>"$DIR/apt.log" 2>&1 || true
-        DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends linux-source-6.12 >>"$DIR/apt.log" 2>&1 ||
+        "${APT[@]}" >>"$DIR/apt.log" 2>&1 ||
             { tail -20 "$DIR/apt.log" >&2; die "apt-get install linux-source-6.12 failed (log above)"; }
     fi
     [ -f "$TAR" ] || die "linux-source-6.12 is installed but $TAR is not there"
@@ -132,7 +134,6 @@ for round in $(seq "$ROUNDS"); do
                 t=${impls[i]}; impls[i]=${impls[j]}; impls[j]=$t
             done
         fi
-        want=""
         for impl in "${impls[@]}"; do
             out=$($(cmd_of "$impl" "$shape" "$live" "$ops")) || die "$impl failed on $shape $live $ops"
             pick="count=$(field "$out" count) checksum=$(field "$out" checksum) first=$(field "$out" first)"

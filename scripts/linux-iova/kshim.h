@@ -92,7 +92,9 @@ static inline void spin_lock(spinlock_t *l)
 	int unlocked = 0;
 	while (!__atomic_compare_exchange_n(&l->v, &unlocked, 1, false, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
 		unlocked = 0;
-		__builtin_ia32_pause();
+#if defined(__x86_64__) || defined(__i386__)
+		__builtin_ia32_pause(); /* cpu_relax() */
+#endif
 	}
 }
 static inline void spin_unlock(spinlock_t *l) { __atomic_store_n(&l->v, 0, __ATOMIC_RELEASE); }
