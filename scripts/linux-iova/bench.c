@@ -2,7 +2,7 @@
 /*
  * bench.c: Linux 6.12's IOVA allocator (drivers/iommu/iova.c, built in user space over
  * kshim.h) driven through the shapes of crates/iommulab/benches/iova.rs, with the RNG,
- * checksum and output of crates/iommulab/examples/iova_shapes.rs, so that
+ * checksum and output of crates/iommulab/examples/iova_shapes/, so that
  * scripts/bench_vs_linux_iova.sh can compare both the speed and the pfns picked.
  *
  *   bench SHAPE LIVE OPS [dump]
@@ -30,6 +30,7 @@
  * The space is iommulab's [1, 2^20) with the exclusive limit 2^20 (`Pfn::new(END)`):
  * init_iova_domain(granule 4096, start_pfn 1) and Linux's inclusive limit_pfn = 2^20 - 1
  * (alloc_iova passes limit_pfn + 1 to the search, which is iommulab's exclusive limit).
+ * The dma shapes' second attempt reaches 2^24 (iommulab's space [1, 2^24)).
  */
 #include <linux/iova.h>
 
