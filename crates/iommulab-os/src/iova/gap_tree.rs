@@ -417,59 +417,67 @@ impl GapTree {
         n.max = a.max.max(b.max).max(a.suf + b.pre);
     }
 
-    /// The highest `align`-aligned `p` with `lo_p ≤ p ≤ hi_p` whose `size` pages are free,
-    /// in the subtree of `x`; `align_level` = log2(align), `size ≤ align`.
-    #[allow(clippy::too_many_arguments)]
-    fn highest_block(
-        &mut self,
-        x: u32,
-        level: u32,
-        base: u64,
-        align_level: u32,
-        size: u64,
-        lo_p: u64,
-        hi_p: u64,
-    ) -> Option<u64> {
-        self.stats.tree_visits += 1;
-        let len = Self::len_of(level);
-        if base > hi_p || base + len <= lo_p {
-            return None;
-        }
-        let n = *self.node(x);
-        if n.max < size {
-            return None;
-        }
-        if level == align_level {
-            return (n.pre >= size && base >= lo_p).then_some(base);
-        }
-        if level == self.leaf_level {
-            // Start positions inside the leaf whose `size` pages are free, aligned, in bounds.
-            let align = Self::len_of(align_level);
-            let mut starts = runs_of(!n.link & ones(len), size);
-            let mut aligned = 0u64;
-            let mut k = 0;
-            while k < len {
-                aligned |= 1 << k;
-                k += align;
+    /// The highest `align`-aligned `p` with `lo_p ≤ p ≤ hi_p` whose `size` pages are free;
+    /// `align_level` = log2(align), `size ≤ align`. A depth-first search, right child
+    /// first, pruned by the bounds and by each subtree's longest free run; the pending left
+    /// children wait on a stack (at most one per level) instead of in recursive calls.
+    fn highest_block(&mut self, align_level: u32, size: u64, lo_p: u64, hi_p: u64) -> Option<u64> {
+        let mut stack = [(0u32, 0u32, 0u64); 66];
+        stack[0] = (0, self.levels, 0);
+        let mut depth = 1;
+        while depth > 0 {
+            depth -= 1;
+            let (x, level, base) = stack[depth];
+            self.stats.tree_visits += 1;
+            let len = Self::len_of(level);
+            if base > hi_p || base + len <= lo_p {
+                continue;
             }
-            starts &= aligned;
-            let from = lo_p.max(base) - base;
-            let to = hi_p.min(base + len - 1) - base;
-            starts &= ones(to + 1) & !ones(from);
-            return (starts != 0).then(|| base + u64::from(63 - starts.leading_zeros()));
+            let n = *self.node(x);
+            if n.max < size {
+                continue;
+            }
+            if level == align_level {
+                if n.pre >= size && base >= lo_p {
+                    return Some(base);
+                }
+                continue;
+            }
+            if level == self.leaf_level {
+                // Start positions inside the leaf whose `size` pages are free, aligned, in
+                // bounds.
+                let align = Self::len_of(align_level);
+                let mut starts = runs_of(!n.link & ones(len), size);
+                let mut aligned = 0u64;
+                let mut k = 0;
+                while k < len {
+                    aligned |= 1 << k;
+                    k += align;
+                }
+                starts &= aligned;
+                let from = lo_p.max(base) - base;
+                let to = hi_p.min(base + len - 1) - base;
+                starts &= ones(to + 1) & !ones(from);
+                if starts != 0 {
+                    return Some(base + u64::from(63 - starts.leading_zeros()));
+                }
+                continue;
+            }
+            let Some([l, r]) = Self::kids(&n) else {
+                // All free: the highest aligned position inside the node and the bounds.
+                let top = hi_p.min(base + len - Self::len_of(align_level));
+                if top >= lo_p.max(base) {
+                    return Some(top);
+                }
+                continue;
+            };
+            // Left below right: the right subtree is searched whole first.
+            let half = len / 2;
+            stack[depth] = (l, level - 1, base);
+            stack[depth + 1] = (r, level - 1, base + half);
+            depth += 2;
         }
-        let Some([l, r]) = Self::kids(&n) else {
-            // All free: the highest aligned position inside the node and the bounds.
-            let top = hi_p.min(base + len - Self::len_of(align_level));
-            return (top >= lo_p.max(base)).then_some(top);
-        };
-        let half = len / 2;
-        if let Some(p) =
-            self.highest_block(r, level - 1, base + half, align_level, size, lo_p, hi_p)
-        {
-            return Some(p);
-        }
-        self.highest_block(l, level - 1, base, align_level, size, lo_p, hi_p)
+        None
     }
 
     /// The lowest live page above `pfn`, `None` if there is none.
@@ -563,7 +571,7 @@ impl GapTree {
         if hi_p < lo_p {
             return None;
         }
-        self.highest_block(0, self.levels, 0, align_level, size, lo_p, hi_p)
+        self.highest_block(align_level, size, lo_p, hi_p)
     }
 
     /// `__alloc_and_insert_iova_range(size, limit_pfn, size_aligned = true)`.
