@@ -302,17 +302,8 @@ impl GapTree {
         let (mut x, mut level) = (0u32, self.levels);
         while level > leaf {
             self.stats.tree_visits += 1;
-            let n = *self.node(x);
-            let pair = if n.link == NO_KIDS {
-                let was_free = n.max == Self::len_of(level);
-                if was_free == free {
-                    return;
-                }
-                let p = self.alloc_pair(level - 1, was_free);
-                self.node_mut(x).link = p;
-                p
-            } else {
-                n.link
+            let Some(pair) = self.split_for(x, level, free) else {
+                return;
             };
             path[depth] = x;
             depth += 1;
@@ -326,7 +317,41 @@ impl GapTree {
         self.stats.tree_visits += 1;
         let len = Self::len_of(leaf);
         let base = lo & !(len - 1);
-        let mask = ones(hi - lo) << (lo - base);
+        self.mark_leaf(x, ones(hi - lo) << (lo - base), free);
+        // Back up the path: merge uniform children or sum them up.
+        while depth > 0 {
+            depth -= 1;
+            level += 1;
+            let x = path[depth];
+            self.sum_up(x, level, self.node(x).link);
+        }
+    }
+
+    // `always` on `split_for`, `mark_leaf` and `sum_up`, shared by `mark` and `set`: with
+    // plain `#[inline]` they stayed out of line and the churn bench took 10% longer.
+
+    /// Inner node `x` at `level` is about to change in part: its pair of children, made
+    /// (uniform, as `x` was) if it had none; `None` when `x` is uniform and already all
+    /// `free` (or all used), so nothing below changes.
+    #[inline(always)]
+    fn split_for(&mut self, x: u32, level: u32, free: bool) -> Option<u64> {
+        let n = *self.node(x);
+        if n.link != NO_KIDS {
+            return Some(n.link);
+        }
+        let was_free = n.max == Self::len_of(level);
+        if was_free == free {
+            return None;
+        }
+        let p = self.alloc_pair(level - 1, was_free);
+        self.node_mut(x).link = p;
+        Some(p)
+    }
+
+    /// Marks the pages of leaf `x` in `mask` used or free and recounts its runs.
+    #[inline(always)]
+    fn mark_leaf(&mut self, x: u32, mask: u64, free: bool) {
+        let len = Self::len_of(self.leaf_level);
         let n = self.node_mut(x);
         if free {
             n.link &= !mask;
@@ -334,30 +359,29 @@ impl GapTree {
             n.link |= mask;
         }
         (n.pre, n.suf, n.max) = runs(n.link, len);
-        // Back up the path: merge uniform children or sum them up.
-        while depth > 0 {
-            depth -= 1;
-            level += 1;
-            let x = path[depth];
-            let pair = self.node(x).link;
-            let half = Self::len_of(level - 1);
-            let [a, b] = self.pairs[slot(pair)].0;
-            if self.is_childless(level - 1, &a)
-                && self.is_childless(level - 1, &b)
-                && a.max == b.max
-                && (a.max == 0 || a.max == half)
-            {
-                // Both children are childless: the pair goes back without a walk below it.
-                self.pairs[slot(pair)].0[0].link = self.free_pairs;
-                self.free_pairs = pair;
-                *self.node_mut(x) = uniform_node(level, leaf, a.max == half);
-                continue;
-            }
-            let n = self.node_mut(x);
-            n.pre = if a.pre == half { half + b.pre } else { a.pre };
-            n.suf = if b.suf == half { half + a.suf } else { b.suf };
-            n.max = a.max.max(b.max).max(a.suf + b.pre);
+    }
+
+    /// Inner node `x` at `level`, whose children (pair `pair`) changed: uniform if both are
+    /// childless and alike (the pair goes back to the free list, nothing below it to walk),
+    /// else its runs summed from theirs.
+    #[inline(always)]
+    fn sum_up(&mut self, x: u32, level: u32, pair: u64) {
+        let half = Self::len_of(level - 1);
+        let [a, b] = self.pairs[slot(pair)].0;
+        if self.is_childless(level - 1, &a)
+            && self.is_childless(level - 1, &b)
+            && a.max == b.max
+            && (a.max == 0 || a.max == half)
+        {
+            self.pairs[slot(pair)].0[0].link = self.free_pairs;
+            self.free_pairs = pair;
+            *self.node_mut(x) = uniform_node(level, self.leaf_level, a.max == half);
+            return;
         }
+        let n = self.node_mut(x);
+        n.pre = if a.pre == half { half + b.pre } else { a.pre };
+        n.suf = if b.suf == half { half + a.suf } else { b.suf };
+        n.max = a.max.max(b.max).max(a.suf + b.pre);
     }
 
     /// Marks `[lo, hi)` used or free in the subtree of `x` (level `level`, first page
@@ -371,27 +395,11 @@ impl GapTree {
         }
         if level == self.leaf_level {
             let (from, to) = (lo.max(base) - base, hi.min(base + len) - base);
-            let mask = ones(to - from) << from;
-            let n = self.node_mut(x);
-            if free {
-                n.link &= !mask;
-            } else {
-                n.link |= mask;
-            }
-            (n.pre, n.suf, n.max) = runs(n.link, len);
+            self.mark_leaf(x, ones(to - from) << from, free);
             return;
         }
-        let node = *self.node(x);
-        let pair = if node.link == NO_KIDS {
-            let was_free = node.max == len;
-            if was_free == free {
-                return;
-            }
-            let p = self.alloc_pair(level - 1, was_free);
-            self.node_mut(x).link = p;
-            p
-        } else {
-            node.link
+        let Some(pair) = self.split_for(x, level, free) else {
+            return;
         };
         #[allow(clippy::cast_possible_truncation)]
         let (l, r) = ((pair as u32) << 1, ((pair as u32) << 1) | 1);
@@ -402,19 +410,7 @@ impl GapTree {
         if hi > base + half {
             self.set(r, level - 1, base + half, lo, hi, free);
         }
-        let [a, b] = self.pairs[slot(pair)].0;
-        if self.is_childless(level - 1, &a)
-            && self.is_childless(level - 1, &b)
-            && a.max == b.max
-            && (a.max == 0 || a.max == half)
-        {
-            self.make_uniform(x, level, a.max == half);
-            return;
-        }
-        let n = self.node_mut(x);
-        n.pre = if a.pre == half { half + b.pre } else { a.pre };
-        n.suf = if b.suf == half { half + a.suf } else { b.suf };
-        n.max = a.max.max(b.max).max(a.suf + b.pre);
+        self.sum_up(x, level, pair);
     }
 
     /// The highest `align`-aligned `p` with `lo_p ≤ p ≤ hi_p` whose `size` pages are free;
