@@ -332,8 +332,18 @@ impl Acc {
         }
     }
 
+    /// Closes the open scatter-gather group, if any. The check is inlined into the callers
+    /// (almost every event has no group open); the closing is not.
+    #[inline]
     fn close_sg(&mut self) {
-        let Some(g) = self.sg.take() else { return };
+        if let Some(g) = self.sg.take() {
+            self.finish_sg(g);
+        }
+    }
+
+    /// Accounts a closed group as one map or one unmap.
+    #[inline(never)]
+    fn finish_sg(&mut self, g: SgGroup) {
         let key = g.key.map(|a| Key::Sg(g.device, a));
         if g.map {
             self.mapped(key, Ranges::Many(g.ranges));
@@ -391,11 +401,8 @@ impl Acc {
                 }
             }
         } else {
-            // A group cut short by another event: close it with what it has (the check
-            // inline: almost every event has no group open).
-            if self.sg.is_some() {
-                self.close_sg();
-            }
+            // A group cut short by another event: close it with what it has.
+            self.close_sg();
             let s = &mut self.s;
             match e.kind {
                 EventKind::Map | EventKind::Alloc => {

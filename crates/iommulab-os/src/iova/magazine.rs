@@ -228,11 +228,34 @@ impl Mag {
     /// `iova_magazine_pop`: the topmost pfn `<= max_pfn`, swap-removed.
     #[inline]
     fn pop(&mut self, max_pfn: u64) -> Option<u64> {
-        if self.pfns.last().is_some_and(|&top| top <= max_pfn) {
-            return self.pfns.pop();
+        if let Some(p) = self.pop_top(max_pfn) {
+            return Some(p);
         }
         let i = self.pfns.iter().rposition(|&p| p <= max_pfn)?;
         Some(self.pfns.swap_remove(i))
+    }
+
+    /// The top pfn when it is `<= max_pfn` (`iova_magazine_pop`'s first look); `None`,
+    /// changing nothing, otherwise.
+    #[inline]
+    fn pop_top(&mut self, max_pfn: u64) -> Option<u64> {
+        if self.pfns.last().is_some_and(|&top| top <= max_pfn) {
+            self.pfns.pop()
+        } else {
+            None
+        }
+    }
+
+    /// Pushes `pfn` if the magazine holds fewer than `mag_size`; `false`, changing nothing,
+    /// when it is full.
+    #[inline]
+    fn push(&mut self, pfn: u64, mag_size: usize) -> bool {
+        if self.pfns.len() < mag_size {
+            self.pfns.push(pfn);
+            true
+        } else {
+            false
+        }
     }
 }
 
@@ -280,29 +303,17 @@ impl CpuCaches {
         }
     }
 
-    /// The top pfn of `loaded` when it is `<= max_pfn` (`iova_magazine_pop`'s first look);
-    /// `None`, changing nothing, otherwise.
+    /// The top pfn of `loaded` when it is `<= max_pfn`; `None`, changing nothing, otherwise.
     #[inline]
     pub(crate) fn pop_loaded_top(&mut self, bin: usize, max_pfn: u64) -> Option<u64> {
-        let loaded = &mut self.bins[bin][0].pfns;
-        if loaded.last().is_some_and(|&top| top <= max_pfn) {
-            loaded.pop()
-        } else {
-            None
-        }
+        self.bins[bin][0].pop_top(max_pfn)
     }
 
     /// Pushes `pfn` onto `loaded` if it has room ([`CpuCaches::put`] without the swap with
     /// `prev`); `false`, changing nothing, when it is full.
     #[inline]
     pub(crate) fn push_loaded(&mut self, bin: usize, pfn: u64, mag_size: usize) -> bool {
-        let loaded = &mut self.bins[bin][0].pfns;
-        if loaded.len() < mag_size {
-            loaded.push(pfn);
-            true
-        } else {
-            false
-        }
+        self.bins[bin][0].push(pfn, mag_size)
     }
 
     /// Installs a full magazine from the depot as `loaded` and pops from it; returns the
@@ -319,12 +330,13 @@ impl CpuCaches {
     #[inline]
     pub(crate) fn put(&mut self, bin: usize, pfn: u64, mag_size: usize) -> bool {
         let pair = &mut self.bins[bin];
-        if pair[0].pfns.len() >= mag_size {
-            if pair[1].pfns.len() >= mag_size {
-                return false;
-            }
-            pair.swap(0, 1);
+        if pair[0].push(pfn, mag_size) {
+            return true;
         }
+        if pair[1].pfns.len() >= mag_size {
+            return false;
+        }
+        pair.swap(0, 1);
         pair[0].pfns.push(pfn);
         true
     }
