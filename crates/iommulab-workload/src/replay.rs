@@ -19,6 +19,7 @@
 //! [`TICK_NS`], so flush timers fire at the trace's pace.
 
 use std::collections::VecDeque;
+use std::collections::hash_map::Entry;
 
 use serde::{Deserialize, Serialize};
 
@@ -78,8 +79,7 @@ pub struct TraceWorkload<S> {
     singles: AddrMap<u32>,
     /// Scatter-gather mappings by (device, first segment's physical address) → slot.
     sgs: AddrMap<u32>,
-    free_slots: Vec<u32>,
-    next_slot: u32,
+    slots: Slots,
     sg: Vec<Segment>,
     /// Ops decoded but not yet returned (a tick, an unmap and a map can come from one
     /// event); reserved once, so it never allocates in steady state.
@@ -104,8 +104,7 @@ impl<S: EventSource> TraceWorkload<S> {
             next: 0,
             singles: AddrMap::default(),
             sgs: AddrMap::default(),
-            free_slots: Vec::new(),
-            next_slot: 0,
+            slots: Slots::default(),
             sg: Vec::new(),
             out: VecDeque::with_capacity(4),
             last_tick_ns: 0,
@@ -160,14 +159,6 @@ impl<S: EventSource> TraceWorkload<S> {
         self.other_devices = devices.iter().any(|d| d != IOMMU_DEVICE);
     }
 
-    fn take_slot(&mut self) -> u32 {
-        self.free_slots.pop().unwrap_or_else(|| {
-            let s = self.next_slot;
-            self.next_slot += 1;
-            s
-        })
-    }
-
     fn next_raw(&mut self) -> Result<Option<Event>, TraceError> {
         if self.next == self.batch.len() {
             self.next = 0;
@@ -215,6 +206,27 @@ impl<S: EventSource> TraceWorkload<S> {
         Ok(())
     }
 
+    /// The slot of a map under `key` in `table`, with one probe of it: a free slot for a new
+    /// key. A key still live (the trace mapped it again: its unmap fell outside the capture)
+    /// has its old mapping closed first, by an unmap queued before the map, which then
+    /// takes the slot that unmap frees.
+    fn open(&mut self, table: Table, key: (u16, u64), cpu: CpuId) -> u32 {
+        let table = match table {
+            Table::Singles => &mut self.singles,
+            Table::Sgs => &mut self.sgs,
+        };
+        match table.entry(key) {
+            Entry::Occupied(old) => {
+                let slot = *old.get();
+                self.report.remapped_live += 1;
+                self.report.unmaps += 1;
+                self.out.push_back(DmaOp::Unmap { slot, cpu });
+                slot
+            }
+            Entry::Vacant(v) => *v.insert(self.slots.take()),
+        }
+    }
+
     /// Turns the next event into an op (or `None` for an event that makes none).
     fn translate(&mut self, e: Event) -> Result<Option<DmaOp>, TraceError> {
         if self.devices_may_change {
@@ -237,15 +249,18 @@ impl<S: EventSource> TraceWorkload<S> {
                     self.report.incomplete += 1;
                     return Ok(None);
                 };
-                if let Some(old) = self.singles.remove(&(e.device, dma)) {
-                    // The trace mapped a live address again (an unmap fell outside the
-                    // capture): close the old mapping first.
-                    self.report.remapped_live += 1;
-                    self.report.unmaps += 1;
-                    self.free_slots.push(old);
-                    self.out.push_back(DmaOp::Unmap { slot: old, cpu });
+                let slot = self.open(Table::Singles, (e.device, dma), cpu);
+                self.report.maps += 1;
+                DmaOp::Map {
+                    slot,
+                    cpu,
+                    device: e.device,
+                    phys: Hpa::new(phys),
+                    len: e.len.max(1),
+                    dir: e.dir.dma(),
+                    // S1.11: `dma_alloc_coherent` memory is allocated for DMA.
+                    dma_alloc: e.kind == EventKind::Alloc,
                 }
-                self.map_op(e, dma, phys, cpu)
             }
             EventKind::Unmap | EventKind::Free => {
                 let slot = e.dma.and_then(|dma| self.singles.remove(&(e.device, dma)));
@@ -253,7 +268,7 @@ impl<S: EventSource> TraceWorkload<S> {
                     self.report.unmatched_unmaps += 1;
                     return Ok(None);
                 };
-                self.free_slots.push(slot);
+                self.slots.free.push(slot);
                 self.report.unmaps += 1;
                 DmaOp::Unmap { slot, cpu }
             }
@@ -263,14 +278,7 @@ impl<S: EventSource> TraceWorkload<S> {
                     self.report.incomplete += 1;
                     return Ok(None);
                 };
-                if let Some(old) = self.sgs.remove(&(e.device, first)) {
-                    self.report.remapped_live += 1;
-                    self.report.unmaps += 1;
-                    self.free_slots.push(old);
-                    self.out.push_back(DmaOp::Unmap { slot: old, cpu });
-                }
-                let slot = self.take_slot();
-                self.sgs.insert((e.device, first), slot);
+                let slot = self.open(Table::Sgs, (e.device, first), cpu);
                 self.report.maps += 1;
                 DmaOp::MapSg {
                     slot,
@@ -289,7 +297,7 @@ impl<S: EventSource> TraceWorkload<S> {
                     self.report.unmatched_unmaps += 1;
                     return Ok(None);
                 };
-                self.free_slots.push(slot);
+                self.slots.free.push(slot);
                 self.report.unmaps += 1;
                 DmaOp::Unmap { slot, cpu }
             }
@@ -320,22 +328,31 @@ impl<S: EventSource> TraceWorkload<S> {
         };
         Ok(Some(op))
     }
+}
 
-    fn map_op(&mut self, e: Event, dma: u64, phys: u64, cpu: CpuId) -> DmaOp {
-        let slot = self.take_slot();
-        self.singles.insert((e.device, dma), slot);
-        self.report.maps += 1;
-        DmaOp::Map {
-            slot,
-            cpu,
-            device: e.device,
-            phys: Hpa::new(phys),
-            len: e.len.max(1),
-            dir: e.dir.dma(),
-            // S1.11: `dma_alloc_coherent` memory is allocated for DMA.
-            dma_alloc: e.kind == EventKind::Alloc,
-        }
+/// The slots ops name their mappings by: a freed one is taken again first (last freed
+/// first), else a new one.
+#[derive(Debug, Default)]
+struct Slots {
+    free: Vec<u32>,
+    next: u32,
+}
+
+impl Slots {
+    fn take(&mut self) -> u32 {
+        self.free.pop().unwrap_or_else(|| {
+            let s = self.next;
+            self.next += 1;
+            s
+        })
     }
+}
+
+/// Which table a map goes into.
+#[derive(Clone, Copy)]
+enum Table {
+    Singles,
+    Sgs,
 }
 
 impl<S: EventSource> Workload for TraceWorkload<S> {
