@@ -28,7 +28,7 @@ use super::{CurveError, CurveRequest, MrcMethod};
 use crate::eviction::{KeyHeap, Slot};
 use crate::lookahead::NEVER;
 use crate::trace::page_ids::{ID_CHUNK, PageIds};
-use crate::{EvictionConfig, PageRef, PageRun};
+use crate::{EvictionConfig, PageRun};
 
 /// Most quotas the streamed path simulates at once (each costs a cache per quota); longer
 /// lists and `0..=N` curves take the one-pass curves of [`hit_rate_curve`](super::hit_rate_curve).
@@ -192,24 +192,62 @@ enum Caches {
     Opt(Vec<u32>),
 }
 
-/// The state of a streamed curve: feed it the trace's page references in order
-/// ([`reference`](Self::reference)), then [`finish`](Self::finish).
+/// Per page number: the maps in flight (for the most pages in flight) and the pages seen.
+#[derive(Debug, Default)]
+struct Pins {
+    /// Maps in flight per page number, and [`SEEN`] once mapped (one array: one cache line
+    /// per page visit).
+    in_flight: Vec<u32>,
+    distinct: usize,
+    pinned_now: u64,
+    most_pinned: u64,
+    maps: u64,
+}
+
+impl Pins {
+    /// A map of page `id`; whether it is the page's first (so surely a miss).
+    #[inline]
+    fn map(&mut self, id: u32) -> bool {
+        let c = &mut self.in_flight[id as usize];
+        let fresh = *c & SEEN == 0;
+        if fresh {
+            *c = SEEN;
+            self.distinct += 1;
+        }
+        if *c == SEEN {
+            self.pinned_now += 1;
+            self.most_pinned = self.most_pinned.max(self.pinned_now);
+        }
+        // Saturates rather than wraps (2^31 − 1 maps of one page in flight).
+        *c = c.saturating_add(1);
+        self.maps += 1;
+        fresh
+    }
+
+    /// An unmap of page `id` (ignored if none of its maps is in flight).
+    #[inline]
+    fn unmap(&mut self, id: u32) {
+        let c = &mut self.in_flight[id as usize];
+        if *c & !SEEN > 0 {
+            *c -= 1;
+            if *c == SEEN {
+                self.pinned_now -= 1;
+            }
+        }
+    }
+}
+
+/// The state of a streamed curve: feed it the trace's page runs in order
+/// ([`run`](Self::run)), then [`finish`](Self::finish).
 #[derive(Debug)]
 pub(super) struct StreamedCurve {
     req: CurveRequest,
     /// The listed quotas, sorted and deduplicated.
     quotas: Vec<usize>,
-    /// Page numbers, 16 consecutive pages at a time (a buffer's pages cost one lookup).
+    /// Page numbers, 16 consecutive pages at a time (a run's pages inside one 16-page chunk
+    /// cost one lookup).
     ids: PageIds,
-    /// The chunk of the last page looked up and the number of its first page.
-    memo: (u64, u32),
-    distinct: usize,
-    /// Per page number: maps in flight (for the most pages in flight), and [`SEEN`] once
-    /// mapped (one array: one cache line per page visit).
-    in_flight: Vec<u32>,
-    pinned_now: u64,
-    most_pinned: u64,
-    maps: u64,
+    pins: Pins,
     caches: Caches,
     /// Set once a limit of the page numbering is passed; reported by `finish`.
     overflow: Option<&'static str>,
@@ -230,100 +268,77 @@ impl StreamedCurve {
             req: req.clone(),
             quotas,
             ids: PageIds::default(),
-            memo: (u64::MAX, 0),
-            distinct: 0,
-            in_flight: Vec::new(),
-            pinned_now: 0,
-            most_pinned: 0,
-            maps: 0,
+            pins: Pins::default(),
             caches,
             overflow: None,
         }
     }
 
-    /// The number of `page`, numbering its chunk if `number` (a map) and it is new; `None`
-    /// for an unmap of a page never mapped or past the numbering's limit.
-    #[inline]
-    fn number(&mut self, page: u64, number: bool) -> Option<u32> {
-        let chunk = page / ID_CHUNK;
-        #[allow(clippy::cast_possible_truncation)] // below ID_CHUNK
-        let offset = (page % ID_CHUNK) as u32;
-        if chunk == self.memo.0 {
-            return Some(self.memo.1 + offset);
-        }
-        let base = if number {
-            let Ok(run) = self.ids.run(page, page + 1) else {
-                self.overflow = Some("page numbers (16 per 64 KiB chunk touched)");
-                return None;
-            };
-            if run.fresh {
-                let ids = self.ids.len();
-                self.in_flight.resize(ids, 0);
-                match &mut self.caches {
-                    Caches::Lru(cs) => cs.iter_mut().for_each(|c| c.grow(ids)),
-                    Caches::Fifo(cs) => cs.iter_mut().for_each(|c| c.grow(ids)),
-                    Caches::Opt(_) => {}
-                }
-            }
-            run.base
-        } else {
-            self.ids.chunk_base(page)?
-        };
-        self.memo = (chunk, base);
-        Some(base + offset)
-    }
-
-    /// The next run of page references of the trace.
+    /// The next run of page references of the trace: split at 16-page chunks, each part's
+    /// page numbers found (numbered, for a map) once, then its pages taken in order.
     #[inline]
     pub(super) fn run(&mut self, r: PageRun) {
-        r.refs().for_each(|p| self.reference(p));
+        let mut page = r.first.get();
+        let end = page + u64::from(r.pages);
+        while page < end {
+            let part_end = (page / ID_CHUNK + 1) * ID_CHUNK;
+            let part_end = part_end.min(end);
+            if r.unmap {
+                // An unmap of a chunk never mapped changes nothing.
+                if let Some(base) = self.ids.chunk_base(page) {
+                    // Below ID_CHUNK: offsets inside the chunk.
+                    #[allow(clippy::cast_possible_truncation)]
+                    let lo = base + (page % ID_CHUNK) as u32;
+                    #[allow(clippy::cast_possible_truncation)]
+                    let hi = lo + (part_end - page) as u32;
+                    (lo..hi).for_each(|id| self.pins.unmap(id));
+                }
+            } else if !self.map_part(page, part_end) {
+                return;
+            }
+            page = part_end;
+        }
     }
 
-    /// The next page reference of the trace.
+    /// The maps of pages `page..end` (inside one chunk); `false` once a limit is passed.
     #[inline]
-    pub(super) fn reference(&mut self, r: PageRef) {
-        match r {
-            PageRef::Map(g) => {
-                let Some(id) = self.number(g.get(), true) else {
-                    return;
-                };
-                let c = &mut self.in_flight[id as usize];
-                let fresh = *c & SEEN == 0;
-                if fresh {
-                    *c = SEEN;
-                    self.distinct += 1;
-                }
-                if *c == SEEN {
-                    self.pinned_now += 1;
-                    self.most_pinned = self.most_pinned.max(self.pinned_now);
-                }
-                // Saturates rather than wraps (2^31 − 1 maps of one page in flight).
-                *c = c.saturating_add(1);
-                self.maps += 1;
-                match &mut self.caches {
-                    Caches::Lru(cs) => cs.iter_mut().for_each(|c| c.access(id, fresh)),
-                    Caches::Fifo(cs) => cs.iter_mut().for_each(|c| c.access(id, fresh)),
-                    Caches::Opt(seq) => {
-                        if seq.len() == MAX_MAPS {
-                            self.overflow = Some(PAGE_MAPS);
-                        } else {
-                            seq.push(id);
-                        }
-                    }
-                }
-            }
-            PageRef::Unmap(g) => {
-                if let Some(id) = self.number(g.get(), false) {
-                    let c = &mut self.in_flight[id as usize];
-                    if *c & !SEEN > 0 {
-                        *c -= 1;
-                        if *c == SEEN {
-                            self.pinned_now -= 1;
-                        }
-                    }
-                }
+    fn map_part(&mut self, page: u64, end: u64) -> bool {
+        let Ok(run) = self.ids.run(page, end) else {
+            self.overflow = Some("page numbers (16 per 64 KiB chunk touched)");
+            return false;
+        };
+        if run.fresh {
+            let ids = self.ids.len();
+            self.pins.in_flight.resize(ids, 0);
+            match &mut self.caches {
+                Caches::Lru(cs) => cs.iter_mut().for_each(|c| c.grow(ids)),
+                Caches::Fifo(cs) => cs.iter_mut().for_each(|c| c.grow(ids)),
+                Caches::Opt(_) => {}
             }
         }
+        let ids = run.base + run.lo..run.base + run.hi;
+        let pins = &mut self.pins;
+        match &mut self.caches {
+            Caches::Lru(cs) => ids.for_each(|id| {
+                let fresh = pins.map(id);
+                cs.iter_mut().for_each(|c| c.access(id, fresh));
+            }),
+            Caches::Fifo(cs) => ids.for_each(|id| {
+                let fresh = pins.map(id);
+                cs.iter_mut().for_each(|c| c.access(id, fresh));
+            }),
+            Caches::Opt(seq) => {
+                if seq.len() + ids.len() > MAX_MAPS {
+                    self.overflow = Some(PAGE_MAPS);
+                    return false;
+                }
+                ids.for_each(|id| {
+                    pins.map(id);
+                    seq.push(id);
+                });
+            }
+        }
+        true
     }
 
     /// The curve, as [`hit_rate_curve`](super::hit_rate_curve) gives it.
@@ -343,7 +358,8 @@ impl StreamedCurve {
                 limit: limit as u64,
             });
         }
-        let (distinct, numbered) = (self.distinct, self.ids.len());
+        let (distinct, numbered) = (self.pins.distinct, self.ids.len());
+        let (maps, most_pinned) = (self.pins.maps, self.pins.most_pinned);
         let mut positive: Vec<u64> = match self.caches {
             Caches::Lru(cs) => cs.iter().map(|c| c.hits).collect::<Vec<_>>(),
             Caches::Fifo(cs) => cs.iter().map(|c| c.hits).collect::<Vec<_>>(),
@@ -367,9 +383,9 @@ impl StreamedCurve {
             pinning: false,
             method: MrcMethod::Simulation,
             exact: true,
-            maps: self.maps,
+            maps,
             distinct_pages: distinct,
-            max_pinned: self.most_pinned,
+            max_pinned: most_pinned,
             quota: Vec::with_capacity(n),
             hits: Vec::with_capacity(n),
             misses: Vec::with_capacity(n),
@@ -378,20 +394,20 @@ impl StreamedCurve {
         };
         for q in self.quotas {
             let (hits, misses, refused) = if q == 0 {
-                (0, 0, self.maps)
+                (0, 0, maps)
             } else {
                 let h = positive.pop().expect("one count per positive quota");
-                (h, self.maps - h, 0)
+                (h, maps - h, 0)
             };
             out.quota.push(q);
             out.hits.push(hits);
             out.misses.push(misses);
             out.refused.push(refused);
             #[allow(clippy::cast_precision_loss)] // a ratio for display
-            out.hit_rate.push(if self.maps == 0 {
+            out.hit_rate.push(if maps == 0 {
                 0.0
             } else {
-                hits as f64 / self.maps as f64
+                hits as f64 / maps as f64
             });
         }
         Ok(out)
@@ -447,9 +463,10 @@ mod tests {
         Pfn::new(g)
     }
 
-    /// A stream with buffers of one to three pages, up to four in flight, pages drawn with
-    /// locality from 0..span.
-    fn stream(seed: u64, len: usize, span: u64) -> Vec<PageRef> {
+    /// A stream of buffers (page runs) of one to three pages, and one in eight of up to 40
+    /// (across 16-page chunks), up to four in flight, pages drawn with locality from
+    /// 0..span.
+    fn stream(seed: u64, len: usize, span: u64) -> Vec<PageRun> {
         let mut x = seed | 1;
         let mut rnd = move || {
             x ^= x << 13;
@@ -457,27 +474,36 @@ mod tests {
             x ^= x << 17;
             x
         };
-        let (mut refs, mut live): (Vec<PageRef>, Vec<Vec<u64>>) = (Vec::new(), Vec::new());
-        while refs.len() < len {
+        let (mut runs, mut live): (Vec<PageRun>, Vec<PageRun>) = (Vec::new(), Vec::new());
+        while runs.len() < len {
             let r = rnd();
             if live.len() == 4 || (!live.is_empty() && r % 3 == 0) {
                 let b = live.remove((r / 3) as usize % live.len());
-                refs.extend(b.into_iter().map(|g| PageRef::Unmap(p(g))));
+                runs.push(PageRun { unmap: true, ..b });
             } else {
                 let g = if r % 4 == 0 {
                     r % span
                 } else {
                     (r >> 8) % (span / 4 + 1)
                 };
-                let b: Vec<u64> = (g..g + 1 + (r >> 20) % 3).collect();
-                refs.extend(b.iter().map(|&g| PageRef::Map(p(g))));
+                let pages = if (r >> 30) % 8 == 0 {
+                    1 + (r >> 40) % 40
+                } else {
+                    1 + (r >> 20) % 3
+                };
+                let b = PageRun {
+                    first: p(g),
+                    pages: u32::try_from(pages).unwrap(),
+                    unmap: false,
+                };
+                runs.push(b);
                 live.push(b);
             }
         }
-        refs
+        runs
     }
 
-    fn streamed(refs: &[PageRef], req: &CurveRequest) -> HitRateCurve {
+    fn streamed(runs: &[PageRun], req: &CurveRequest) -> HitRateCurve {
         let Some(Quotas::List(l)) = &req.quotas else {
             panic!("a list")
         };
@@ -485,7 +511,7 @@ mod tests {
         q.sort_unstable();
         q.dedup();
         let mut s = StreamedCurve::new(req, q);
-        refs.iter().for_each(|&r| s.reference(r));
+        runs.iter().for_each(|&r| s.run(r));
         s.finish().unwrap()
     }
 
@@ -497,7 +523,8 @@ mod tests {
             EvictionConfig::Opt(OptConfig::default()),
         ];
         for seed in 1..6u64 {
-            let refs = stream(seed * 0x9E37_79B9, 4000, 40 + seed * 30);
+            let runs = stream(seed * 0x9E37_79B9, 2000, 40 + seed * 30);
+            let refs: Vec<_> = runs.iter().flat_map(|r| r.refs()).collect();
             for policy in &policies {
                 for quotas in [vec![0, 1, 2, 7], vec![13, 3, 3, 1000], vec![25]] {
                     let req = CurveRequest {
@@ -507,7 +534,7 @@ mod tests {
                     };
                     assert!(curve_is_streamed(&req));
                     let mut whole = hit_rate_curve(&refs, &req).unwrap();
-                    let s = streamed(&refs, &req);
+                    let s = streamed(&runs, &req);
                     // Only the method may differ (LRU and OPT take the one pass there).
                     whole.method = MrcMethod::Simulation;
                     assert_eq!(s, whole, "seed {seed}, {policy:?}, quotas {quotas:?}");
