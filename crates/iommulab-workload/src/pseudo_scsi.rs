@@ -58,10 +58,39 @@ const POOL_BASE: u64 = 0x4000_0000;
 pub struct PseudoScsi {
     cfg: PseudoScsiConfig,
     rng: SmallRng,
-    issued: u64,
-    completed: u64,
+    /// The kmalloc size class of a buffer and its objects per page, computed once (two
+    /// divisions less per map).
+    object_bytes: u64,
+    per_page: u64,
+    issued: IoSeq,
+    completed: IoSeq,
     /// Which step of the current I/O comes next.
     step: Step,
+}
+
+/// The next I/O of a sequence (issued or completed) with its slot and CPU, advanced with
+/// it (the runner's per-op path has no division for them).
+#[derive(Debug, Clone, Copy, Default)]
+struct IoSeq {
+    io: u64,
+    /// `io % outstanding`.
+    slot: u32,
+    /// `io % cpus`.
+    cpu: u16,
+}
+
+impl IoSeq {
+    fn advance(&mut self, outstanding: u32, cpus: u16) {
+        self.io += 1;
+        self.slot += 1;
+        if self.slot == outstanding {
+            self.slot = 0;
+        }
+        self.cpu += 1;
+        if self.cpu == cpus {
+            self.cpu = 0;
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -82,32 +111,25 @@ impl PseudoScsi {
             pool_pages: cfg.pool_pages.max(1),
             ..cfg
         };
+        // kmalloc objects are naturally aligned to their size class (S0.8's 1024 bytes → 4
+        // objects per page); larger buffers start page aligned.
+        let object_bytes = cfg.io_size.next_power_of_two();
         Self {
             rng: SmallRng::seed_from_u64(cfg.seed),
             cfg,
-            issued: 0,
-            completed: 0,
+            object_bytes,
+            per_page: (PAGE_4K.bytes() / object_bytes).max(1),
+            issued: IoSeq::default(),
+            completed: IoSeq::default(),
             step: Step::Map,
         }
     }
 
-    fn slot_of(&self, io: u64) -> u32 {
-        // io % outstanding < outstanding ≤ u32::MAX.
-        u32::try_from(io % u64::from(self.cfg.outstanding)).unwrap_or(0)
-    }
-
-    fn cpu_of(&self, io: u64) -> CpuId {
-        CpuId::new(u16::try_from(io % u64::from(self.cfg.cpus)).unwrap_or(0))
-    }
-
     fn buffer(&mut self) -> Hpa {
         let page = self.rng.gen_range(0..self.cfg.pool_pages);
-        // kmalloc objects are naturally aligned to their size class (S0.8's 1024 bytes → 4
-        // objects per page); larger buffers start page aligned.
-        let per_page = (PAGE_4K.bytes() / self.cfg.io_size.next_power_of_two()).max(1);
-        let object = self.rng.gen_range(0..per_page);
-        let offset = if per_page > 1 {
-            object * self.cfg.io_size.next_power_of_two()
+        let object = self.rng.gen_range(0..self.per_page);
+        let offset = if self.per_page > 1 {
+            object * self.object_bytes
         } else {
             0
         };
@@ -154,10 +176,10 @@ impl PseudoScsi {
             match self.step {
                 Step::Done => return None,
                 Step::Map => {
-                    let in_flight = self.issued - self.completed;
-                    if self.issued < self.cfg.ios && in_flight < u64::from(self.cfg.outstanding) {
-                        let io = self.issued;
-                        self.issued += 1;
+                    let i = self.issued;
+                    let in_flight = i.io - self.completed.io;
+                    if i.io < self.cfg.ios && in_flight < u64::from(self.cfg.outstanding) {
+                        self.issued.advance(self.cfg.outstanding, self.cfg.cpus);
                         self.step = if self.cfg.touch {
                             Step::Touch
                         } else {
@@ -165,16 +187,16 @@ impl PseudoScsi {
                         };
                         let phys = self.buffer();
                         return Some(DmaOp::Map {
-                            slot: self.slot_of(io),
-                            cpu: self.cpu_of(io),
+                            slot: i.slot,
+                            cpu: CpuId::new(i.cpu),
                             device: 0,
                             phys,
                             len: self.cfg.io_size,
-                            dir: Self::dir_of(io),
+                            dir: Self::dir_of(i.io),
                             dma_alloc: false,
                         });
                     }
-                    self.step = if self.completed < self.issued {
+                    self.step = if self.completed.io < i.io {
                         Step::Complete
                     } else {
                         Step::Done
@@ -182,26 +204,95 @@ impl PseudoScsi {
                 }
                 Step::Touch => {
                     self.step = Step::Map;
-                    let io = self.issued - 1;
+                    // The I/O just mapped: the one before `issued`.
+                    let io = self.issued.io - 1;
                     let access = match Self::dir_of(io) {
                         DmaDirection::FromDevice => Access::Write,
                         _ => Access::Read,
                     };
-                    return Some(DmaOp::Access {
-                        slot: self.slot_of(io),
-                        access,
-                    });
+                    let slot = self
+                        .issued
+                        .slot
+                        .checked_sub(1)
+                        .unwrap_or(self.cfg.outstanding - 1);
+                    return Some(DmaOp::Access { slot, access });
                 }
                 Step::Complete => {
-                    let io = self.completed;
-                    self.completed += 1;
+                    let c = self.completed;
+                    self.completed.advance(self.cfg.outstanding, self.cfg.cpus);
                     self.step = Step::Map;
                     return Some(DmaOp::Unmap {
-                        slot: self.slot_of(io),
-                        cpu: self.cpu_of(io),
+                        slot: c.slot,
+                        cpu: CpuId::new(c.cpu),
                     });
                 }
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The ops follow the definition: the k-th map and the k-th unmap use slot
+    /// k % outstanding and CPU k % cpus, directions alternate, an access follows its map, and
+    /// buffers are drawn from the seeded pool as kmalloc objects.
+    #[test]
+    fn ops_follow_the_io_numbering_and_the_seeded_pool() {
+        for (outstanding, cpus, touch, io_size) in [
+            (1, 1, false, 1024),
+            (3, 2, true, 1024),
+            (4, 3, false, 5000),
+            (7, 4, true, 100),
+        ] {
+            let cfg = PseudoScsiConfig {
+                ios: 50,
+                io_size,
+                outstanding,
+                cpus,
+                touch,
+                pool_pages: 64,
+                seed: 9,
+            };
+            let mut w = PseudoScsi::new(cfg);
+            let mut rng = SmallRng::seed_from_u64(9);
+            let object = io_size.next_power_of_two();
+            let per_page = (4096 / object).max(1);
+            let (mut maps, mut unmaps, mut last_map_slot) = (0u64, 0u64, None);
+            while let Some(op) = w.next_op().unwrap() {
+                match op {
+                    DmaOp::Map {
+                        slot,
+                        cpu,
+                        phys,
+                        dir,
+                        ..
+                    } => {
+                        assert_eq!(u64::from(slot), maps % u64::from(outstanding));
+                        assert_eq!(cpu.index() as u64, maps % u64::from(cpus));
+                        assert_eq!(dir == DmaDirection::FromDevice, maps % 2 == 0);
+                        let page = rng.gen_range(0..64);
+                        let o = rng.gen_range(0..per_page);
+                        let off = if per_page > 1 { o * object } else { 0 };
+                        assert_eq!(phys.get(), POOL_BASE + page * 4096 + off);
+                        last_map_slot = Some(slot);
+                        maps += 1;
+                    }
+                    DmaOp::Access { slot, .. } => {
+                        assert!(touch);
+                        assert_eq!(Some(slot), last_map_slot.take());
+                    }
+                    DmaOp::Unmap { slot, cpu } => {
+                        assert_eq!(u64::from(slot), unmaps % u64::from(outstanding));
+                        assert_eq!(cpu.index() as u64, unmaps % u64::from(cpus));
+                        unmaps += 1;
+                        assert!(unmaps <= maps);
+                    }
+                    other => panic!("unexpected {other:?}"),
+                }
+            }
+            assert_eq!((maps, unmaps), (50, 50));
         }
     }
 }
