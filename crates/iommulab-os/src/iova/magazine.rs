@@ -137,11 +137,6 @@ impl MagazineConfig {
             None
         }
     }
-
-    /// Depot trim period in cycles at `clock`.
-    pub(crate) fn delay_cycles(&self, clock: ClockRate) -> u64 {
-        clock.cycles_from_ms(self.depot_delay_ms).get()
-    }
 }
 
 /// Where a cached range sits.
@@ -379,6 +374,10 @@ pub(crate) struct Depot {
     earliest: Option<Cycles>,
     /// The `now` of the last tick: depot pushes schedule the work at this time.
     last_now: Cycles,
+    /// The trim work's delay in ms, and in cycles at the last tick's clock (converted
+    /// once, not on every tick).
+    delay_ms: u64,
+    delay: Option<(ClockRate, u64)>,
     mag_size: usize,
     /// Full magazines held, over all bins.
     held: u64,
@@ -387,13 +386,15 @@ pub(crate) struct Depot {
 }
 
 impl Depot {
-    pub(crate) fn new(bins: usize, mag_size: usize) -> Self {
+    pub(crate) fn new(bins: usize, mag_size: usize, delay_ms: u64) -> Self {
         Depot {
             full: (0..bins).map(|_| Vec::new()).collect(),
             spare: Vec::new(),
             scheduled_at: vec![None; bins],
             earliest: None,
             last_now: Cycles::ZERO,
+            delay_ms,
+            delay: None,
             mag_size,
             held: 0,
             peak_held: 0,
@@ -447,17 +448,25 @@ impl Depot {
         self.full.iter().flatten().map(|m| m.pfns.len()).sum()
     }
 
-    /// Runs every trim work that has come due by `now` (`iova_depot_work_func`): one
-    /// magazine per run while the depot holds more than `cpus`; `f(bin, pfn)` frees a range.
-    /// Returns whether any magazine was trimmed.
+    /// Runs every trim work that has come due by `now` (`iova_depot_work_func`), the delay
+    /// counted at `clock`: one magazine per run while the depot holds more than `cpus`;
+    /// `f(bin, pfn)` frees a range. Returns whether any magazine was trimmed.
     pub(crate) fn tick(
         &mut self,
         now: Cycles,
-        delay: u64,
+        clock: ClockRate,
         cpus: usize,
         mut f: impl FnMut(usize, u64),
     ) -> bool {
         self.last_now = now;
+        let delay = match self.delay {
+            Some((c, d)) if c == clock => d,
+            _ => {
+                let d = clock.cycles_from_ms(self.delay_ms).get();
+                self.delay = Some((clock, d));
+                d
+            }
+        };
         match self.earliest {
             Some(e) if e.get().saturating_add(delay) <= now.get() => {}
             _ => return false,
@@ -593,7 +602,7 @@ impl<A: IovaAllocator> Magazine<A> {
             cpus: (0..config.cpus)
                 .map(|_| CpuCaches::new(bins, config.mag_size))
                 .collect(),
-            depot: Depot::new(bins, config.mag_size),
+            depot: Depot::new(bins, config.mag_size, config.depot_delay_ms),
             inner,
             config,
             view: IovaStats::default(),
@@ -1106,7 +1115,6 @@ impl<A: IovaAllocator> IovaAllocator for Magazine<A> {
     }
 
     fn on_tick(&mut self, now: Cycles, clock: ClockRate) {
-        let delay = self.config.delay_cycles(clock);
         let Magazine {
             inner,
             depot,
@@ -1114,7 +1122,7 @@ impl<A: IovaAllocator> IovaAllocator for Magazine<A> {
             own_locks,
             ..
         } = self;
-        let trimmed = depot.tick(now, delay, config.cpus, |bin, pfn| {
+        let trimmed = depot.tick(now, clock, config.cpus, |bin, pfn| {
             free_cached(inner, CpuId::new(0), bin, pfn);
         });
         if trimmed {

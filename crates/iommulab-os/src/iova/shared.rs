@@ -169,7 +169,11 @@ impl<A: IovaAllocator> SharedMagazine<A> {
                     }))
                 })
                 .collect(),
-            depot: Padded(Mutex::new(Depot::new(bins, config.mag_size))),
+            depot: Padded(Mutex::new(Depot::new(
+                bins,
+                config.mag_size,
+                config.depot_delay_ms,
+            ))),
             end: inner.space_end().get(),
             name: combined_name(inner.name()),
             backing: Padded(Mutex::new(Backing {
@@ -294,11 +298,10 @@ impl<A: IovaAllocator> SharedMagazine<A> {
 
     /// Runs the depot trim work that has come due (see [`super::Magazine`]).
     pub fn on_tick(&self, now: Cycles, clock: ClockRate) {
-        let delay = self.config.delay_cycles(clock);
         let mut depot = lock(&self.depot.0);
         let mut b = lock(&self.backing.0);
         let Backing { alloc, stats } = &mut *b;
-        if depot.tick(now, delay, self.config.cpus, |bin, pfn| {
+        if depot.tick(now, clock, self.config.cpus, |bin, pfn| {
             let _ = alloc.free(CpuId::new(0), Pfn::new(pfn), 1 << bin);
         }) {
             stats.lock_acquisitions += 1;
