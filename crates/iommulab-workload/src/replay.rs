@@ -206,11 +206,12 @@ impl<S: EventSource> TraceWorkload<S> {
         Ok(())
     }
 
-    /// The slot of a map under `key` in `table`, with one probe of it: a free slot for a new
-    /// key. A key still live (the trace mapped it again: its unmap fell outside the capture)
-    /// has its old mapping closed first, by an unmap queued before the map, which then
-    /// takes the slot that unmap frees.
+    /// Counts a map under `key` in `table` and returns its slot, with one probe of the table:
+    /// a free slot for a new key. A key still live (the trace mapped it again: its unmap fell
+    /// outside the capture) has its old mapping closed first, by an unmap queued before the
+    /// map, which then takes the slot that unmap frees.
     fn open(&mut self, table: Table, key: (u16, u64), cpu: CpuId) -> u32 {
+        self.report.maps += 1;
         let table = match table {
             Table::Singles => &mut self.singles,
             Table::Sgs => &mut self.sgs,
@@ -250,7 +251,6 @@ impl<S: EventSource> TraceWorkload<S> {
                     return Ok(None);
                 };
                 let slot = self.open(Table::Singles, (e.device, dma), cpu);
-                self.report.maps += 1;
                 DmaOp::Map {
                     slot,
                     cpu,
@@ -279,7 +279,6 @@ impl<S: EventSource> TraceWorkload<S> {
                     return Ok(None);
                 };
                 let slot = self.open(Table::Sgs, (e.device, first), cpu);
-                self.report.maps += 1;
                 DmaOp::MapSg {
                     slot,
                     cpu,
