@@ -189,7 +189,7 @@ where
                 dir,
                 ..
             } => {
-                let dev = devs[usize::from(d) % devs.len()];
+                let dev = device_of(&devs, d);
                 let addr = api.map_single(dev, cpu, phys, len, dir)?;
                 if let DeviceMode::Malicious { .. } = device {
                     // Read what the sub-page mapping exposes: the last byte of the page.
@@ -210,7 +210,7 @@ where
                 device: d,
                 dir,
             } => {
-                let dev = devs[usize::from(d) % devs.len()];
+                let dev = device_of(&devs, d);
                 let s = slot_mut(&mut slots, slot);
                 s.sg.clear();
                 s.sg.extend(workload.sg_segments().iter().map(|g| SgEntry {
@@ -228,7 +228,7 @@ where
                 let Some(s) = slots.get(slot as usize).filter(|s| s.live) else {
                     continue;
                 };
-                let dev = devs[usize::from(s.device) % devs.len()];
+                let dev = device_of(&devs, s.device);
                 if s.is_sg {
                     for e in &s.sg {
                         access.merge(&api.device_access(dev, e.dma, e.len, a)?);
@@ -242,7 +242,7 @@ where
                     continue;
                 };
                 s.live = false;
-                let dev = devs[usize::from(s.device) % devs.len()];
+                let dev = device_of(&devs, s.device);
                 let dir = s.dir.unwrap_or(DmaDirection::Bidirectional);
                 if s.is_sg {
                     api.unmap_sg(dev, cpu, &s.sg, dir)?;
@@ -285,7 +285,7 @@ where
     // complete them, so every IOVA comes back.
     for s in slots.iter_mut().filter(|s| s.live) {
         s.live = false;
-        let dev = devs[usize::from(s.device) % devs.len()];
+        let dev = device_of(&devs, s.device);
         let dir = s.dir.unwrap_or(DmaDirection::Bidirectional);
         if s.is_sg {
             api.unmap_sg(dev, CpuId::new(0), &s.sg, dir)?;
@@ -313,6 +313,14 @@ where
         iommu_on,
         cache.as_ref().map(|c| *c.stats()),
     ))
+}
+
+/// The handle of the workload's device `d`; workloads with more devices than the run share
+/// them round-robin (a compare, not a division, on the per-op path).
+#[inline]
+fn device_of(devs: &[DeviceHandle], d: u16) -> DeviceHandle {
+    let (i, n) = (usize::from(d), devs.len());
+    devs[if i < n { i } else { i % n }]
 }
 
 /// A malicious device retries the unmapped page at `addr` and `neighbours` pages on each side.
