@@ -134,7 +134,7 @@ impl HitRateCurve {
 /// [`TraceWorkload`] (so `iommu:` events duplicating `dma:` ones are skipped, scatter-gather
 /// segments are expanded, and so on, exactly as `iommulab replay` does).
 pub fn trace_page_refs<S: EventSource>(src: S) -> Result<Vec<PageRef>, WorkloadError> {
-    let mut w = InGuest::new(TraceWorkload::new(src));
+    let mut w = InGuest::new(TraceWorkload::new(src).mappings_only());
     guest_page_refs(&mut w, CacheOnly::All)
 }
 
@@ -152,7 +152,7 @@ pub fn trace_hit_rate_curve<S: EventSource>(
     src: S,
     req: &CurveRequest,
 ) -> Result<HitRateCurve, CurveError> {
-    let mut w = InGuest::new(TraceWorkload::new(src));
+    let mut w = InGuest::new(TraceWorkload::new(src).mappings_only());
     if !curve_is_streamed(req) {
         let refs = guest_page_refs(&mut w, CacheOnly::All)?;
         return hit_rate_curve(&refs, req);
