@@ -281,7 +281,7 @@ impl<S: EventSource> TraceWorkload<S> {
                     self.report.unmatched_unmaps += 1;
                     return Ok(None);
                 };
-                self.slots.free.push(slot);
+                self.slots.release(slot);
                 self.report.unmaps += 1;
                 DmaOp::Unmap { slot, cpu }
             }
@@ -309,7 +309,7 @@ impl<S: EventSource> TraceWorkload<S> {
                     self.report.unmatched_unmaps += 1;
                     return Ok(None);
                 };
-                self.slots.free.push(slot);
+                self.slots.release(slot);
                 self.report.unmaps += 1;
                 DmaOp::Unmap { slot, cpu }
             }
@@ -358,6 +358,10 @@ impl Slots {
             self.next += 1;
             s
         })
+    }
+
+    fn release(&mut self, slot: u32) {
+        self.free.push(slot);
     }
 }
 
