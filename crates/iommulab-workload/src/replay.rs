@@ -87,7 +87,8 @@ pub struct TraceWorkload<S> {
     last_tick_ns: u64,
     iommu_device: Option<u16>,
     other_devices: bool,
-    /// Whether device accesses are looked up and returned ([`TraceWorkload::mappings_only`]).
+    /// Whether device accesses are looked up and returned, and the trace's clock becomes
+    /// ticks ([`TraceWorkload::mappings_only`] turns both off).
     accesses: bool,
     /// Length of the device table at the last scan (text and native readers grow it).
     known_devices: usize,
@@ -124,7 +125,8 @@ impl<S: EventSource> TraceWorkload<S> {
     /// For a consumer of the mappings alone (the map cache's page references: `mrc`):
     /// device accesses are read and counted as events but neither looked up nor returned,
     /// so [`ReplayReport::accesses`] and [`ReplayReport::unmatched_accesses`] stay 0 (a
-    /// third of a generated trace's events cost one table look-up less each).
+    /// third of a generated trace's events cost one table look-up less each), and the
+    /// trace's clock gives no [`DmaOp::Tick`]s (no timer runs on the other side).
     #[must_use]
     pub fn mappings_only(mut self) -> Self {
         self.accesses = false;
@@ -172,13 +174,19 @@ impl<S: EventSource> TraceWorkload<S> {
         self.other_devices = devices.iter().any(|d| d != IOMMU_DEVICE);
     }
 
+    /// Reads the next batch of events; `false` at the end of the trace.
+    fn refill(&mut self) -> Result<bool, TraceError> {
+        self.next = 0;
+        if self.src.read_batch(&mut self.batch)? == 0 {
+            return Ok(false);
+        }
+        self.devices_may_change = true;
+        Ok(true)
+    }
+
     fn next_raw(&mut self) -> Result<Option<Event>, TraceError> {
-        if self.next == self.batch.len() {
-            self.next = 0;
-            if self.src.read_batch(&mut self.batch)? == 0 {
-                return Ok(None);
-            }
-            self.devices_may_change = true;
+        if self.next == self.batch.len() && !self.refill()? {
+            return Ok(None);
         }
         let e = self.batch[self.next];
         self.next += 1;
@@ -241,8 +249,11 @@ impl<S: EventSource> TraceWorkload<S> {
         }
     }
 
-    /// Turns the next event into an op (or `None` for an event that makes none).
-    fn translate(&mut self, e: Event) -> Result<Option<DmaOp>, TraceError> {
+    /// Turns event `i` of the batch into an op (or `None` for an event that makes none).
+    fn translate(&mut self, i: usize) -> Result<Option<DmaOp>, TraceError> {
+        // Read in place (returned through a `Result<Option<Event>>`, the event was copied
+        // twice).
+        let e = self.batch[i];
         if self.devices_may_change {
             self.devices_may_change = false;
             if self.src.header().devices.len() != self.known_devices {
@@ -379,14 +390,18 @@ impl<S: EventSource> Workload for TraceWorkload<S> {
             if let Some(op) = self.out.pop_front() {
                 return Ok(Some(op));
             }
-            let Some(e) = self.next_raw()? else {
+            if self.next == self.batch.len() && !self.refill()? {
                 return Ok(None);
-            };
-            if e.time_ns >= self.last_tick_ns.saturating_add(TICK_NS) {
-                self.last_tick_ns = e.time_ns;
-                self.out.push_back(DmaOp::Tick { now_ns: e.time_ns });
             }
-            if let Some(op) = self.translate(e)? {
+            let i = self.next;
+            self.next += 1;
+            self.report.events += 1;
+            let time_ns = self.batch[i].time_ns;
+            if self.accesses && time_ns >= self.last_tick_ns.saturating_add(TICK_NS) {
+                self.last_tick_ns = time_ns;
+                self.out.push_back(DmaOp::Tick { now_ns: time_ns });
+            }
+            if let Some(op) = self.translate(i)? {
                 // Ops `translate` queued (a tick, an unmap it implied) go first; otherwise the
                 // op is returned without the queue's store and reload (most events).
                 if self.out.is_empty() {
@@ -567,14 +582,14 @@ mod tests {
     }
 
     /// `mappings_only` returns the same ops but the device accesses, which it neither looks
-    /// up nor counts.
+    /// up nor counts, and the ticks.
     #[test]
-    fn mappings_only_drops_accesses_and_keeps_the_rest() {
+    fn mappings_only_drops_accesses_and_ticks_and_keeps_the_rest() {
         let events = vec![
             ev(EventKind::Map, 0, 0, Some(0x6000), Some(0x9000), 64, 0),
-            ev(EventKind::DeviceRead, 1, 0, Some(0x6000), None, 64, 0),
-            ev(EventKind::DeviceWrite, 2, 0, Some(0x7000), None, 64, 0),
-            ev(EventKind::Unmap, 3, 0, Some(0x6000), None, 64, 0),
+            ev(EventKind::DeviceRead, 20_000, 0, Some(0x6000), None, 64, 0),
+            ev(EventKind::DeviceWrite, 40_000, 0, Some(0x7000), None, 64, 0),
+            ev(EventKind::Unmap, 60_000, 0, Some(0x6000), None, 64, 0),
         ];
         let header = TraceHeader {
             devices: vec!["d".into()],
@@ -590,9 +605,15 @@ mod tests {
         assert_eq!((full.accesses, full.unmatched_accesses), (1, 1));
         assert_eq!((r.accesses, r.unmatched_accesses), (0, 0));
         assert_eq!((r.events, r.maps, r.unmaps), (4, 1, 1));
+        assert_eq!(
+            all.iter()
+                .filter(|o| matches!(o, DmaOp::Tick { .. }))
+                .count(),
+            3
+        );
         let kept: Vec<_> = all
             .into_iter()
-            .filter(|o| !matches!(o, DmaOp::Access { .. }))
+            .filter(|o| !matches!(o, DmaOp::Access { .. } | DmaOp::Tick { .. }))
             .collect();
         assert_eq!(maps_only, kept);
         assert_eq!(maps_only.len(), 2);
