@@ -35,6 +35,7 @@
 //! `iommulab mrc`, Python's `iommulab.mrc` and the libCacheSim cross-check all call it. The
 //! functions below are its parts, over a reference stream as given.
 
+mod belady;
 pub mod curve;
 mod stream;
 

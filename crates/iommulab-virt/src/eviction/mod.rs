@@ -39,7 +39,6 @@ use crate::{Lookahead, Result};
 
 pub use fifo::{Fifo, FifoConfig};
 pub use lru::{Lru, LruConfig};
-pub(crate) use opt::KeyHeap;
 pub use opt::{Opt, OptConfig};
 pub use opt_batch::{OptBatch, OptBatchConfig};
 pub use prefetch::{Prefetch, PrefetchConfig};

@@ -130,27 +130,6 @@ impl KeyHeap {
         }
     }
 
-    /// Raises the key of `s`, in the heap, to `key` (not below its current one).
-    #[inline]
-    pub(crate) fn raise(&mut self, s: Slot, key: u64) {
-        debug_assert!(self.contains(s) && key32(key) >= self.key[s.index()]);
-        self.key[s.index()] = key32(key);
-        self.sift_up(self.pos[s.index()] as usize);
-    }
-
-    /// Takes the top slot out and puts `s` (not in the heap) in with `key`: one sift instead
-    /// of a removal's and an insertion's.
-    #[inline]
-    pub(crate) fn replace_top(&mut self, s: Slot, key: u64) -> Slot {
-        debug_assert!(!self.contains(s));
-        let top = self.heap[0];
-        self.pos[top as usize] = ABSENT;
-        self.key[s.index()] = key32(key);
-        self.set(0, s.get());
-        self.sift_down(0);
-        Slot::new(top)
-    }
-
     fn sift_up(&mut self, mut i: usize) {
         let e = self.heap[i];
         let k = self.key[e as usize];

@@ -14,7 +14,7 @@
 //!   changes nothing);
 //! - **OPT** (Belady's MIN; S1.3): needs the future, so the pass keeps each map's page number
 //!   (4 bytes), a backward pass adds each map's next use (4 bytes), and each quota runs over
-//!   them with the map cache's own indexed max-heap keyed by next use.
+//!   them with a max-heap keyed by next use (module `belady`).
 //!
 //! The counts are those of [`hit_rate_curve`] on the same trace (tests below and
 //! `crates/iommulab/tests/mrc_trace.rs`). Unmaps are read only for the most pages in flight
@@ -23,10 +23,9 @@
 //!
 //! [`hit_rate_curve`]: super::hit_rate_curve
 
+use super::belady::{belady_hits, next_uses};
 use super::curve::{HitRateCurve, Quotas};
 use super::{CurveError, CurveRequest, MrcMethod};
-use crate::eviction::{KeyHeap, Slot};
-use crate::lookahead::NEVER;
 use crate::trace::page_ids::{ID_CHUNK, PageIds};
 use crate::{EvictionConfig, PageRun};
 
@@ -412,44 +411,6 @@ impl StreamedCurve {
         }
         Ok(out)
     }
-}
-
-/// For each map of `seq` (page numbers below `numbered`), the position of the next map of
-/// its page, or `u32::MAX`.
-// Positions are below MAX_MAPS (checked while collecting).
-#[allow(clippy::cast_possible_truncation)]
-fn next_uses(seq: &[u32], numbered: usize) -> Vec<u32> {
-    let mut next = vec![u32::MAX; seq.len()];
-    let mut last = vec![u32::MAX; numbered];
-    for (i, &id) in seq.iter().enumerate().rev() {
-        next[i] = std::mem::replace(&mut last[id as usize], i as u32);
-    }
-    next
-}
-
-/// Belady's MIN hits on `seq` (page numbers below `numbered`) at quota `q ≥ 1`: a miss on a
-/// full cache evicts the cached page mapped again farthest in the future (never again
-/// first), as the map cache's OPT does on the page sequence.
-fn belady_hits(seq: &[u32], next: &[u32], numbered: usize, q: usize) -> u64 {
-    let mut heap = KeyHeap::default();
-    heap.reserve(numbered);
-    let (mut len, mut hits) = (0usize, 0u64);
-    for (&id, &nx) in seq.iter().zip(next) {
-        let s = Slot::new(id);
-        let key = if nx == u32::MAX { NEVER } else { u64::from(nx) };
-        if heap.contains(s) {
-            // Its key was this position, the smallest: the new next use only rises.
-            hits += 1;
-            heap.raise(s, key);
-        } else if len == q {
-            heap.replace_top(s, key);
-        } else {
-            len += 1;
-            heap.set_key(s, key);
-            heap.push(s);
-        }
-    }
-    hits
 }
 
 #[cfg(test)]
