@@ -87,9 +87,9 @@ pub struct TraceWorkload<S> {
     last_tick_ns: u64,
     iommu_device: Option<u16>,
     other_devices: bool,
-    /// Whether device accesses are looked up and returned, and the trace's clock becomes
-    /// ticks ([`TraceWorkload::mappings_only`] turns both off).
-    accesses: bool,
+    /// Set by [`TraceWorkload::mappings_only`]: device accesses are neither looked up nor
+    /// returned, and the trace's clock gives no ticks.
+    mappings_only: bool,
     /// Length of the device table at the last scan (text and native readers grow it).
     known_devices: usize,
     /// The header may have gained devices since `known_devices` was taken (a batch was read
@@ -113,7 +113,7 @@ impl<S: EventSource> TraceWorkload<S> {
             last_tick_ns: 0,
             iommu_device: None,
             other_devices: false,
-            accesses: true,
+            mappings_only: false,
             known_devices: 0,
             devices_may_change: false,
             report: ReplayReport::default(),
@@ -129,7 +129,7 @@ impl<S: EventSource> TraceWorkload<S> {
     /// trace's clock gives no [`DmaOp::Tick`]s (no timer runs on the other side).
     #[must_use]
     pub fn mappings_only(mut self) -> Self {
-        self.accesses = false;
+        self.mappings_only = true;
         self
     }
 
@@ -324,7 +324,9 @@ impl<S: EventSource> TraceWorkload<S> {
                 self.report.unmaps += 1;
                 DmaOp::Unmap { slot, cpu }
             }
-            EventKind::DeviceRead | EventKind::DeviceWrite if !self.accesses => return Ok(None),
+            EventKind::DeviceRead | EventKind::DeviceWrite if self.mappings_only => {
+                return Ok(None);
+            }
             EventKind::DeviceRead | EventKind::DeviceWrite => {
                 let slot = e
                     .dma
@@ -397,7 +399,7 @@ impl<S: EventSource> Workload for TraceWorkload<S> {
             self.next += 1;
             self.report.events += 1;
             let time_ns = self.batch[i].time_ns;
-            if self.accesses && time_ns >= self.last_tick_ns.saturating_add(TICK_NS) {
+            if !self.mappings_only && time_ns >= self.last_tick_ns.saturating_add(TICK_NS) {
                 self.last_tick_ns = time_ns;
                 self.out.push_back(DmaOp::Tick { now_ns: time_ns });
             }
