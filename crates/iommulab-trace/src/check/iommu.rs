@@ -317,16 +317,16 @@ impl IommuState {
         left.clear();
         left.extend(ranges.iter().map(|&(a, l)| pages(a, l)));
         self.claim(at.cpu, false, &mut left);
-        let waiting = left.clone();
-        self.left = left;
-        if waiting.is_empty() {
+        if left.is_empty() {
+            // Kept as the scratch of the next call.
+            self.left = left;
             return;
         }
         let c = self.cpu(at.cpu);
         let born = c.clock;
         c.awaiting.push_back(Awaiting {
             dev,
-            left: waiting,
+            left,
             at,
             map_at,
             born,
