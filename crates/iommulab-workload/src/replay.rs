@@ -174,24 +174,24 @@ impl<S: EventSource> TraceWorkload<S> {
         self.other_devices = devices.iter().any(|d| d != IOMMU_DEVICE);
     }
 
-    /// Reads the next batch of events; `false` at the end of the trace.
-    fn refill(&mut self) -> Result<bool, TraceError> {
-        self.next = 0;
-        if self.src.read_batch(&mut self.batch)? == 0 {
-            return Ok(false);
+    /// Counts the next event read and returns its index in the batch, reading the next
+    /// batch when this one is used up; `None` at the end of the trace.
+    fn advance(&mut self) -> Result<Option<usize>, TraceError> {
+        if self.next == self.batch.len() {
+            self.next = 0;
+            if self.src.read_batch(&mut self.batch)? == 0 {
+                return Ok(None);
+            }
+            self.devices_may_change = true;
         }
-        self.devices_may_change = true;
-        Ok(true)
+        let i = self.next;
+        self.next += 1;
+        self.report.events += 1;
+        Ok(Some(i))
     }
 
     fn next_raw(&mut self) -> Result<Option<Event>, TraceError> {
-        if self.next == self.batch.len() && !self.refill()? {
-            return Ok(None);
-        }
-        let e = self.batch[self.next];
-        self.next += 1;
-        self.report.events += 1;
-        Ok(Some(e))
+        Ok(self.advance()?.map(|i| self.batch[i]))
     }
 
     /// Reads the `nents` segments after a `MapSg`/`UnmapSg` of `total` bytes into `self.sg`.
@@ -392,12 +392,9 @@ impl<S: EventSource> Workload for TraceWorkload<S> {
             if let Some(op) = self.out.pop_front() {
                 return Ok(Some(op));
             }
-            if self.next == self.batch.len() && !self.refill()? {
+            let Some(i) = self.advance()? else {
                 return Ok(None);
-            }
-            let i = self.next;
-            self.next += 1;
-            self.report.events += 1;
+            };
             let time_ns = self.batch[i].time_ns;
             if !self.mappings_only && time_ns >= self.last_tick_ns.saturating_add(TICK_NS) {
                 self.last_tick_ns = time_ns;
