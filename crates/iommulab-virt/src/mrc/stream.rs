@@ -59,6 +59,25 @@ pub fn curve_is_streamed(req: &CurveRequest) -> bool {
         && matches!(&req.quotas, Some(Quotas::List(l)) if (1..=STREAM_MAX_QUOTAS).contains(&l.len()))
 }
 
+/// A simulated cache of page numbers at one quota (LRU or FIFO; OPT needs the future).
+trait QuotaCache {
+    /// Room for page numbers below `ids`.
+    fn grow(&mut self, ids: usize);
+    /// A map of page `id` (`fresh`: first seen, so surely a miss).
+    fn access(&mut self, id: u32, fresh: bool);
+    /// Hits so far.
+    fn hits(&self) -> u64;
+}
+
+/// The maps of pages `ids`, in order, through the pins and every quota's cache.
+#[inline]
+fn map_each<C: QuotaCache>(cs: &mut [C], pins: &mut Pins, ids: std::ops::Range<u32>) {
+    ids.for_each(|id| {
+        let fresh = pins.map(id);
+        cs.iter_mut().for_each(|c| c.access(id, fresh));
+    });
+}
+
 /// One LRU cache of page numbers.
 #[derive(Debug)]
 struct LruCache {
@@ -86,11 +105,6 @@ impl LruCache {
         }
     }
 
-    /// Room for page numbers below `ids`.
-    fn grow(&mut self, ids: usize) {
-        self.links.resize(ids, [NIL, OUT]);
-    }
-
     #[inline]
     fn unlink(&mut self, id: u32) {
         let [p, n] = self.links[id as usize];
@@ -116,8 +130,13 @@ impl LruCache {
         }
         self.head = id;
     }
+}
 
-    /// A map of page `id` (`fresh`: first seen, so surely a miss).
+impl QuotaCache for LruCache {
+    fn grow(&mut self, ids: usize) {
+        self.links.resize(ids, [NIL, OUT]);
+    }
+
     #[inline]
     fn access(&mut self, id: u32, fresh: bool) {
         if !fresh && self.links[id as usize][1] != OUT {
@@ -136,6 +155,10 @@ impl LruCache {
             self.len += 1;
         }
         self.push_front(id);
+    }
+
+    fn hits(&self) -> u64 {
+        self.hits
     }
 }
 
@@ -159,8 +182,9 @@ impl FifoCache {
             hits: 0,
         }
     }
+}
 
-    /// Room for page numbers below `ids`.
+impl QuotaCache for FifoCache {
     fn grow(&mut self, ids: usize) {
         self.cached.resize(ids.div_ceil(64), 0);
     }
@@ -179,6 +203,10 @@ impl FifoCache {
         }
         self.queue.push_back(id);
         self.cached[w] |= bit;
+    }
+
+    fn hits(&self) -> u64 {
+        self.hits
     }
 }
 
@@ -318,14 +346,8 @@ impl StreamedCurve {
         let ids = run.base + run.lo..run.base + run.hi;
         let pins = &mut self.pins;
         match &mut self.caches {
-            Caches::Lru(cs) => ids.for_each(|id| {
-                let fresh = pins.map(id);
-                cs.iter_mut().for_each(|c| c.access(id, fresh));
-            }),
-            Caches::Fifo(cs) => ids.for_each(|id| {
-                let fresh = pins.map(id);
-                cs.iter_mut().for_each(|c| c.access(id, fresh));
-            }),
+            Caches::Lru(cs) => map_each(cs, pins, ids),
+            Caches::Fifo(cs) => map_each(cs, pins, ids),
             Caches::Opt(seq) => {
                 if seq.len() + ids.len() > MAX_MAPS {
                     self.overflow = Some(PAGE_MAPS);
@@ -347,7 +369,7 @@ impl StreamedCurve {
     /// maps.
     pub(super) fn finish(self) -> Result<HitRateCurve, CurveError> {
         if let Some(what) = self.overflow {
-            let limit = if what == "page maps" {
+            let limit = if what == PAGE_MAPS {
                 MAX_MAPS
             } else {
                 MAX_PAGES
@@ -360,8 +382,8 @@ impl StreamedCurve {
         let (distinct, numbered) = (self.pins.distinct, self.ids.len());
         let (maps, most_pinned) = (self.pins.maps, self.pins.most_pinned);
         let mut positive: Vec<u64> = match self.caches {
-            Caches::Lru(cs) => cs.iter().map(|c| c.hits).collect::<Vec<_>>(),
-            Caches::Fifo(cs) => cs.iter().map(|c| c.hits).collect::<Vec<_>>(),
+            Caches::Lru(cs) => cs.iter().map(QuotaCache::hits).collect::<Vec<_>>(),
+            Caches::Fifo(cs) => cs.iter().map(QuotaCache::hits).collect::<Vec<_>>(),
             Caches::Opt(seq) => {
                 drop(self.ids);
                 let next = next_uses(&seq, numbered);
