@@ -128,12 +128,8 @@ impl PseudoScsi {
     fn buffer(&mut self) -> Hpa {
         let page = self.rng.gen_range(0..self.cfg.pool_pages);
         let object = self.rng.gen_range(0..self.per_page);
-        let offset = if self.per_page > 1 {
-            object * self.object_bytes
-        } else {
-            0
-        };
-        Hpa::new(POOL_BASE + page * PAGE_4K.bytes() + offset)
+        // With one object per page, `object` is 0: the buffer starts the page.
+        Hpa::new(POOL_BASE + page * PAGE_4K.bytes() + object * self.object_bytes)
     }
 
     fn dir_of(io: u64) -> DmaDirection {
