@@ -66,6 +66,7 @@ impl PageIds {
     /// if it is new.
     // Ids stay below 2^30 (MAX_ID_CHUNKS), in-chunk offsets below 16.
     #[allow(clippy::cast_possible_truncation)]
+    #[inline]
     pub fn run(&mut self, page: u64, end: u64) -> Result<IdRun, TooManyPages> {
         let chunk = page >> ID_CHUNK_SHIFT;
         // Both below 16: the offsets of the run's first and last page inside the chunk.
@@ -73,24 +74,7 @@ impl PageIds {
         let hi = (end - (chunk << ID_CHUNK_SHIFT)).min(ID_CHUNK) as u32;
         let (base, fresh) = match self.base(chunk) {
             Some(b) => (b, false),
-            None => {
-                if self.numbered >= MAX_ID_CHUNKS {
-                    return Err(TooManyPages);
-                }
-                // Below MAX_ID_CHUNKS << 4 = 2^30.
-                let b = (self.numbered << ID_CHUNK_SHIFT) as u32;
-                self.numbered += 1;
-                if chunk < DIRECT_CHUNKS {
-                    let i = chunk as usize;
-                    if i >= self.direct.len() {
-                        self.direct.resize(i + 1, 0);
-                    }
-                    self.direct[i] = b + 1;
-                } else {
-                    self.chunks.insert(chunk, b);
-                }
-                (b, true)
-            }
+            None => (self.number(chunk)?, true),
         };
         Ok(IdRun {
             base,
@@ -100,7 +84,31 @@ impl PageIds {
         })
     }
 
+    /// Numbers chunk `chunk`, new: the id of its first page. Out of line: a chunk is new
+    /// once, and the look-up of a known one is what runs per map.
+    // Below MAX_ID_CHUNKS << 4 = 2^30.
+    #[allow(clippy::cast_possible_truncation)]
+    #[inline(never)]
+    fn number(&mut self, chunk: u64) -> Result<u32, TooManyPages> {
+        if self.numbered >= MAX_ID_CHUNKS {
+            return Err(TooManyPages);
+        }
+        let b = (self.numbered << ID_CHUNK_SHIFT) as u32;
+        self.numbered += 1;
+        if chunk < DIRECT_CHUNKS {
+            let i = chunk as usize;
+            if i >= self.direct.len() {
+                self.direct.resize(i + 1, 0);
+            }
+            self.direct[i] = b + 1;
+        } else {
+            self.chunks.insert(chunk, b);
+        }
+        Ok(b)
+    }
+
     /// The id of the first page of `page`'s chunk, if the chunk has been numbered.
+    #[inline]
     pub fn chunk_base(&self, page: u64) -> Option<u32> {
         self.base(page >> ID_CHUNK_SHIFT)
     }

@@ -10,6 +10,7 @@ pub const MAX_PAGES_PER_MAP: u64 = 1 << 20;
 
 /// The 4 KiB page numbers `[addr, addr + len)` touches, at most [`MAX_PAGES_PER_MAP`]; a
 /// zero-length range touches the page of `addr`. Saturates at the top of the address space.
+#[inline]
 pub fn pages(addr: u64, len: u64) -> std::ops::RangeInclusive<u64> {
     let first = addr / PAGE_BYTES;
     let last = addr.saturating_add(len.max(1) - 1) / PAGE_BYTES;
