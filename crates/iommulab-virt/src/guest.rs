@@ -34,7 +34,7 @@ use crate::hypercall_backend::{Batching, HypercallBackend};
 use crate::iova::NoIova;
 use crate::link::link_load;
 use crate::strategy::{CacheOnly, GuestStrategy, Strategy};
-use crate::workload::{DmaOp, Workload, WorkloadError};
+use crate::workload::{DmaOp, OpSink, Segment, Workload, WorkloadError};
 use crate::{EvictionConfig, Lookahead, MapCacheStats, PageRef};
 
 /// One guest's DMA-mapping configuration.
@@ -560,7 +560,7 @@ pub fn for_each_guest_page_ref<W: Workload<Phys = Gpa>>(
 /// Consecutive pages one buffer (or one scatter-gather segment) maps or unmaps: the
 /// references [`guest_page_refs`] lists one page at a time, [`PageRun::refs`]. 16 bytes, so
 /// a batch of runs handed between threads stays small.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PageRun {
     /// The run's first page.
     pub first: Pfn<Gpa>,
@@ -571,6 +571,19 @@ pub struct PageRun {
 }
 
 impl PageRun {
+    /// The map of the pages `len` bytes at `phys` touch.
+    #[inline]
+    fn mapping(phys: u64, len: u64) -> Self {
+        let p = crate::trace::pages::pages(phys, len);
+        PageRun {
+            first: Pfn::new(*p.start()),
+            // At most MAX_PAGES_PER_MAP (2^20).
+            #[allow(clippy::cast_possible_truncation)]
+            pages: (p.end() - p.start() + 1) as u32,
+            unmap: false,
+        }
+    }
+
     /// The run's page references, first page first.
     pub fn refs(self) -> impl Iterator<Item = PageRef> {
         let (unmap, first) = (self.unmap, self.first.get());
@@ -589,60 +602,92 @@ impl PageRun {
 pub fn for_each_guest_page_run<W: Workload<Phys = Gpa>>(
     w: &mut W,
     cache_only: CacheOnly,
-    mut f: impl FnMut(PageRun),
+    f: impl FnMut(PageRun),
 ) -> Result<(), WorkloadError> {
     // The buffer's page runs (as mapped) and whether the cache sees it, per slot; `None`
     // when not live.
-    let mut slots: Vec<(Vec<PageRun>, Option<bool>)> = Vec::new();
-    while let Some(op) = w.next_op()? {
+    let mut runs = RunsOf {
+        slots: Vec::new(),
+        cache_only,
+        f,
+    };
+    w.for_each_op(&mut runs)
+}
+
+/// The sink behind [`for_each_guest_page_run`]: each live buffer's runs by slot, and `f`.
+struct RunsOf<F> {
+    slots: Vec<LiveRuns>,
+    cache_only: CacheOnly,
+    f: F,
+}
+
+impl<F: FnMut(PageRun)> OpSink<Gpa> for RunsOf<F> {
+    #[inline(always)]
+    fn op(&mut self, op: DmaOp<Gpa>, sg: &[Segment<Gpa>]) {
+        let f = &mut self.f;
         let (slot, keep) = match op {
             DmaOp::Map {
                 slot,
                 dir,
                 dma_alloc,
                 ..
-            } => (slot, cache_only.admits(dir, dma_alloc)),
-            DmaOp::MapSg { slot, dir, .. } => (slot, cache_only.admits(dir, false)),
+            } => (slot, self.cache_only.admits(dir, dma_alloc)),
+            DmaOp::MapSg { slot, dir, .. } => (slot, self.cache_only.admits(dir, false)),
             DmaOp::Unmap { slot, .. } => {
-                if let Some((runs, live)) = slots.get_mut(slot as usize)
-                    && let Some(keep) = live.take()
-                    && keep
+                if let Some(s) = self.slots.get_mut(slot as usize)
+                    && std::mem::take(&mut s.live)
+                    && s.keep
                 {
-                    runs.iter().for_each(|&r| f(PageRun { unmap: true, ..r }));
+                    let unmap = |r: PageRun| PageRun { unmap: true, ..r };
+                    match s.sg {
+                        false => f(unmap(s.run)),
+                        true => s.runs.iter().for_each(|&r| f(unmap(r))),
+                    }
                 }
-                continue;
+                return;
             }
-            _ => continue,
+            _ => return,
         };
         let i = slot as usize;
-        if i >= slots.len() {
-            slots.resize_with(i + 1, || (Vec::new(), None));
+        if i >= self.slots.len() {
+            self.slots.resize_with(i + 1, LiveRuns::default);
         }
-        let (runs, live) = &mut slots[i];
-        runs.clear();
-        let mut push = |phys: u64, len: u64| {
-            let p = crate::trace::pages::pages(phys, len);
-            runs.push(PageRun {
-                first: Pfn::new(*p.start()),
-                // At most MAX_PAGES_PER_MAP (2^20).
-                #[allow(clippy::cast_possible_truncation)]
-                pages: (p.end() - p.start() + 1) as u32,
-                unmap: false,
-            });
-        };
+        let s = &mut self.slots[i];
+        (s.live, s.keep) = (true, keep);
         match op {
-            DmaOp::Map { phys, len, .. } => push(phys.get(), len),
-            _ => w
-                .sg_segments()
-                .iter()
-                .for_each(|s| push(s.phys.get(), s.len)),
-        }
-        *live = Some(keep);
-        if keep {
-            runs.iter().for_each(|&r| f(r));
+            DmaOp::Map { phys, len, .. } => {
+                s.sg = false;
+                s.run = PageRun::mapping(phys.get(), len);
+                if keep {
+                    f(s.run);
+                }
+            }
+            _ => {
+                s.sg = true;
+                s.runs.clear();
+                let segs = sg.iter();
+                s.runs
+                    .extend(segs.map(|g| PageRun::mapping(g.phys.get(), g.len)));
+                if keep {
+                    s.runs.iter().for_each(|&r| f(r));
+                }
+            }
         }
     }
-    Ok(())
+}
+
+/// The page runs of a slot's buffer as mapped, for its unmap: a single buffer's run inline,
+/// a scatter-gather list's in a vector reused by the slot.
+#[derive(Debug, Default)]
+struct LiveRuns {
+    /// Mapped and not yet unmapped.
+    live: bool,
+    /// The cache sees the buffer ([`CacheOnly::admits`]).
+    keep: bool,
+    /// A scatter-gather list (`runs`), not a single buffer (`run`).
+    sg: bool,
+    run: PageRun,
+    runs: Vec<PageRun>,
 }
 
 /// Runs `w` under `cfg` with the concrete strategy and eviction policy of `cfg` (one

@@ -138,6 +138,21 @@ pub struct Segment<P: PhysAddr = Hpa> {
     pub len: u64,
 }
 
+/// Where [`Workload::for_each_op`] hands a workload's ops, one at a time, in order.
+pub trait OpSink<P: PhysAddr> {
+    /// Takes `op`; for a `MapSg`, `sg` is its segments (what
+    /// [`Workload::sg_segments`] would return).
+    fn op(&mut self, op: DmaOp<P>, sg: &[Segment<P>]);
+}
+
+/// Collects the ops (a `MapSg`'s segments are not kept).
+impl<P: PhysAddr> OpSink<P> for Vec<DmaOp<P>> {
+    #[inline(always)]
+    fn op(&mut self, op: DmaOp<P>, _sg: &[Segment<P>]) {
+        self.push(op);
+    }
+}
+
 /// A source of DMA operations.
 pub trait Workload {
     /// The address space of its buffers: the generators and a trace give the physical
@@ -145,6 +160,21 @@ pub trait Workload {
     type Phys: PhysAddr;
     /// The next operation, `Ok(None)` at the end, or an error (a bad trace).
     fn next_op(&mut self) -> Result<Option<DmaOp<Self::Phys>>, WorkloadError>;
+    /// Hands every remaining op to `sink`, in order, until the workload ends: the loop
+    /// `while let Some(op) = next_op()? { .. }` as one function the sink's code is inlined
+    /// into. A trace translates its events straight into the sink.
+    ///
+    /// # Errors
+    /// As [`next_op`](Self::next_op); the ops before the error have been handed over.
+    fn for_each_op<K: OpSink<Self::Phys>>(&mut self, sink: &mut K) -> Result<(), WorkloadError>
+    where
+        Self: Sized,
+    {
+        while let Some(op) = self.next_op()? {
+            sink.op(op, self.sg_segments());
+        }
+        Ok(())
+    }
     /// The segments of the `MapSg` just returned.
     fn sg_segments(&self) -> &[Segment<Self::Phys>];
     /// How many slots the workload expects to use at most (a sizing hint; more may come).

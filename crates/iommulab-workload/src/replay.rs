@@ -18,12 +18,11 @@
 //! Time: an `Tick` op is emitted whenever the trace's clock has advanced by at least
 //! [`TICK_NS`], so flush timers fire at the trace's pace.
 
-use std::collections::VecDeque;
 use std::collections::hash_map::Entry;
 
 use serde::{Deserialize, Serialize};
 
-use super::{DmaOp, Segment, Workload, WorkloadError};
+use super::{DmaOp, OpSink, Segment, Workload, WorkloadError};
 use crate::addr::{Access, CpuId, Hpa};
 use crate::hash::FxHashMap;
 use crate::trace::{Event, EventKind, EventSource, TraceError, TraceHeader};
@@ -81,9 +80,14 @@ pub struct TraceWorkload<S> {
     sgs: AddrMap<u32>,
     slots: Slots,
     sg: Vec<Segment>,
-    /// Ops decoded but not yet returned (a tick, an unmap and a map can come from one
-    /// event); reserved once, so it never allocates in steady state.
-    out: VecDeque<DmaOp>,
+    /// Ops translated for [`Workload::next_op`] and not yet returned, from `ops[pos]` on:
+    /// events are translated a batch at a time, so the buffer is reused and never allocates
+    /// in steady state.
+    ops: Vec<DmaOp>,
+    pos: usize,
+    /// An error met while translating a batch that already had ops: returned by the next
+    /// call, so the ops before it are not lost.
+    error: Option<TraceError>,
     last_tick_ns: u64,
     iommu_device: Option<u16>,
     other_devices: bool,
@@ -109,7 +113,9 @@ impl<S: EventSource> TraceWorkload<S> {
             sgs: AddrMap::default(),
             slots: Slots::default(),
             sg: Vec::new(),
-            out: VecDeque::with_capacity(4),
+            ops: Vec::new(),
+            pos: 0,
+            error: None,
             last_tick_ns: 0,
             iommu_device: None,
             other_devices: false,
@@ -231,7 +237,14 @@ impl<S: EventSource> TraceWorkload<S> {
     /// a free slot for a new key. A key still live (the trace mapped it again: its unmap fell
     /// outside the capture) has its old mapping closed first, by an unmap queued before the
     /// map, which then takes the slot that unmap frees.
-    fn open(&mut self, table: Table, key: (u16, u64), cpu: CpuId) -> u32 {
+    #[inline(always)]
+    fn open<K: OpSink<Hpa>>(
+        &mut self,
+        table: Table,
+        key: (u16, u64),
+        cpu: CpuId,
+        out: &mut K,
+    ) -> u32 {
         self.report.maps += 1;
         let table = match table {
             Table::Singles => &mut self.singles,
@@ -242,101 +255,110 @@ impl<S: EventSource> TraceWorkload<S> {
                 let slot = *old.get();
                 self.report.remapped_live += 1;
                 self.report.unmaps += 1;
-                self.out.push_back(DmaOp::Unmap { slot, cpu });
+                out.op(DmaOp::Unmap { slot, cpu }, &[]);
                 slot
             }
             Entry::Vacant(v) => *v.insert(self.slots.take()),
         }
     }
 
-    /// Turns event `i` of the batch into an op (or `None` for an event that makes none).
-    fn translate(&mut self, i: usize) -> Result<Option<DmaOp>, TraceError> {
-        // Read in place (returned through a `Result<Option<Event>>`, the event was copied
-        // twice).
-        let e = self.batch[i];
+    /// Turns event `i` of the batch into the ops it makes, handed to `out` (none, an op, or
+    /// an unmap its map implies and the map); `true` when the last is a `MapSg`, whose
+    /// segments `self.sg` holds.
+    #[inline(always)]
+    fn translate<K: OpSink<Hpa>>(&mut self, i: usize, out: &mut K) -> Result<bool, TraceError> {
+        let Event {
+            cpu,
+            device,
+            kind,
+            dir,
+            dma,
+            phys,
+            len,
+            nents,
+            ..
+        } = self.batch[i];
         if self.devices_may_change {
             self.devices_may_change = false;
             if self.src.header().devices.len() != self.known_devices {
                 self.scan_devices();
             }
         }
-        let cpu = CpuId::new(e.cpu);
-        if Some(e.device) == self.iommu_device && self.other_devices {
+        let cpu = CpuId::new(cpu);
+        if Some(device) == self.iommu_device && self.other_devices {
             self.report.skipped_iommu_events += 1;
-            if matches!(e.kind, EventKind::MapSg | EventKind::UnmapSg) {
-                self.read_segments(e.nents, e.len)?;
+            if matches!(kind, EventKind::MapSg | EventKind::UnmapSg) {
+                self.read_segments(nents, len)?;
             }
-            return Ok(None);
+            return Ok(false);
         }
-        let op = match e.kind {
+        let op = match kind {
             EventKind::Map | EventKind::Alloc => {
-                let (Some(dma), Some(phys)) = (e.dma, e.phys.or(e.dma)) else {
+                let (Some(dma), Some(phys)) = (dma, phys.or(dma)) else {
                     self.report.incomplete += 1;
-                    return Ok(None);
+                    return Ok(false);
                 };
-                let slot = self.open(Table::Singles, (e.device, dma), cpu);
+                let slot = self.open(Table::Singles, (device, dma), cpu, out);
                 DmaOp::Map {
                     slot,
                     cpu,
-                    device: e.device,
+                    device,
                     phys: Hpa::new(phys),
-                    len: e.len.max(1),
-                    dir: e.dir.dma(),
+                    len: len.max(1),
+                    dir: dir.dma(),
                     // S1.11: `dma_alloc_coherent` memory is allocated for DMA.
-                    dma_alloc: e.kind == EventKind::Alloc,
+                    dma_alloc: kind == EventKind::Alloc,
                 }
             }
             EventKind::Unmap | EventKind::Free => {
-                let slot = e.dma.and_then(|dma| self.singles.remove(&(e.device, dma)));
+                let slot = dma.and_then(|dma| close(&mut self.singles, (device, dma)));
                 let Some(slot) = slot else {
                     self.report.unmatched_unmaps += 1;
-                    return Ok(None);
+                    return Ok(false);
                 };
                 self.slots.release(slot);
                 self.report.unmaps += 1;
                 DmaOp::Unmap { slot, cpu }
             }
             EventKind::MapSg => {
-                self.read_segments(e.nents, e.len)?;
+                self.read_segments(nents, len)?;
                 let Some(first) = self.sg.first().map(|s| s.phys.get()) else {
                     self.report.incomplete += 1;
-                    return Ok(None);
+                    return Ok(false);
                 };
-                let slot = self.open(Table::Sgs, (e.device, first), cpu);
+                let slot = self.open(Table::Sgs, (device, first), cpu, out);
                 DmaOp::MapSg {
                     slot,
                     cpu,
-                    device: e.device,
-                    dir: e.dir.dma(),
+                    device,
+                    dir: dir.dma(),
                 }
             }
             EventKind::UnmapSg => {
-                self.read_segments(e.nents, e.len)?;
+                self.read_segments(nents, len)?;
                 let slot = self
                     .sg
                     .first()
-                    .and_then(|s| self.sgs.remove(&(e.device, s.phys.get())));
+                    .and_then(|s| close(&mut self.sgs, (device, s.phys.get())));
                 let Some(slot) = slot else {
                     self.report.unmatched_unmaps += 1;
-                    return Ok(None);
+                    return Ok(false);
                 };
                 self.slots.release(slot);
                 self.report.unmaps += 1;
                 DmaOp::Unmap { slot, cpu }
             }
             EventKind::DeviceRead | EventKind::DeviceWrite if self.mappings_only => {
-                return Ok(None);
+                return Ok(false);
             }
             EventKind::DeviceRead | EventKind::DeviceWrite => {
-                let slot = e
-                    .dma
-                    .and_then(|dma| self.singles.get(&(e.device, dma)).copied());
+                let slot = dma.and_then(|dma| self.singles.get(&(device, dma)).copied());
                 let Some(slot) = slot else {
                     self.report.unmatched_accesses += 1;
-                    return Ok(None);
+                    return Ok(false);
                 };
                 self.report.accesses += 1;
-                let access = if e.kind == EventKind::DeviceRead {
+                let access = if kind == EventKind::DeviceRead {
                     Access::Read
                 } else {
                     Access::Write
@@ -345,14 +367,41 @@ impl<S: EventSource> TraceWorkload<S> {
             }
             EventKind::SyncForCpu | EventKind::SyncForDevice => {
                 self.report.syncs += 1;
-                return Ok(None);
+                return Ok(false);
             }
             EventKind::SgSeg => {
                 self.report.stray_segments += 1;
-                return Ok(None);
+                return Ok(false);
             }
         };
-        Ok(Some(op))
+        out.op(op, &self.sg);
+        Ok(matches!(op, DmaOp::MapSg { .. }))
+    }
+
+    /// Translates events into `out` until the events read in one batch from the source are
+    /// used up (having made at least one op), a `MapSg` is made, or the trace ends: one
+    /// tight loop per batch instead of a call per op.
+    fn translate_batch(&mut self, out: &mut Vec<DmaOp>) -> Result<(), TraceError> {
+        loop {
+            let Some(i) = self.advance()? else {
+                return Ok(());
+            };
+            if self.step(i, out)? || (self.next == self.batch.len() && !out.is_empty()) {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Event `i`'s ops: a tick first when the trace's clock has moved on by [`TICK_NS`],
+    /// then what [`translate`](Self::translate) makes of it.
+    #[inline(always)]
+    fn step<K: OpSink<Hpa>>(&mut self, i: usize, out: &mut K) -> Result<bool, TraceError> {
+        let time_ns = self.batch[i].time_ns;
+        if !self.mappings_only && time_ns >= self.last_tick_ns.saturating_add(TICK_NS) {
+            self.last_tick_ns = time_ns;
+            out.op(DmaOp::Tick { now_ns: time_ns }, &[]);
+        }
+        self.translate(i, out)
     }
 }
 
@@ -365,6 +414,7 @@ struct Slots {
 }
 
 impl Slots {
+    #[inline]
     fn take(&mut self) -> u32 {
         self.free.pop().unwrap_or_else(|| {
             let s = self.next;
@@ -373,8 +423,19 @@ impl Slots {
         })
     }
 
+    #[inline]
     fn release(&mut self, slot: u32) {
         self.free.push(slot);
+    }
+}
+
+/// Takes `key`'s slot out of `table`. Through `entry`, which inlines into the translation
+/// (`remove` stayed a call, a third of an unmap's cost).
+#[inline(always)]
+fn close(table: &mut AddrMap<u32>, key: (u16, u64)) -> Option<u32> {
+    match table.entry(key) {
+        Entry::Occupied(o) => Some(o.remove()),
+        Entry::Vacant(_) => None,
     }
 }
 
@@ -388,27 +449,43 @@ enum Table {
 impl<S: EventSource> Workload for TraceWorkload<S> {
     type Phys = Hpa;
     fn next_op(&mut self) -> Result<Option<DmaOp>, WorkloadError> {
-        loop {
-            if let Some(op) = self.out.pop_front() {
-                return Ok(Some(op));
+        if self.pos == self.ops.len() {
+            if let Some(e) = self.error.take() {
+                return Err(e.into());
             }
-            let Some(i) = self.advance()? else {
+            let mut ops = std::mem::take(&mut self.ops);
+            ops.clear();
+            let made = self.translate_batch(&mut ops);
+            self.ops = ops;
+            self.pos = 0;
+            match made {
+                Ok(()) => {}
+                Err(e) if self.ops.is_empty() => return Err(e.into()),
+                // Returned once the ops before it are.
+                Err(e) => self.error = Some(e),
+            }
+            if self.ops.is_empty() {
                 return Ok(None);
-            };
-            let time_ns = self.batch[i].time_ns;
-            if !self.mappings_only && time_ns >= self.last_tick_ns.saturating_add(TICK_NS) {
-                self.last_tick_ns = time_ns;
-                self.out.push_back(DmaOp::Tick { now_ns: time_ns });
-            }
-            if let Some(op) = self.translate(i)? {
-                // Ops `translate` queued (a tick, an unmap it implied) go first; otherwise the
-                // op is returned without the queue's store and reload (most events).
-                if self.out.is_empty() {
-                    return Ok(Some(op));
-                }
-                self.out.push_back(op);
             }
         }
+        let op = self.ops[self.pos];
+        self.pos += 1;
+        Ok(Some(op))
+    }
+
+    fn for_each_op<K: OpSink<Hpa>>(&mut self, sink: &mut K) -> Result<(), WorkloadError> {
+        // Ops `next_op` translated but did not return yet go first.
+        while let Some(&op) = self.ops.get(self.pos) {
+            self.pos += 1;
+            sink.op(op, &self.sg);
+        }
+        if let Some(e) = self.error.take() {
+            return Err(e.into());
+        }
+        while let Some(i) = self.advance()? {
+            self.step(i, sink)?;
+        }
+        Ok(())
     }
 
     fn sg_segments(&self) -> &[Segment] {
@@ -638,5 +715,188 @@ mod tests {
             .collect();
         assert_eq!(ticks, vec![50_000, 70_000]);
         assert!(matches!(o[0], DmaOp::Tick { .. }));
+    }
+
+    /// A trace of every kind of event, over several read batches: maps (some of a live
+    /// address), scatter-gather lists, unmaps (some unmatched), accesses, syncs, `iommu:`
+    /// events and a clock that ticks.
+    fn mixed_trace(n: usize) -> (TraceHeader, Vec<Event>) {
+        let header = TraceHeader {
+            devices: vec!["iommu".into(), "0000:01:00.0".into(), "nvme0".into()],
+            source: "test".into(),
+        };
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let mut events = Vec::new();
+        let mut t = 0;
+        while events.len() < n {
+            let r = next();
+            t += r % 7_000;
+            let dma = Some(0x1000 * (r >> 8 & 31));
+            let phys = Some(0x10_0000 + 0x1000 * (r >> 16 & 63));
+            let device = (r >> 24 & 1) as u16 + 1;
+            let kind = r >> 32 & 15;
+            match kind {
+                0..=4 => events.push(ev(EventKind::Map, t, device, dma, phys, 1 + r % 9000, 0)),
+                5..=8 => events.push(ev(EventKind::Unmap, t, device, dma, None, 64, 0)),
+                9 | 10 => {
+                    let nents = (r >> 40 & 3) as u32;
+                    let k = if kind == 9 {
+                        EventKind::MapSg
+                    } else {
+                        EventKind::UnmapSg
+                    };
+                    events.push(ev(k, t, 2, None, None, 0, nents));
+                    for s in 0..u64::from(nents) {
+                        let p = Some(0x40_0000 + 0x1000 * ((r >> 44) % 8 + 8 * s));
+                        events.push(ev(EventKind::SgSeg, t, 2, p, p, 2048 * s, 0));
+                    }
+                }
+                11 => events.push(ev(EventKind::DeviceRead, t, device, dma, None, 8, 0)),
+                12 => events.push(ev(EventKind::SyncForCpu, t, device, dma, None, 8, 0)),
+                13 => events.push(ev(EventKind::Map, t, 0, dma, phys, 4096, 0)),
+                _ => events.push(ev(EventKind::Map, t, device, None, phys, 64, 0)),
+            }
+        }
+        (header, events)
+    }
+
+    /// Each op with the segments of a `MapSg`.
+    type Seen = Vec<(DmaOp, Vec<Segment>)>;
+
+    impl OpSink<Hpa> for Seen {
+        fn op(&mut self, op: DmaOp, sg: &[Segment]) {
+            let sg = if matches!(op, DmaOp::MapSg { .. }) {
+                sg.to_vec()
+            } else {
+                Vec::new()
+            };
+            self.push((op, sg));
+        }
+    }
+
+    fn by_next_op<S: EventSource>(w: &mut TraceWorkload<S>, limit: usize, seen: &mut Seen) {
+        while seen.len() < limit
+            && let Some(op) = w.next_op().unwrap()
+        {
+            seen.op(op, w.sg_segments());
+        }
+    }
+
+    /// `for_each_op` hands over what `next_op` returns, in order, with each list's segments,
+    /// and the two can be mixed: ops `next_op` translated ahead are not lost.
+    #[test]
+    fn for_each_op_gives_what_next_op_gives() {
+        let (header, events) = mixed_trace(3 * crate::trace::BATCH + 77);
+        let open = || TraceWorkload::new(MemorySource::new(header.clone(), events.clone()));
+        let mut w = open();
+        let mut one_at_a_time = Seen::new();
+        by_next_op(&mut w, usize::MAX, &mut one_at_a_time);
+        let report = w.report();
+        assert!(report.remapped_live > 0 && report.unmatched_unmaps > 0 && report.syncs > 0);
+        assert!(report.skipped_iommu_events > 0 && report.incomplete > 0);
+        let lists = one_at_a_time
+            .iter()
+            .filter(|(_, sg)| !sg.is_empty())
+            .count();
+        let ticks = one_at_a_time
+            .iter()
+            .filter(|(op, _)| matches!(op, DmaOp::Tick { .. }))
+            .count();
+        assert!(lists > 100 && ticks > 100, "{lists} lists, {ticks} ticks");
+        for first in [0, 1, 2, 1000, 5000] {
+            let mut w = open();
+            let mut seen = Seen::new();
+            by_next_op(&mut w, first, &mut seen);
+            w.for_each_op(&mut seen).unwrap();
+            assert!(seen == one_at_a_time, "after {first} ops by next_op");
+            assert_eq!(w.report(), report);
+            assert!(w.next_op().unwrap().is_none());
+        }
+    }
+
+    /// A source that ends in an error after its events, as a block reader does: the
+    /// events of its last batch are read, the error comes with the next.
+    struct Failing(MemorySource);
+
+    impl Failing {
+        fn error() -> TraceError {
+            TraceError::Invalid {
+                path: "failing".into(),
+                what: "the end".into(),
+            }
+        }
+    }
+
+    impl EventSource for Failing {
+        fn header(&self) -> &TraceHeader {
+            self.0.header()
+        }
+
+        fn next_event(&mut self) -> Result<Option<Event>, TraceError> {
+            self.0.next_event()?.map(Some).ok_or_else(Self::error)
+        }
+
+        fn read_batch(&mut self, out: &mut Vec<Event>) -> Result<usize, TraceError> {
+            match self.0.read_batch(out)? {
+                0 => Err(Self::error()),
+                n => Ok(n),
+            }
+        }
+    }
+
+    /// The ops of the events before a read error come first, then the error: also when the
+    /// error cuts a scatter-gather list, in the middle of a batch of ops.
+    #[test]
+    fn ops_before_an_error_come_first() {
+        let (header, mut events) = mixed_trace(2 * crate::trace::BATCH + 100);
+        // The last list misses its last segment: its read meets the error.
+        events.push(ev(EventKind::MapSg, 0, 2, None, None, 0, 2));
+        events.push(ev(
+            EventKind::SgSeg,
+            0,
+            2,
+            Some(0x1000),
+            Some(0x1000),
+            64,
+            0,
+        ));
+        let whole = {
+            let mut w = TraceWorkload::new(MemorySource::new(header.clone(), events.clone()));
+            let mut seen = Seen::new();
+            by_next_op(&mut w, usize::MAX, &mut seen);
+            seen
+        };
+        let failing =
+            || TraceWorkload::new(Failing(MemorySource::new(header.clone(), events.clone())));
+        // Up to the cut list, whose map is lost with the error.
+        let before = &whole[..whole.len() - 1];
+        let mut w = failing();
+        let mut seen = Seen::new();
+        let err = loop {
+            match w.next_op() {
+                Ok(Some(op)) => seen.op(op, w.sg_segments()),
+                Ok(None) => panic!("no error"),
+                Err(e) => break e,
+            }
+        };
+        assert!(err.to_string().contains("the end"), "{err}");
+        // The last batch's ops, up to the cut list, are among them.
+        let first_batches = ops(
+            &["iommu", "0000:01:00.0", "nvme0"],
+            events[..2 * crate::trace::BATCH].to_vec(),
+        )
+        .0;
+        assert!(before.len() > first_batches.len() + 10);
+        assert!(seen == before);
+        let mut w = failing();
+        let mut seen = Seen::new();
+        assert!(w.for_each_op(&mut seen).is_err());
+        assert!(seen == before);
     }
 }

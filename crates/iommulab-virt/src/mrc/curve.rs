@@ -37,7 +37,7 @@ use crate::workload::{ParamError, WorkloadError};
 use crate::{
     CacheOnly, EvictionConfig, PageRef, PageRun, for_each_guest_page_run, guest_page_refs,
 };
-use std::sync::mpsc::sync_channel;
+use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 
 /// Largest quota a caller may ask for, in pages (2^24 pages = 64 GiB of 4 KiB pages). A
 /// curve over `0..=N` has N + 1 entries, so a mistyped `--max-quota` must not allocate
@@ -177,15 +177,24 @@ pub fn trace_hit_rate_curve<S: EventSource>(
             curve.finish()
         });
         let mut batch = Vec::with_capacity(STREAM_BATCH);
+        // Out of line: the per-run path is the push alone.
+        #[cold]
+        fn hand_over(
+            batch: &mut Vec<PageRun>,
+            full: &SyncSender<Vec<PageRun>>,
+            empty: &Receiver<Vec<PageRun>>,
+        ) {
+            let spare = empty
+                .try_recv()
+                .unwrap_or_else(|_| Vec::with_capacity(STREAM_BATCH));
+            // The simulator ends only after this sender is dropped (or if it panics, which
+            // `join` reports).
+            let _ = full.send(std::mem::replace(batch, spare));
+        }
         let read = for_each_guest_page_run(&mut w, CacheOnly::All, |r| {
             batch.push(r);
             if batch.len() == STREAM_BATCH {
-                let spare = empty_rx
-                    .try_recv()
-                    .unwrap_or_else(|_| Vec::with_capacity(STREAM_BATCH));
-                // The simulator ends only after this sender is dropped (or if it panics,
-                // which `join` reports).
-                let _ = full_tx.send(std::mem::replace(&mut batch, spare));
+                hand_over(&mut batch, &full_tx, &empty_rx);
             }
         });
         let _ = full_tx.send(batch);
