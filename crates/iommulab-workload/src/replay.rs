@@ -267,51 +267,43 @@ impl<S: EventSource> TraceWorkload<S> {
     /// segments `self.sg` holds.
     #[inline(always)]
     fn translate<K: OpSink<Hpa>>(&mut self, i: usize, out: &mut K) -> Result<bool, TraceError> {
-        let Event {
-            cpu,
-            device,
-            kind,
-            dir,
-            dma,
-            phys,
-            len,
-            nents,
-            ..
-        } = self.batch[i];
+        let e = self.batch[i];
         if self.devices_may_change {
             self.devices_may_change = false;
             if self.src.header().devices.len() != self.known_devices {
                 self.scan_devices();
             }
         }
-        let cpu = CpuId::new(cpu);
-        if Some(device) == self.iommu_device && self.other_devices {
+        let cpu = CpuId::new(e.cpu);
+        if Some(e.device) == self.iommu_device && self.other_devices {
             self.report.skipped_iommu_events += 1;
-            if matches!(kind, EventKind::MapSg | EventKind::UnmapSg) {
-                self.read_segments(nents, len)?;
+            if matches!(e.kind, EventKind::MapSg | EventKind::UnmapSg) {
+                self.read_segments(e.nents, e.len)?;
             }
             return Ok(false);
         }
-        let op = match kind {
+        let op = match e.kind {
             EventKind::Map | EventKind::Alloc => {
-                let (Some(dma), Some(phys)) = (dma, phys.or(dma)) else {
+                let (Some(dma), Some(phys)) = (e.dma, e.phys.or(e.dma)) else {
                     self.report.incomplete += 1;
                     return Ok(false);
                 };
-                let slot = self.open(Table::Singles, (device, dma), cpu, out);
+                let slot = self.open(Table::Singles, (e.device, dma), cpu, out);
                 DmaOp::Map {
                     slot,
                     cpu,
-                    device,
+                    device: e.device,
                     phys: Hpa::new(phys),
-                    len: len.max(1),
-                    dir: dir.dma(),
+                    len: e.len.max(1),
+                    dir: e.dir.dma(),
                     // S1.11: `dma_alloc_coherent` memory is allocated for DMA.
-                    dma_alloc: kind == EventKind::Alloc,
+                    dma_alloc: e.kind == EventKind::Alloc,
                 }
             }
             EventKind::Unmap | EventKind::Free => {
-                let slot = dma.and_then(|dma| close(&mut self.singles, (device, dma)));
+                let slot = e
+                    .dma
+                    .and_then(|dma| close(&mut self.singles, (e.device, dma)));
                 let Some(slot) = slot else {
                     self.report.unmatched_unmaps += 1;
                     return Ok(false);
@@ -321,25 +313,25 @@ impl<S: EventSource> TraceWorkload<S> {
                 DmaOp::Unmap { slot, cpu }
             }
             EventKind::MapSg => {
-                self.read_segments(nents, len)?;
+                self.read_segments(e.nents, e.len)?;
                 let Some(first) = self.sg.first().map(|s| s.phys.get()) else {
                     self.report.incomplete += 1;
                     return Ok(false);
                 };
-                let slot = self.open(Table::Sgs, (device, first), cpu, out);
+                let slot = self.open(Table::Sgs, (e.device, first), cpu, out);
                 DmaOp::MapSg {
                     slot,
                     cpu,
-                    device,
-                    dir: dir.dma(),
+                    device: e.device,
+                    dir: e.dir.dma(),
                 }
             }
             EventKind::UnmapSg => {
-                self.read_segments(nents, len)?;
+                self.read_segments(e.nents, e.len)?;
                 let slot = self
                     .sg
                     .first()
-                    .and_then(|s| close(&mut self.sgs, (device, s.phys.get())));
+                    .and_then(|s| close(&mut self.sgs, (e.device, s.phys.get())));
                 let Some(slot) = slot else {
                     self.report.unmatched_unmaps += 1;
                     return Ok(false);
@@ -352,13 +344,15 @@ impl<S: EventSource> TraceWorkload<S> {
                 return Ok(false);
             }
             EventKind::DeviceRead | EventKind::DeviceWrite => {
-                let slot = dma.and_then(|dma| self.singles.get(&(device, dma)).copied());
+                let slot = e
+                    .dma
+                    .and_then(|dma| self.singles.get(&(e.device, dma)).copied());
                 let Some(slot) = slot else {
                     self.report.unmatched_accesses += 1;
                     return Ok(false);
                 };
                 self.report.accesses += 1;
-                let access = if kind == EventKind::DeviceRead {
+                let access = if e.kind == EventKind::DeviceRead {
                     Access::Read
                 } else {
                     Access::Write
