@@ -208,8 +208,8 @@ pub fn trace_hit_rate_curve<S: EventSource>(
 }
 
 /// Page runs per batch handed from the reading thread to the simulating one (512 KiB). A
-/// hand-over often wakes a thread that waits: at 4,096 runs a batch the wake-ups cost the
-/// reader a tenth of its time on a uniform-random trace (BENCHMARKS.md).
+/// hand-over often wakes a thread that waits: at 4,096 runs a batch, FIFO on a 20 M-event
+/// uniform-random trace took 12–18% longer (BENCHMARKS.md).
 const STREAM_BATCH: usize = 1 << 15;
 /// Batches in flight between the two threads.
 const STREAM_BATCHES: usize = 4;
