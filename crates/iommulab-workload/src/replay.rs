@@ -80,14 +80,11 @@ pub struct TraceWorkload<S> {
     sgs: AddrMap<u32>,
     slots: Slots,
     sg: Vec<Segment>,
-    /// Ops translated for [`Workload::next_op`] and not yet returned, from `ops[pos]` on:
-    /// events are translated a batch at a time, so the buffer is reused and never allocates
-    /// in steady state.
+    /// The ops of the last event [`Workload::next_op`] translated (a tick, an unmap and a
+    /// map can come from one event) not yet returned, from `ops[pos]` on; reused, so it
+    /// never allocates in steady state.
     ops: Vec<DmaOp>,
     pos: usize,
-    /// An error met while translating a batch that already had ops: returned by the next
-    /// call, so the ops before it are not lost.
-    error: Option<TraceError>,
     last_tick_ns: u64,
     iommu_device: Option<u16>,
     other_devices: bool,
@@ -115,7 +112,6 @@ impl<S: EventSource> TraceWorkload<S> {
             sg: Vec::new(),
             ops: Vec::new(),
             pos: 0,
-            error: None,
             last_tick_ns: 0,
             iommu_device: None,
             other_devices: false,
@@ -262,11 +258,10 @@ impl<S: EventSource> TraceWorkload<S> {
         }
     }
 
-    /// Turns event `i` of the batch into the ops it makes, handed to `out` (none, an op, or
-    /// an unmap its map implies and the map); `true` when the last is a `MapSg`, whose
-    /// segments `self.sg` holds.
+    /// Turns event `i` of the batch into the ops it makes, handed to `out`: none, an op, or
+    /// an unmap its map implies and the map.
     #[inline(always)]
-    fn translate<K: OpSink<Hpa>>(&mut self, i: usize, out: &mut K) -> Result<bool, TraceError> {
+    fn translate<K: OpSink<Hpa>>(&mut self, i: usize, out: &mut K) -> Result<(), TraceError> {
         let e = self.batch[i];
         if self.devices_may_change {
             self.devices_may_change = false;
@@ -280,13 +275,13 @@ impl<S: EventSource> TraceWorkload<S> {
             if matches!(e.kind, EventKind::MapSg | EventKind::UnmapSg) {
                 self.read_segments(e.nents, e.len)?;
             }
-            return Ok(false);
+            return Ok(());
         }
         let op = match e.kind {
             EventKind::Map | EventKind::Alloc => {
                 let (Some(dma), Some(phys)) = (e.dma, e.phys.or(e.dma)) else {
                     self.report.incomplete += 1;
-                    return Ok(false);
+                    return Ok(());
                 };
                 let slot = self.open(Table::Singles, (e.device, dma), cpu, out);
                 DmaOp::Map {
@@ -306,7 +301,7 @@ impl<S: EventSource> TraceWorkload<S> {
                     .and_then(|dma| close(&mut self.singles, (e.device, dma)));
                 let Some(slot) = slot else {
                     self.report.unmatched_unmaps += 1;
-                    return Ok(false);
+                    return Ok(());
                 };
                 self.slots.release(slot);
                 self.report.unmaps += 1;
@@ -316,7 +311,7 @@ impl<S: EventSource> TraceWorkload<S> {
                 self.read_segments(e.nents, e.len)?;
                 let Some(first) = self.sg.first().map(|s| s.phys.get()) else {
                     self.report.incomplete += 1;
-                    return Ok(false);
+                    return Ok(());
                 };
                 let slot = self.open(Table::Sgs, (e.device, first), cpu, out);
                 DmaOp::MapSg {
@@ -334,14 +329,14 @@ impl<S: EventSource> TraceWorkload<S> {
                     .and_then(|s| close(&mut self.sgs, (e.device, s.phys.get())));
                 let Some(slot) = slot else {
                     self.report.unmatched_unmaps += 1;
-                    return Ok(false);
+                    return Ok(());
                 };
                 self.slots.release(slot);
                 self.report.unmaps += 1;
                 DmaOp::Unmap { slot, cpu }
             }
             EventKind::DeviceRead | EventKind::DeviceWrite if self.mappings_only => {
-                return Ok(false);
+                return Ok(());
             }
             EventKind::DeviceRead | EventKind::DeviceWrite => {
                 let slot = e
@@ -349,7 +344,7 @@ impl<S: EventSource> TraceWorkload<S> {
                     .and_then(|dma| self.singles.get(&(e.device, dma)).copied());
                 let Some(slot) = slot else {
                     self.report.unmatched_accesses += 1;
-                    return Ok(false);
+                    return Ok(());
                 };
                 self.report.accesses += 1;
                 let access = if e.kind == EventKind::DeviceRead {
@@ -361,35 +356,22 @@ impl<S: EventSource> TraceWorkload<S> {
             }
             EventKind::SyncForCpu | EventKind::SyncForDevice => {
                 self.report.syncs += 1;
-                return Ok(false);
+                return Ok(());
             }
             EventKind::SgSeg => {
                 self.report.stray_segments += 1;
-                return Ok(false);
+                return Ok(());
             }
         };
+        // A `MapSg`'s segments are in `self.sg`.
         out.op(op, &self.sg);
-        Ok(matches!(op, DmaOp::MapSg { .. }))
-    }
-
-    /// Translates events into `out` until the events read in one batch from the source are
-    /// used up (having made at least one op), a `MapSg` is made, or the trace ends: one
-    /// tight loop per batch instead of a call per op.
-    fn translate_batch(&mut self, out: &mut Vec<DmaOp>) -> Result<(), TraceError> {
-        loop {
-            let Some(i) = self.advance()? else {
-                return Ok(());
-            };
-            if self.step(i, out)? || (self.next == self.batch.len() && !out.is_empty()) {
-                return Ok(());
-            }
-        }
+        Ok(())
     }
 
     /// Event `i`'s ops: a tick first when the trace's clock has moved on by [`TICK_NS`],
     /// then what [`translate`](Self::translate) makes of it.
     #[inline(always)]
-    fn step<K: OpSink<Hpa>>(&mut self, i: usize, out: &mut K) -> Result<bool, TraceError> {
+    fn step<K: OpSink<Hpa>>(&mut self, i: usize, out: &mut K) -> Result<(), TraceError> {
         let time_ns = self.batch[i].time_ns;
         if !self.mappings_only && time_ns >= self.last_tick_ns.saturating_add(TICK_NS) {
             self.last_tick_ns = time_ns;
@@ -443,24 +425,18 @@ enum Table {
 impl<S: EventSource> Workload for TraceWorkload<S> {
     type Phys = Hpa;
     fn next_op(&mut self) -> Result<Option<DmaOp>, WorkloadError> {
-        if self.pos == self.ops.len() {
-            if let Some(e) = self.error.take() {
-                return Err(e.into());
-            }
-            let mut ops = std::mem::take(&mut self.ops);
-            ops.clear();
-            let made = self.translate_batch(&mut ops);
-            self.ops = ops;
+        // Events that make no op are passed over; an error keeps the ops its event made
+        // before it (a tick) for the next call.
+        while self.pos == self.ops.len() {
+            self.ops.clear();
             self.pos = 0;
-            match made {
-                Ok(()) => {}
-                Err(e) if self.ops.is_empty() => return Err(e.into()),
-                // Returned once the ops before it are.
-                Err(e) => self.error = Some(e),
-            }
-            if self.ops.is_empty() {
+            let Some(i) = self.advance()? else {
                 return Ok(None);
-            }
+            };
+            let mut ops = std::mem::take(&mut self.ops);
+            let made = self.step(i, &mut ops);
+            self.ops = ops;
+            made?;
         }
         let op = self.ops[self.pos];
         self.pos += 1;
@@ -472,9 +448,6 @@ impl<S: EventSource> Workload for TraceWorkload<S> {
         while let Some(&op) = self.ops.get(self.pos) {
             self.pos += 1;
             sink.op(op, &self.sg);
-        }
-        if let Some(e) = self.error.take() {
-            return Err(e.into());
         }
         while let Some(i) = self.advance()? {
             self.step(i, sink)?;
@@ -845,7 +818,7 @@ mod tests {
     }
 
     /// The ops of the events before a read error come first, then the error: also when the
-    /// error cuts a scatter-gather list, in the middle of a batch of ops.
+    /// error cuts a scatter-gather list, in the middle of a batch of events.
     #[test]
     fn ops_before_an_error_come_first() {
         let (header, mut events) = mixed_trace(2 * crate::trace::BATCH + 100);
