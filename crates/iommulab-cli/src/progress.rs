@@ -4,7 +4,7 @@
 use std::io::IsTerminal;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use iommulab::trace::{Event, EventSource, TraceError, TraceHeader};
+use iommulab::trace::{Event, EventColumns, EventSource, TraceError, TraceHeader};
 
 /// A progress bar over I/Os for a batch of runs.
 #[derive(Debug)]
@@ -141,6 +141,13 @@ impl<S: EventSource> EventSource for Reading<S> {
 
     fn read_batch(&mut self, out: &mut Vec<Event>) -> Result<usize, TraceError> {
         let n = self.inner.read_batch(out)?;
+        self.read += n as u64;
+        self.bar.set_position(self.read);
+        Ok(n)
+    }
+
+    fn read_columns(&mut self, out: &mut EventColumns) -> Result<usize, TraceError> {
+        let n = self.inner.read_columns(out)?;
         self.read += n as u64;
         self.bar.set_position(self.read);
         Ok(n)

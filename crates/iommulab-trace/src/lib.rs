@@ -14,6 +14,7 @@ use iommulab_base::{addr, hash};
 pub mod check;
 pub mod csv;
 pub mod event;
+pub mod event_columns;
 pub mod format;
 pub mod ftrace;
 pub mod io;
@@ -30,6 +31,7 @@ use serde::{Deserialize, Serialize};
 
 pub use csv::{CsvReader, CsvWriter};
 pub use event::{Event, EventKind, TraceDir};
+pub use event_columns::EventColumns;
 pub use format::{NativeReader, NativeWriter};
 pub use io::{EventSink, OutputFile, convert, copy_events, create_trace, open_text, open_trace};
 pub use open::{TraceFormat, detect, open, open_ftrace};
@@ -136,6 +138,21 @@ pub trait EventSource {
         }
         Ok(out.len())
     }
+
+    /// [`read_batch`](Self::read_batch), field by field: replaces `out`'s contents with the
+    /// next events, returning how many (0 only at a clean end). The native reader hands its
+    /// decoded columns over without assembling rows; the replay reads only the fields it
+    /// uses. Other sources read a batch of rows and split it.
+    fn read_columns(&mut self, out: &mut EventColumns) -> Result<usize, TraceError> {
+        let mut rows = std::mem::take(&mut out.rows);
+        let r = self.read_batch(&mut rows);
+        out.clear();
+        if r.is_ok() {
+            out.extend_rows(&rows);
+        }
+        out.rows = rows;
+        r
+    }
 }
 
 /// Events per [`EventSource::read_batch`] of sources without a block structure of their own.
@@ -179,6 +196,15 @@ impl EventSource for MemorySource {
         self.pos += batch.len();
         Ok(batch.len())
     }
+
+    fn read_columns(&mut self, out: &mut EventColumns) -> Result<usize, TraceError> {
+        let rest = &self.events[self.pos..];
+        let batch = &rest[..rest.len().min(BATCH)];
+        out.clear();
+        out.extend_rows(batch);
+        self.pos += batch.len();
+        Ok(batch.len())
+    }
 }
 
 impl<S: EventSource + ?Sized> EventSource for Box<S> {
@@ -192,6 +218,10 @@ impl<S: EventSource + ?Sized> EventSource for Box<S> {
 
     fn read_batch(&mut self, out: &mut Vec<Event>) -> Result<usize, TraceError> {
         (**self).read_batch(out)
+    }
+
+    fn read_columns(&mut self, out: &mut EventColumns) -> Result<usize, TraceError> {
+        (**self).read_columns(out)
     }
 
     fn cpu_count(&self) -> Option<u32> {

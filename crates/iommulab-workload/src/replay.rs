@@ -25,7 +25,7 @@ use serde::{Deserialize, Serialize};
 use super::{DmaOp, OpSink, Segment, Workload, WorkloadError};
 use crate::addr::{Access, CpuId, Hpa};
 use crate::hash::FxHashMap;
-use crate::trace::{Event, EventKind, EventSource, TraceError, TraceHeader};
+use crate::trace::{Event, EventColumns, EventKind, EventSource, TraceError, TraceHeader};
 
 /// The trace clock advances the runner's clock in steps of at least this many ns (10 µs:
 /// fine against the 10 ms flush timers, coarse enough to cost nothing).
@@ -69,10 +69,11 @@ pub struct ReplayReport {
 #[derive(Debug)]
 pub struct TraceWorkload<S> {
     src: S,
-    /// Events read ahead from `src` in one [`EventSource::read_batch`], and the next one.
+    /// Events read ahead from `src` in one [`EventSource::read_columns`] (field by field:
+    /// an event's fields are loaded as the translation reads them), and the next one.
     /// Reading ahead also lets the device scan see the devices of the whole batch before its
     /// first event is replayed (`iommu:map` lines precede a device's first `dma:` line).
-    batch: Vec<Event>,
+    batch: EventColumns,
     next: usize,
     /// Single mappings by (device, trace DMA address) → slot.
     singles: AddrMap<u32>,
@@ -104,7 +105,7 @@ impl<S: EventSource> TraceWorkload<S> {
     pub fn new(src: S) -> Self {
         let mut w = Self {
             src,
-            batch: Vec::new(),
+            batch: EventColumns::default(),
             next: 0,
             singles: AddrMap::default(),
             sgs: AddrMap::default(),
@@ -153,7 +154,7 @@ impl<S: EventSource> TraceWorkload<S> {
     /// none.
     pub fn trace_cpus(&mut self) -> Result<Option<u32>, TraceError> {
         if self.batch.is_empty() && self.next == 0 {
-            self.src.read_batch(&mut self.batch)?;
+            self.src.read_columns(&mut self.batch)?;
             self.scan_devices();
         }
         Ok(self.src.cpu_count())
@@ -181,7 +182,7 @@ impl<S: EventSource> TraceWorkload<S> {
     fn advance(&mut self) -> Result<Option<usize>, TraceError> {
         if self.next == self.batch.len() {
             self.next = 0;
-            if self.src.read_batch(&mut self.batch)? == 0 {
+            if self.src.read_columns(&mut self.batch)? == 0 {
                 return Ok(None);
             }
             self.devices_may_change = true;
@@ -193,7 +194,7 @@ impl<S: EventSource> TraceWorkload<S> {
     }
 
     fn next_raw(&mut self) -> Result<Option<Event>, TraceError> {
-        Ok(self.advance()?.map(|i| self.batch[i]))
+        Ok(self.advance()?.map(|i| self.batch.get(i)))
     }
 
     /// Reads the `nents` segments after a `MapSg`/`UnmapSg` of `total` bytes into `self.sg`.
@@ -262,7 +263,7 @@ impl<S: EventSource> TraceWorkload<S> {
     /// an unmap its map implies and the map.
     #[inline(always)]
     fn translate<K: OpSink<Hpa>>(&mut self, i: usize, out: &mut K) -> Result<(), TraceError> {
-        let e = self.batch[i];
+        let e = self.batch.get(i);
         if self.devices_may_change {
             self.devices_may_change = false;
             if self.src.header().devices.len() != self.known_devices {
@@ -372,10 +373,12 @@ impl<S: EventSource> TraceWorkload<S> {
     /// then what [`translate`](Self::translate) makes of it.
     #[inline(always)]
     fn step<K: OpSink<Hpa>>(&mut self, i: usize, out: &mut K) -> Result<(), TraceError> {
-        let time_ns = self.batch[i].time_ns;
-        if !self.mappings_only && time_ns >= self.last_tick_ns.saturating_add(TICK_NS) {
-            self.last_tick_ns = time_ns;
-            out.op(DmaOp::Tick { now_ns: time_ns }, &[]);
+        if !self.mappings_only {
+            let time_ns = self.batch.time_ns(i);
+            if time_ns >= self.last_tick_ns.saturating_add(TICK_NS) {
+                self.last_tick_ns = time_ns;
+                out.op(DmaOp::Tick { now_ns: time_ns }, &[]);
+            }
         }
         self.translate(i, out)
     }

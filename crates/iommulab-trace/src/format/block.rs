@@ -5,25 +5,8 @@
 use super::columns::{Column, Cursor, get_varint, put_column, put_varint};
 use super::header::{get_str, put_str};
 use super::{Bad, MAX_DEVICES};
-use crate::{Event, EventKind, TraceDir};
-
-// Tag byte of an event: kind in bits 0-3, direction in bits 4-5, dma/phys present in 6/7.
-const TAG_KIND: u8 = 0x0f;
-const TAG_DMA: u8 = 0x40;
-const TAG_PHYS: u8 = 0x80;
-
-/// The tag byte of `e`: kind, direction, and which of dma/phys it carries.
-#[inline]
-fn tag_of(e: &Event) -> u8 {
-    let mut tag = (e.kind as u8) | ((e.dir as u8) << 4);
-    if e.dma.is_some() {
-        tag |= TAG_DMA;
-    }
-    if e.phys.is_some() {
-        tag |= TAG_PHYS;
-    }
-    tag
-}
+use crate::event_columns::{DIRS, EventColumns, KINDS, TAG_DMA, TAG_KIND, TAG_PHYS, tag_of};
+use crate::{Event, EventKind};
 
 /// Encodes a block payload into `out` (cleared first): the preamble declaring `declared`
 /// devices, the tag column, then the numeric columns (docs/trace-format.md, "Blocks").
@@ -95,11 +78,6 @@ impl Default for Columns {
 }
 
 impl Columns {
-    /// The first `k` values of each buffer, to fill.
-    fn chunk_buffers(&mut self, k: usize) -> impl Iterator<Item = &mut [u64]> {
-        self.0.iter_mut().map(move |b| &mut b[..k])
-    }
-
     /// The first `k` values of each buffer, filled.
     fn chunk(&self, k: usize) -> [&[u64]; 7] {
         let b = &self.0;
@@ -115,36 +93,105 @@ impl Columns {
     }
 }
 
-/// Every kind by its tag nibble; nibbles 11..=15 are rejected before this is indexed.
-const KINDS: [EventKind; 16] = {
-    let mut k = [EventKind::Map; 16];
-    let mut i = 0;
-    while i < EventKind::ALL.len() {
-        k[i] = EventKind::ALL[i];
-        i += 1;
-    }
-    k
-};
+/// Where a block's events go, a chunk of up to [`CHUNK`] at a time: assembled into
+/// [`Event`] rows from the reader's L1-sized buffers, or decoded straight into the columns
+/// of [`EventColumns`] (no copy).
+pub(super) trait Decoded {
+    /// Empties the output for a block of `count` events.
+    fn begin(&mut self, count: usize);
+    /// Events held.
+    fn len(&self) -> usize;
+    /// The buffers events `at..at + k` of the block's numeric columns (cpu, device, time,
+    /// dma, phys, len, nents) are decoded into: `cols`' or the output's own.
+    fn buffers<'a>(&'a mut self, cols: &'a mut Columns, at: usize, k: usize) -> [&'a mut [u64]; 7];
+    /// Takes the chunk: its tags (kinds checked), and its values in the buffers (limits
+    /// checked).
+    fn commit(&mut self, cols: &Columns, tags: &[u8]);
+}
 
-const DIRS: [TraceDir; 4] = [
-    TraceDir::Bidirectional,
-    TraceDir::ToDevice,
-    TraceDir::FromDevice,
-    TraceDir::None,
-];
+impl Decoded for Vec<Event> {
+    fn begin(&mut self, count: usize) {
+        self.clear();
+        self.reserve(count);
+    }
+
+    fn len(&self) -> usize {
+        self.len()
+    }
+
+    fn buffers<'a>(
+        &'a mut self,
+        cols: &'a mut Columns,
+        _at: usize,
+        k: usize,
+    ) -> [&'a mut [u64]; 7] {
+        cols.0.each_mut().map(|b| &mut b[..k])
+    }
+
+    #[allow(clippy::cast_possible_truncation)] // cpu, device and nents are checked against their limits
+    fn commit(&mut self, cols: &Columns, tags: &[u8]) {
+        let [cpu, device, time, dma, phys, len, nents] = cols.chunk(tags.len());
+        let rows = tags
+            .iter()
+            .zip(cpu)
+            .zip(device)
+            .zip(time)
+            .zip(dma)
+            .zip(phys)
+            .zip(len)
+            .zip(nents);
+        // Every column is dense, so this is a pure map over rows: no per-event state or
+        // branch, and `extend` over zipped slices writes without a capacity check per event.
+        self.extend(rows.map(
+            |(((((((&tag, &cpu), &device), &time_ns), &dma), &phys), &len), &nents)| Event {
+                time_ns,
+                cpu: cpu as u16,
+                device: device as u16,
+                kind: KINDS[usize::from(tag & TAG_KIND)],
+                dir: DIRS[usize::from((tag >> 4) & 3)],
+                dma: (tag & TAG_DMA != 0).then_some(dma),
+                phys: (tag & TAG_PHYS != 0).then_some(phys),
+                len,
+                nents: nents as u32,
+            },
+        ));
+    }
+}
+
+impl Decoded for EventColumns {
+    fn begin(&mut self, count: usize) {
+        self.begin_block(count);
+    }
+
+    fn len(&self) -> usize {
+        self.len()
+    }
+
+    fn buffers<'a>(
+        &'a mut self,
+        _cols: &'a mut Columns,
+        at: usize,
+        k: usize,
+    ) -> [&'a mut [u64]; 7] {
+        self.columns_mut(at, k)
+    }
+
+    fn commit(&mut self, _cols: &Columns, tags: &[u8]) {
+        self.extend_tags(tags);
+    }
+}
 
 /// Decodes a block payload (`buf[..end]`, padded) of `count` events into `out`: the device
 /// declarations (appended to `devices`), the tag column, then the numeric columns, each
-/// checked, then one branch-free pass that assembles the events. On error: the offset in the
-/// block and what is wrong.
-#[allow(clippy::cast_possible_truncation)] // cpu, device and nents are checked against their limits
-pub(super) fn decode(
+/// checked, then handed to `out` chunk by chunk. On error: the offset in the block and what
+/// is wrong.
+pub(super) fn decode<O: Decoded>(
     buf: &[u8],
     end: usize,
     count: usize,
     cols: &mut Columns,
     devices: &mut Vec<String>,
-    out: &mut Vec<Event>,
+    out: &mut O,
 ) -> Result<(), (usize, &'static str)> {
     let body = &buf[..end];
     let mut pos = 0;
@@ -197,13 +244,15 @@ pub(super) fn decode(
         return Err((pos, "bytes after the last column"));
     }
     let mut cursors = cursors.map(|c| c.unwrap_or(Cursor::EMPTY));
-    out.clear();
-    out.reserve(count);
+    out.begin(count);
     for (c, tags) in tags.chunks(CHUNK).enumerate() {
         let k = tags.len();
-        let bufs = cols.chunk_buffers(k);
-        for (((cursor, col), &(_, limit)), &start) in
-            cursors.iter_mut().zip(bufs).zip(&layout).zip(&starts)
+        let mut bufs = out.buffers(cols, c * CHUNK, k);
+        for (((cursor, col), &(_, limit)), &start) in cursors
+            .iter_mut()
+            .zip(bufs.iter_mut())
+            .zip(&layout)
+            .zip(&starts)
         {
             cursor.read(buf, end, col).map_err(|what| (start, what))?;
             if let Some((limit, what)) = limit
@@ -215,7 +264,7 @@ pub(super) fn decode(
                 return Err((start, what));
             }
         }
-        let [cpu, device, time, dma, phys, len, nents] = cols.chunk(k);
+        let nents = &*bufs[6];
         // `nents` is 0 except on map_sg/unmap_sg (kinds 2 and 3).
         let stray = |(&tag, &n): (&u8, &u64)| n * u64::from((tag & TAG_KIND).wrapping_sub(2) > 1);
         if tags.iter().zip(nents).map(stray).fold(0, |a, v| a | v) != 0 {
@@ -225,30 +274,7 @@ pub(super) fn decode(
                 "nents on an event other than map_sg/unmap_sg",
             ));
         }
-        let rows = tags
-            .iter()
-            .zip(cpu)
-            .zip(device)
-            .zip(time)
-            .zip(dma)
-            .zip(phys)
-            .zip(len)
-            .zip(nents);
-        // Every column is dense, so this is a pure map over rows: no per-event state or
-        // branch, and `extend` over zipped slices writes without a capacity check per event.
-        out.extend(rows.map(
-            |(((((((&tag, &cpu), &device), &time_ns), &dma), &phys), &len), &nents)| Event {
-                time_ns,
-                cpu: cpu as u16,
-                device: device as u16,
-                kind: KINDS[usize::from(tag & TAG_KIND)],
-                dir: DIRS[usize::from((tag >> 4) & 3)],
-                dma: (tag & TAG_DMA != 0).then_some(dma),
-                phys: (tag & TAG_PHYS != 0).then_some(phys),
-                len,
-                nents: nents as u32,
-            },
-        ));
+        out.commit(cols, tags);
     }
     Ok(())
 }

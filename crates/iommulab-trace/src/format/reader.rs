@@ -4,12 +4,12 @@
 use std::io::{self, Read};
 use std::path::PathBuf;
 
-use super::block::{self, Columns};
+use super::block::{self, Columns, Decoded};
 use super::columns::PAD;
 use super::{
     EVENTS_PER_BLOCK, MAX_BLOCK_BYTES, MAX_BLOCK_EVENTS, TRAILER_MARK, crc_of, fill, header,
 };
-use crate::{Event, EventSource, TraceError, TraceHeader};
+use crate::{Event, EventColumns, EventSource, TraceError, TraceHeader};
 
 /// Reads a native trace as a stream: one block in memory at a time, decoded column by column
 /// into a batch of events ([`EventSource::read_batch`] hands that batch over without a copy).
@@ -165,15 +165,18 @@ impl<R: Read> NativeReader<R> {
         Ok(())
     }
 
-    /// Replaces `out` with the next block's events (skipping blocks that only declare
-    /// devices); 0 at the end of the trace.
-    fn fill_batch(&mut self, out: &mut Vec<Event>) -> Result<usize, TraceError> {
-        out.clear();
+    /// Replaces `out` with the next block's events, as rows or columns (skipping blocks that
+    /// only declare devices); 0 at the end of the trace.
+    fn fill_batch<O: Decoded>(&mut self, out: &mut O) -> Result<usize, TraceError> {
+        // Emptied only where no block follows: decoding a block of the usual size into
+        // columns that hold one already writes them in place.
         loop {
             if self.done {
+                out.begin(0);
                 return Ok(0);
             }
             if self.failed {
+                out.begin(0);
                 return Err(self.corrupt(self.offset, "reading on after an error"));
             }
             let r = self.load_block().and_then(|()| {
@@ -192,10 +195,13 @@ impl<R: Read> NativeReader<R> {
             });
             if r.is_err() {
                 self.failed = true;
-                out.clear();
+                out.begin(0);
                 r?;
             }
-            if !out.is_empty() {
+            if self.done {
+                continue;
+            }
+            if out.len() != 0 {
                 self.returned += out.len() as u64;
                 return Ok(out.len());
             }
@@ -241,6 +247,18 @@ impl<R: Read> EventSource for NativeReader<R> {
             // Events of a block `next_event` started on.
             out.clear();
             out.extend_from_slice(&self.decoded[self.next..]);
+            self.next = self.decoded.len();
+            self.returned += out.len() as u64;
+            return Ok(out.len());
+        }
+        self.fill_batch(out)
+    }
+
+    fn read_columns(&mut self, out: &mut EventColumns) -> Result<usize, TraceError> {
+        if self.next < self.decoded.len() {
+            // Events of a block `next_event` started on.
+            out.clear();
+            out.extend_rows(&self.decoded[self.next..]);
             self.next = self.decoded.len();
             self.returned += out.len() as u64;
             return Ok(out.len());
