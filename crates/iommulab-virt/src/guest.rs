@@ -657,9 +657,13 @@ impl<F: FnMut(PageRun)> OpSink<Gpa> for RunsOf<F> {
         match op {
             DmaOp::Map { phys, len, .. } => {
                 s.sg = false;
-                s.run = PageRun::mapping(phys.get(), len);
+                // Handed on from the register, not read back from `s.run`: a 16-byte load of
+                // fields just stored one by one waits for the stores (a stalled store
+                // forwarding was a sixth of `mrc`'s reading thread's cycles).
+                let run = PageRun::mapping(phys.get(), len);
+                s.run = run;
                 if keep {
-                    f(s.run);
+                    f(run);
                 }
             }
             _ => {
