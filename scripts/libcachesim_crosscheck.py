@@ -2,7 +2,7 @@
 """Cross-check of iommulab's hit-rate curves against libCacheSim (PyPI `libcachesim` 0.3.5).
 
 Usage: libcachesim_crosscheck.py TRACE.oracleGeneral (QUOTA ... | --up-to N)
-           [--policies fifo,lru,opt] [--method process|get]
+           [--policies fifo,lru,opt] [--method process|get] [--time]
 
 Prints JSON: {"requests": N, "fifo": {"QUOTA": hits, ...}, "lru": {...}, "opt": {...}}.
 
@@ -25,10 +25,14 @@ Python (slow; the two agree, which the Rust test checks). `--up-to N` checks eve
 import argparse
 import json
 import sys
+import time
 
 import libcachesim as lcs
 
 POLICIES = {"fifo": lcs.FIFO, "lru": lcs.LRU, "opt": lcs.Belady}
+
+# Seconds spent inside each `process_trace` call (the C request loop alone), for `--time`.
+LOOP_SECONDS = []
 
 
 def make_cache(make, quota, hashpower):
@@ -39,7 +43,10 @@ def make_cache(make, quota, hashpower):
 
 def hits_process(reader, make, quota, hashpower, n):
     reader.reset()
-    miss_ratio, _ = make_cache(make, quota, hashpower).process_trace(reader)
+    cache = make_cache(make, quota, hashpower)
+    t0 = time.perf_counter()
+    miss_ratio, _ = cache.process_trace(reader)
+    LOOP_SECONDS.append(time.perf_counter() - t0)
     return n - round(miss_ratio * n)
 
 
@@ -56,6 +63,11 @@ def main():
     ap.add_argument("--up-to", type=int, help="every quota 1..=N")
     ap.add_argument("--policies", default="fifo,lru,opt")
     ap.add_argument("--method", choices=("process", "get"), default="process")
+    ap.add_argument(
+        "--time",
+        action="store_true",
+        help="print the seconds spent inside process_trace (its C loop alone) to stderr",
+    )
     a = ap.parse_args()
     quotas = list(a.quotas)
     if a.up_to is not None:
@@ -75,6 +87,8 @@ def main():
         out[name] = {str(q): run(reader, make, q, hashpower, n) for q in sorted(set(quotas))}
     json.dump(out, sys.stdout)
     print()
+    if a.time:
+        print(f"process_trace seconds {sum(LOOP_SECONDS):.4f}", file=sys.stderr)
 
 
 if __name__ == "__main__":
