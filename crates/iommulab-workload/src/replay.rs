@@ -24,7 +24,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{DmaOp, OpSink, Segment, Workload, WorkloadError};
 use crate::addr::{Access, CpuId, Hpa};
-use crate::hash::FxHashMap;
+use crate::hash::AddrHashMap;
 use crate::trace::{Event, EventColumns, EventKind, EventSource, TraceError, TraceHeader};
 
 /// The trace clock advances the runner's clock in steps of at least this many ns (10 µs:
@@ -34,9 +34,10 @@ pub const TICK_NS: u64 = 10_000;
 /// The device name the ftrace importer gives `iommu:` events, which carry no device.
 pub use crate::trace::ftrace::IOMMU_DEVICE;
 
-/// The replay tables, keyed by (device, address) with the fast hasher of [`crate::hash`] (the
-/// std SipHash costs more than the rest of a map/unmap).
-type AddrMap<V> = FxHashMap<(u16, u64), V>;
+/// The replay tables, keyed by (device, address) with the fast address hasher of
+/// [`crate::hash`] (the std SipHash costs more than the rest of a map/unmap; plain FxHash
+/// starts every page-aligned address of a device at the same bucket).
+type AddrMap<V> = AddrHashMap<(u16, u64), V>;
 
 /// What the replay did with the trace's events.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

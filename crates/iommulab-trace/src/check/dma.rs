@@ -11,7 +11,7 @@ use std::fmt::Write as _;
 use super::cacheline::{ActiveCachelines, Insert};
 use super::iommu::IommuState;
 use super::{At, Ctx, FindingKind, Flavour, Raw, Sink, UNMAPPED_MEMORY};
-use crate::hash::FxHashMap;
+use crate::hash::{AddrHashMap, FxHashMap};
 use crate::{Event, EventKind, TraceDir};
 
 /// `DMA_MAPPING_ERROR`.
@@ -95,8 +95,8 @@ struct OpenList {
 /// stays constant and the last `UNMAPPED_MEMORY` unmaps at least are remembered.
 #[derive(Debug, Default)]
 struct Recent {
-    new: FxHashMap<(u16, u64), (At, At)>,
-    old: FxHashMap<(u16, u64), (At, At)>,
+    new: AddrHashMap<(u16, u64), (At, At)>,
+    old: AddrHashMap<(u16, u64), (At, At)>,
 }
 
 impl Recent {
@@ -130,7 +130,7 @@ pub(super) struct DmaState {
     seq: u64,
     groups: FxHashMap<u64, Group>,
     /// Live groups by (device, first physical address), oldest first.
-    groups_by_phys: FxHashMap<(u16, u64), Vec<u64>>,
+    groups_by_phys: AddrHashMap<(u16, u64), Vec<u64>>,
     /// Recently unmapped (device, DMA address) → (map, unmap) sites.
     unmapped: Recent,
     /// Recently unmapped sg lists by (device, first physical address).
