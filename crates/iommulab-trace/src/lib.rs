@@ -196,15 +196,6 @@ impl EventSource for MemorySource {
         self.pos += batch.len();
         Ok(batch.len())
     }
-
-    fn read_columns(&mut self, out: &mut EventColumns) -> Result<usize, TraceError> {
-        let rest = &self.events[self.pos..];
-        let batch = &rest[..rest.len().min(BATCH)];
-        out.clear();
-        out.extend_rows(batch);
-        self.pos += batch.len();
-        Ok(batch.len())
-    }
 }
 
 impl<S: EventSource + ?Sized> EventSource for Box<S> {

@@ -101,6 +101,8 @@ pub(super) trait Decoded {
     fn begin(&mut self, count: usize);
     /// Events held.
     fn len(&self) -> usize;
+    /// Replaces the events held with `rows` (the rest of a block `next_event` started on).
+    fn set_rows(&mut self, rows: &[Event]);
     /// The buffers events `at..at + k` of the block's numeric columns (cpu, device, time,
     /// dma, phys, len, nents) are decoded into: `cols`' or the output's own.
     fn buffers<'a>(&'a mut self, cols: &'a mut Columns, at: usize, k: usize) -> [&'a mut [u64]; 7];
@@ -117,6 +119,11 @@ impl Decoded for Vec<Event> {
 
     fn len(&self) -> usize {
         self.len()
+    }
+
+    fn set_rows(&mut self, rows: &[Event]) {
+        self.clear();
+        self.extend_from_slice(rows);
     }
 
     fn buffers<'a>(
@@ -165,6 +172,11 @@ impl Decoded for EventColumns {
 
     fn len(&self) -> usize {
         self.len()
+    }
+
+    fn set_rows(&mut self, rows: &[Event]) {
+        self.clear();
+        self.extend_rows(rows);
     }
 
     fn buffers<'a>(

@@ -208,6 +208,18 @@ impl<R: Read> NativeReader<R> {
         }
     }
 
+    /// [`EventSource::read_batch`] or [`EventSource::read_columns`]: the rest of a block
+    /// `next_event` started on, else the next block.
+    fn read_into<O: Decoded>(&mut self, out: &mut O) -> Result<usize, TraceError> {
+        if self.next < self.decoded.len() {
+            out.set_rows(&self.decoded[self.next..]);
+            self.next = self.decoded.len();
+            self.returned += out.len() as u64;
+            return Ok(out.len());
+        }
+        self.fill_batch(out)
+    }
+
     /// The slow half of `next_event`: decode the next block into `decoded`.
     #[cold]
     #[inline(never)]
@@ -243,27 +255,11 @@ impl<R: Read> EventSource for NativeReader<R> {
     }
 
     fn read_batch(&mut self, out: &mut Vec<Event>) -> Result<usize, TraceError> {
-        if self.next < self.decoded.len() {
-            // Events of a block `next_event` started on.
-            out.clear();
-            out.extend_from_slice(&self.decoded[self.next..]);
-            self.next = self.decoded.len();
-            self.returned += out.len() as u64;
-            return Ok(out.len());
-        }
-        self.fill_batch(out)
+        self.read_into(out)
     }
 
     fn read_columns(&mut self, out: &mut EventColumns) -> Result<usize, TraceError> {
-        if self.next < self.decoded.len() {
-            // Events of a block `next_event` started on.
-            out.clear();
-            out.extend_rows(&self.decoded[self.next..]);
-            self.next = self.decoded.len();
-            self.returned += out.len() as u64;
-            return Ok(out.len());
-        }
-        self.fill_batch(out)
+        self.read_into(out)
     }
 }
 
