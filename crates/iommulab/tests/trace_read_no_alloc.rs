@@ -1,10 +1,13 @@
 //! Reading a trace allocates nothing per event in steady state, by either path: the
 //! guest's page runs through `Workload::for_each_op` (`iommulab mrc`'s reading thread) and
-//! the replay's `next_op` (`iommulab replay`): twice the events, the same allocations.
+//! the replay's `next_op` (`iommulab replay`), from memory and from a native `.iot`: twice
+//! the events, the same allocations.
 //! The trace keeps 64 buffers in flight, single buffers and scatter-gather lists, so every
 //! table stops growing once warm.
 
-use iommulab::trace::{Event, EventKind, MemorySource, TraceDir, TraceHeader};
+use iommulab::trace::{
+    Event, EventKind, EventSource, MemorySource, NativeReader, NativeWriter, TraceDir, TraceHeader,
+};
 use iommulab::virt::{CacheOnly, for_each_guest_page_run};
 use iommulab::workload::{InGuest, TraceWorkload, Workload};
 
@@ -79,18 +82,31 @@ fn trace(ios: u64) -> Vec<Event> {
     out
 }
 
-fn source(ios: u64) -> TraceWorkload<MemorySource> {
+/// Heap allocations of reading a trace of `ios` I/Os to its end (the events built, and for
+/// `native` written as a `.iot`, beforehand), and how many units of work (page runs or ops)
+/// it made. The native reader hands the replay its blocks' columns as decoded
+/// (`EventSource::read_columns`), the memory source rows it splits: both are counted.
+fn allocations(ios: u64, by_runs: bool, native: bool) -> (u64, u64) {
     let header = TraceHeader {
         devices: vec!["0000:01:00.0".into()],
         source: "test".into(),
     };
-    TraceWorkload::new(MemorySource::new(header, trace(ios)))
+    let events = trace(ios);
+    if native {
+        let mut out = NativeWriter::new(Vec::new(), &header).unwrap();
+        events.iter().for_each(|e| out.write(e).unwrap());
+        let bytes = out.finish().unwrap();
+        let src = NativeReader::new(&bytes[..], "t.iot".into()).unwrap();
+        count(TraceWorkload::new(src), by_runs)
+    } else {
+        count(
+            TraceWorkload::new(MemorySource::new(header, events)),
+            by_runs,
+        )
+    }
 }
 
-/// Heap allocations of reading a trace of `ios` I/Os to its end (the events built
-/// beforehand), and how many units of work (page runs or ops) it made.
-fn allocations(ios: u64, by_runs: bool) -> (u64, u64) {
-    let mut w = source(ios);
+fn count<S: EventSource>(mut w: TraceWorkload<S>, by_runs: bool) -> (u64, u64) {
     let before = alloc_counter::this_thread();
     let mut made = 0u64;
     if by_runs {
@@ -111,15 +127,18 @@ fn allocations(ios: u64, by_runs: bool) -> (u64, u64) {
 
 #[test]
 fn reading_a_trace_allocates_nothing_per_event() {
-    for by_runs in [true, false] {
-        let (a, made_a) = allocations(50_000, by_runs);
-        let (b, made_b) = allocations(100_000, by_runs);
-        assert!(made_b > 2 * made_a - 200, "{made_a} → {made_b}");
-        assert_eq!(
-            b,
-            a,
-            "50,000 more I/Os ({}): {a} → {b} allocations",
-            if by_runs { "page runs" } else { "next_op" }
-        );
+    for native in [false, true] {
+        for by_runs in [true, false] {
+            let (a, made_a) = allocations(50_000, by_runs, native);
+            let (b, made_b) = allocations(100_000, by_runs, native);
+            assert!(made_b > 2 * made_a - 200, "{made_a} → {made_b}");
+            assert_eq!(
+                b,
+                a,
+                "50,000 more I/Os ({}, {}): {a} → {b} allocations",
+                if by_runs { "page runs" } else { "next_op" },
+                if native { "native" } else { "memory" }
+            );
+        }
     }
 }
