@@ -14,8 +14,8 @@
 #   EVENTS  events of the generated uniform-random trace (default 20000000)
 #   QUOTA   the cache size in 4 KiB pages (default 65536)
 #   REPEAT  runs per tool and policy (default 5)
-# Needs: a release build (`cargo build --release -p iommulab-cli`) and `make venv` (.venv with
-# libcachesim). Set IOMMULAB to another binary, TMPDIR for the files.
+# Needs: a release build (`cargo build --release -p iommulab-cli`) and `make py-deps` (.venv
+# with libcachesim). Set IOMMULAB to another binary, TMPDIR for the files.
 set -euo pipefail
 EVENTS=${1:-20000000}
 QUOTA=${2:-65536}
@@ -26,7 +26,7 @@ PY=$ROOT/.venv/bin/python
 DIR=$(mktemp -d "${TMPDIR:-/tmp}/lcs-bench.XXXXXX")
 trap 'rm -rf "$DIR"' EXIT
 [ -x "$BIN" ] || { echo "no iommulab binary at $BIN (cargo build --release -p iommulab-cli)" >&2; exit 2; }
-[ -x "$PY" ] || { echo "no $PY (make venv)" >&2; exit 2; }
+[ -x "$PY" ] && "$PY" -c "import libcachesim" 2>/dev/null || { echo "no libcachesim in $PY (make py-deps)" >&2; exit 2; }
 
 "$BIN" trace generate uniform-random --events "$EVENTS" -o "$DIR/t.iot" -q
 "$BIN" trace convert "$DIR/t.iot" -o "$DIR/t.oracleGeneral" -q
@@ -40,13 +40,15 @@ for P in lru fifo opt; do
     : >"$DIR/l.t"
     : >"$DIR/c.t"
     for _ in $(seq "$REPEAT"); do
+        # Each tool's process alone is timed; its JSON is read afterwards.
         t0=$(now)
-        ih=$("$BIN" mrc "$DIR/t.iot" --policy "$P" --quotas "$QUOTA" --json -q |
-            "$PY" -c 'import json,sys; print(json.load(sys.stdin)["hits"][0])')
+        "$BIN" mrc "$DIR/t.iot" --policy "$P" --quotas "$QUOTA" --json -q >"$DIR/i.json"
         t1=$(now)
-        lh=$("$PY" "$ROOT/scripts/libcachesim_crosscheck.py" "$DIR/t.oracleGeneral" "$QUOTA" --policies "$P" --time 2>"$DIR/loop" |
-            "$PY" -c "import json,sys; print(json.load(sys.stdin)['$P']['$QUOTA'])")
+        "$PY" "$ROOT/scripts/libcachesim_crosscheck.py" "$DIR/t.oracleGeneral" "$QUOTA" --policies "$P" --time \
+            >"$DIR/l.json" 2>"$DIR/loop"
         t2=$(now)
+        ih=$("$PY" -c 'import json,sys; print(json.load(sys.stdin)["hits"][0])' <"$DIR/i.json")
+        lh=$("$PY" -c "import json,sys; print(json.load(sys.stdin)['$P']['$QUOTA'])" <"$DIR/l.json")
         [ "$ih" = "$lh" ] || { echo "$P: iommulab $ih hits, libCacheSim $lh" >&2; exit 1; }
         echo "$t1 - $t0" | bc >>"$DIR/i.t"
         echo "$t2 - $t1" | bc >>"$DIR/l.t"

@@ -98,6 +98,11 @@ impl<K: OpSink<Gpa>> OpSink<Hpa> for ToGuest<'_, K> {
         let op = to_guest(op, sg, self.sg);
         self.sink.op(op, self.sg);
     }
+
+    #[inline(always)]
+    fn stopped(&self) -> bool {
+        self.sink.stopped()
+    }
 }
 
 impl<W: Workload<Phys = Hpa>> Workload for InGuest<W> {

@@ -143,6 +143,14 @@ pub trait OpSink<P: PhysAddr> {
     /// Takes `op`; for a `MapSg`, `sg` is its segments (what
     /// [`Workload::sg_segments`] would return).
     fn op(&mut self, op: DmaOp<P>, sg: &[Segment<P>]);
+    /// Whether the sink takes no more ops (the runner's end time was reached, or an op
+    /// failed): [`Workload::for_each_op`] returns before the next op it would read. Ops
+    /// made from the input already read may still be handed over (a trace event can make
+    /// a tick, an unmap and a map); a stopped sink ignores them.
+    #[inline(always)]
+    fn stopped(&self) -> bool {
+        false
+    }
 }
 
 /// Collects the ops (a `MapSg`'s segments are not kept).
@@ -160,9 +168,10 @@ pub trait Workload {
     type Phys: PhysAddr;
     /// The next operation, `Ok(None)` at the end, or an error (a bad trace).
     fn next_op(&mut self) -> Result<Option<DmaOp<Self::Phys>>, WorkloadError>;
-    /// Hands every remaining op to `sink`, in order, until the workload ends: the loop
-    /// `while let Some(op) = next_op()? { .. }` as one function the sink's code is inlined
-    /// into. A trace translates its events straight into the sink.
+    /// Hands every remaining op to `sink`, in order, until the workload ends or the sink
+    /// [stops](OpSink::stopped): the loop `while let Some(op) = next_op()? { .. }` as one
+    /// function the sink's code is inlined into. A trace translates its events straight
+    /// into the sink.
     ///
     /// # Errors
     /// As [`next_op`](Self::next_op); the ops before the error have been handed over.
@@ -170,7 +179,9 @@ pub trait Workload {
     where
         Self: Sized,
     {
-        while let Some(op) = self.next_op()? {
+        while !sink.stopped()
+            && let Some(op) = self.next_op()?
+        {
             sink.op(op, self.sg_segments());
         }
         Ok(())

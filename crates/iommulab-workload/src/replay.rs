@@ -453,7 +453,9 @@ impl<S: EventSource> Workload for TraceWorkload<S> {
             self.pos += 1;
             sink.op(op, &self.sg);
         }
-        while let Some(i) = self.advance()? {
+        while !sink.stopped()
+            && let Some(i) = self.advance()?
+        {
             self.step(i, sink)?;
         }
         Ok(())
@@ -788,6 +790,57 @@ mod tests {
             assert!(seen == one_at_a_time, "after {first} ops by next_op");
             assert_eq!(w.report(), report);
             assert!(w.next_op().unwrap().is_none());
+        }
+    }
+
+    /// Takes ops until it holds `limit`, then stops; the ops handed over after that (the
+    /// rest of the event being translated) are counted, not kept.
+    struct Stopping {
+        seen: Seen,
+        limit: usize,
+        after_stop: usize,
+    }
+
+    impl OpSink<Hpa> for Stopping {
+        fn op(&mut self, op: DmaOp, sg: &[Segment]) {
+            if self.stopped() {
+                self.after_stop += 1;
+            } else {
+                self.seen.op(op, sg);
+            }
+        }
+
+        fn stopped(&self) -> bool {
+            self.seen.len() >= self.limit
+        }
+    }
+
+    /// A sink that stops ends `for_each_op` with the event that made its last op: no
+    /// further event is read, and `next_op` goes on from there.
+    #[test]
+    fn for_each_op_stops_with_the_sink() {
+        let (header, events) = mixed_trace(3 * crate::trace::BATCH + 77);
+        let open = || TraceWorkload::new(MemorySource::new(header.clone(), events.clone()));
+        let mut all = Seen::new();
+        open().for_each_op(&mut all).unwrap();
+        for limit in [1, 2, 3, 100, 5000] {
+            let mut w = open();
+            let mut sink = Stopping {
+                seen: Seen::new(),
+                limit,
+                after_stop: 0,
+            };
+            w.for_each_op(&mut sink).unwrap();
+            assert!(sink.seen[..] == all[..limit], "limit {limit}");
+            // At most the rest of one event's ops (a tick, an unmap and a map) came after.
+            assert!(sink.after_stop <= 2, "limit {limit}: {}", sink.after_stop);
+            let read = w.report().events;
+            assert!(read < events.len() as u64, "limit {limit}: read {read}");
+            // The event that made the last op kept is the last one read.
+            let mut again = open();
+            let mut upto = Seen::new();
+            by_next_op(&mut again, limit, &mut upto);
+            assert_eq!(again.report().events, read, "limit {limit}");
         }
     }
 

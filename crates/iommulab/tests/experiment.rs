@@ -9,7 +9,7 @@ use iommulab::experiment::{
     ConfigError, ExperimentConfig, SystemConfig, WorkloadSpec, replay_trace, run_experiment,
     run_workload,
 };
-use iommulab::hw::CostModel;
+use iommulab::hw::{CostModel, CostPreset};
 use iommulab::trace::{TraceFormat, open};
 use iommulab::virt::{
     EvictionConfig, GuestConfig, Lookahead, OptConfig, Strategy, guest_page_refs, run_guest,
@@ -332,5 +332,61 @@ fn the_gap_tree_allocator_runs_as_the_rbtree_does() {
         assert_eq!(a.stats.iova.allocs, b.stats.iova.allocs);
         assert_eq!(a.stats.iova.failures, b.stats.iova.failures);
         assert!(a.stats.iova.allocs > 1000);
+    }
+}
+
+/// A run with a duration ends with the first I/O completed at or after it: without an
+/// IOMMU every I/O costs exactly `io_path`, so the count is the duration over that, rounded
+/// up. The ops come to the runner in the generator's own loop, which stops when it does.
+#[test]
+fn a_duration_ends_the_run_at_the_first_io_past_it() {
+    for seconds in [0.000_1, 0.001, 0.004] {
+        let c = parse(&format!(
+            "configuration = \"disabled\"\nduration_s = {seconds}\n[hardware]\ncost = \"vtd-2008\"\n"
+        ));
+        let run = run_experiment(&c, &mut |_, _| {}).unwrap();
+        let cost = CostPreset::Vtd2008.model();
+        let stop = cost.clock.cycles_from_secs(seconds).get();
+        assert_eq!(run.ops, stop.div_ceil(cost.io_path), "{seconds} s");
+    }
+    // With an IOMMU the I/Os cost more, so fewer fit; the modeled time covers the duration.
+    let c =
+        parse("configuration = \"modern\"\nduration_s = 0.001\n[hardware]\ncost = \"vtd-2008\"\n");
+    let run = run_experiment(&c, &mut |_, _| {}).unwrap();
+    assert!(run.ops > 0 && run.modeled_seconds >= 0.001, "{run:?}");
+    let per_io = run.modeled_seconds / run.ops as f64;
+    assert!(run.modeled_seconds - per_io < 0.001, "{run:?}");
+}
+
+/// An op that fails ends the run with its error, and nothing after it runs: a trace whose
+/// second map's buffer runs past the end of the address space.
+#[test]
+fn an_op_that_fails_ends_the_run_with_its_error() {
+    use iommulab::dma::DmaError;
+    use iommulab::trace::{Event, EventKind, MemorySource, TraceDir, TraceHeader};
+    let map = |t: u64, dma: u64, phys: u64| Event {
+        time_ns: t,
+        dir: TraceDir::ToDevice,
+        dma: Some(dma),
+        phys: Some(phys),
+        len: 4096,
+        ..Event::new(EventKind::Map)
+    };
+    let events = vec![
+        map(0, 0x1000, 0x10_0000),
+        map(10, 0x2000, u64::MAX - 100),
+        map(20, 0x3000, 0x20_0000),
+    ];
+    let header = TraceHeader {
+        devices: vec!["dev".into()],
+        source: "test".into(),
+    };
+    let c = parse("configuration = \"modern\"\n");
+    let err = replay_trace(&c, MemorySource::new(header, events), &mut |_, _| {}).unwrap_err();
+    match err {
+        iommulab::Error::Dma(DmaError::BadLength { phys, len }) => {
+            assert_eq!((phys, len), (u64::MAX - 100, 4096));
+        }
+        other => panic!("{other:?}"),
     }
 }

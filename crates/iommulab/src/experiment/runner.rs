@@ -16,7 +16,7 @@ use crate::hw::cost::CostModel;
 use crate::hw::cpu_cache::{CpuCache, CpuCacheConfig, CpuCacheStats};
 use crate::hw::unit::RemapUnit;
 use crate::iova::{IovaAllocator, IovaStats};
-use crate::workload::{DmaOp, Workload};
+use crate::workload::{DmaOp, OpSink, Segment, Workload};
 
 use super::config::SoftwareClock;
 use super::result::{ComponentStats, RunResult};
@@ -150,11 +150,6 @@ where
     slots.resize_with(workload.slots(), Slot::default);
     let total = workload.total_ios().unwrap_or(0);
     let iommu_on = api.config().translation == Translation::Iommu;
-    let mut ios: u64 = 0;
-    let mut access = AccessOutcome::default();
-    // The workload's own clock (trace timestamps), in cycles; timers fire by the later of it
-    // and the modeled clock.
-    let mut workload_now = Cycles::ZERO;
     // The CPU cache model, when asked for: the allocator logs the lines it touches and the
     // runner plays them, then the rest of the I/O path, through the caches after each I/O.
     let mut cache = match cpu_cache {
@@ -178,108 +173,38 @@ where
     }
 
     let start = Instant::now();
-    while let Some(op) = workload.next_op()? {
-        match op {
-            DmaOp::Map {
-                slot,
-                cpu,
-                device: d,
-                phys,
-                len,
-                dir,
-                ..
-            } => {
-                let dev = device_of(&devs, d);
-                let addr = api.map_single(dev, cpu, phys, len, dir)?;
-                if let DeviceMode::Malicious { .. } = device {
-                    // Read what the sub-page mapping exposes: the last byte of the page.
-                    let last = Iova::new(addr.align_down(PAGE_4K).get() | PAGE_4K.mask());
-                    access.merge(&api.device_access(dev, last, 1, access_for(dir))?);
-                }
-                let s = slot_mut(&mut slots, slot);
-                s.live = true;
-                s.device = d;
-                s.addr = addr;
-                s.len = len;
-                s.dir = Some(dir);
-                s.is_sg = false;
-            }
-            DmaOp::MapSg {
-                slot,
-                cpu,
-                device: d,
-                dir,
-            } => {
-                let dev = device_of(&devs, d);
-                let s = slot_mut(&mut slots, slot);
-                s.sg.clear();
-                s.sg.extend(workload.sg_segments().iter().map(|g| SgEntry {
-                    phys: g.phys,
-                    len: g.len,
-                    dma: Iova::default(),
-                }));
-                api.map_sg(dev, cpu, &mut s.sg, dir)?;
-                s.live = true;
-                s.device = d;
-                s.dir = Some(dir);
-                s.is_sg = true;
-            }
-            DmaOp::Access { slot, access: a } => {
-                let Some(s) = slots.get(slot as usize).filter(|s| s.live) else {
-                    continue;
-                };
-                let dev = device_of(&devs, s.device);
-                if s.is_sg {
-                    for e in &s.sg {
-                        access.merge(&api.device_access(dev, e.dma, e.len, a)?);
-                    }
-                } else {
-                    access.merge(&api.device_access(dev, s.addr, s.len, a)?);
-                }
-            }
-            DmaOp::Unmap { slot, cpu } => {
-                let Some(s) = slots.get_mut(slot as usize).filter(|s| s.live) else {
-                    continue;
-                };
-                s.live = false;
-                let dev = device_of(&devs, s.device);
-                let dir = s.dir.unwrap_or(DmaDirection::Bidirectional);
-                if s.is_sg {
-                    api.unmap_sg(dev, cpu, &s.sg, dir)?;
-                } else {
-                    api.unmap_single(dev, cpu, s.addr, s.len, dir)?;
-                }
-                ios += 1;
-                if let DeviceMode::Malicious { neighbours } = device {
-                    if s.is_sg {
-                        for e in &s.sg {
-                            probe_after_unmap(api, dev, e.dma, dir, neighbours, &mut access)?;
-                        }
-                    } else {
-                        probe_after_unmap(api, dev, s.addr, dir, neighbours, &mut access)?;
-                    }
-                }
-                if let Some(c) = cache.as_mut() {
-                    play_touched_lines(api, c);
-                    c.io_path();
-                }
-                let cache_stats = cache.as_ref().map(CpuCache::stats);
-                let now = modeled_now(api, &cost, ios, iommu_on, cache_stats).max(workload_now);
-                api.tick(now)?;
-                if ios.is_multiple_of(PROGRESS_EVERY) {
-                    progress(ios, total);
-                }
-                if stop_at.is_some_and(|stop| now >= stop) {
-                    break;
-                }
-            }
-            DmaOp::Tick { now_ns } => {
-                workload_now = cost.clock.cycles_from_ns(now_ns);
-                let cache_stats = cache.as_ref().map(CpuCache::stats);
-                let now = modeled_now(api, &cost, ios, iommu_on, cache_stats).max(workload_now);
-                api.tick(now)?;
-            }
-        }
+    let mut driver = Driver {
+        api,
+        devs: &devs,
+        slots,
+        device,
+        cost,
+        iommu_on,
+        ios: 0,
+        access: AccessOutcome::default(),
+        workload_now: Cycles::ZERO,
+        cache,
+        total,
+        stop_at,
+        progress,
+        stopped: false,
+        error: None,
+    };
+    // The workload hands its ops to the driver in a loop of its own (a generator makes
+    // them there, a trace translates its events there), so no op is returned through a call.
+    workload.for_each_op(&mut driver)?;
+    let Driver {
+        api,
+        mut slots,
+        ios,
+        access,
+        mut cache,
+        progress,
+        error,
+        ..
+    } = driver;
+    if let Some(e) = error {
+        return Err(e);
     }
     // A run cut short (or a workload that leaves buffers mapped) still has I/Os in flight:
     // complete them, so every IOVA comes back.
@@ -321,6 +246,165 @@ where
 fn device_of(devs: &[DeviceHandle], d: u16) -> DeviceHandle {
     let (i, n) = (usize::from(d), devs.len());
     devs[if i < n { i } else { i % n }]
+}
+
+/// The run's state between ops: the sink the workload hands each op to.
+struct Driver<'a, A: IovaAllocator, F: FlushPolicy, U: RemapUnit> {
+    api: &'a mut DmaApi<A, F, Native<U>>,
+    devs: &'a [DeviceHandle],
+    slots: Vec<Slot>,
+    device: DeviceMode,
+    cost: CostModel,
+    iommu_on: bool,
+    /// I/Os completed (unmaps).
+    ios: u64,
+    access: AccessOutcome,
+    /// The workload's own clock (trace timestamps), in cycles; timers fire by the later of
+    /// it and the modeled clock.
+    workload_now: Cycles,
+    cache: Option<CpuCache>,
+    total: u64,
+    stop_at: Option<Cycles>,
+    progress: &'a mut dyn FnMut(u64, u64),
+    /// The run ends: the end time was reached, or an op failed (`error`).
+    stopped: bool,
+    error: Option<Error>,
+}
+
+impl<A: IovaAllocator, F: FlushPolicy, U: RemapUnit> OpSink<Hpa> for Driver<'_, A, F, U> {
+    #[inline(always)]
+    fn op(&mut self, op: DmaOp, sg: &[Segment]) {
+        if self.stopped {
+            return;
+        }
+        if let Err(e) = self.step(op, sg) {
+            self.error = Some(e);
+            self.stopped = true;
+        }
+    }
+
+    #[inline(always)]
+    fn stopped(&self) -> bool {
+        self.stopped
+    }
+}
+
+impl<A: IovaAllocator, F: FlushPolicy, U: RemapUnit> Driver<'_, A, F, U> {
+    /// Runs one op; sets `stopped` at the end time.
+    #[inline(always)]
+    fn step(&mut self, op: DmaOp, sg: &[Segment]) -> Result<(), Error> {
+        let api = &mut *self.api;
+        match op {
+            DmaOp::Map {
+                slot,
+                cpu,
+                device: d,
+                phys,
+                len,
+                dir,
+                ..
+            } => {
+                let dev = device_of(self.devs, d);
+                let addr = api.map_single(dev, cpu, phys, len, dir)?;
+                if let DeviceMode::Malicious { .. } = self.device {
+                    // Read what the sub-page mapping exposes: the last byte of the page.
+                    let last = Iova::new(addr.align_down(PAGE_4K).get() | PAGE_4K.mask());
+                    self.access
+                        .merge(&api.device_access(dev, last, 1, access_for(dir))?);
+                }
+                let s = slot_mut(&mut self.slots, slot);
+                s.live = true;
+                s.device = d;
+                s.addr = addr;
+                s.len = len;
+                s.dir = Some(dir);
+                s.is_sg = false;
+            }
+            DmaOp::MapSg {
+                slot,
+                cpu,
+                device: d,
+                dir,
+            } => {
+                let dev = device_of(self.devs, d);
+                let s = slot_mut(&mut self.slots, slot);
+                s.sg.clear();
+                s.sg.extend(sg.iter().map(|g| SgEntry {
+                    phys: g.phys,
+                    len: g.len,
+                    dma: Iova::default(),
+                }));
+                api.map_sg(dev, cpu, &mut s.sg, dir)?;
+                s.live = true;
+                s.device = d;
+                s.dir = Some(dir);
+                s.is_sg = true;
+            }
+            DmaOp::Access { slot, access: a } => {
+                let Some(s) = self.slots.get(slot as usize).filter(|s| s.live) else {
+                    return Ok(());
+                };
+                let dev = device_of(self.devs, s.device);
+                if s.is_sg {
+                    for e in &s.sg {
+                        self.access.merge(&api.device_access(dev, e.dma, e.len, a)?);
+                    }
+                } else {
+                    self.access
+                        .merge(&api.device_access(dev, s.addr, s.len, a)?);
+                }
+            }
+            DmaOp::Unmap { slot, cpu } => {
+                let Some(s) = self.slots.get_mut(slot as usize).filter(|s| s.live) else {
+                    return Ok(());
+                };
+                s.live = false;
+                let dev = device_of(self.devs, s.device);
+                let dir = s.dir.unwrap_or(DmaDirection::Bidirectional);
+                if s.is_sg {
+                    api.unmap_sg(dev, cpu, &s.sg, dir)?;
+                } else {
+                    api.unmap_single(dev, cpu, s.addr, s.len, dir)?;
+                }
+                self.ios += 1;
+                if let DeviceMode::Malicious { neighbours } = self.device {
+                    if s.is_sg {
+                        for e in &s.sg {
+                            probe_after_unmap(api, dev, e.dma, dir, neighbours, &mut self.access)?;
+                        }
+                    } else {
+                        probe_after_unmap(api, dev, s.addr, dir, neighbours, &mut self.access)?;
+                    }
+                }
+                if let Some(c) = self.cache.as_mut() {
+                    play_touched_lines(api, c);
+                    c.io_path();
+                }
+                let now = self.now();
+                self.api.tick(now)?;
+                if self.ios.is_multiple_of(PROGRESS_EVERY) {
+                    (self.progress)(self.ios, self.total);
+                }
+                if self.stop_at.is_some_and(|stop| now >= stop) {
+                    self.stopped = true;
+                }
+            }
+            DmaOp::Tick { now_ns } => {
+                self.workload_now = self.cost.clock.cycles_from_ns(now_ns);
+                let now = self.now();
+                self.api.tick(now)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The modeled clock, or the workload's if that is later.
+    #[inline(always)]
+    fn now(&self) -> Cycles {
+        let cache_stats = self.cache.as_ref().map(CpuCache::stats);
+        modeled_now(self.api, &self.cost, self.ios, self.iommu_on, cache_stats)
+            .max(self.workload_now)
+    }
 }
 
 /// A malicious device retries the unmapped page at `addr` and `neighbours` pages on each side.
