@@ -451,26 +451,45 @@ impl Depot {
     /// Runs every trim work that has come due by `now` (`iova_depot_work_func`), the delay
     /// counted at `clock`: one magazine per run while the depot holds more than `cpus`;
     /// `f(bin, pfn)` frees a range. Returns whether any magazine was trimmed.
+    ///
+    /// Inline up to the check that nothing is due, as on almost every tick (the runner
+    /// ticks once per I/O); the trimming is out of line.
+    #[inline]
     pub(crate) fn tick(
         &mut self,
         now: Cycles,
         clock: ClockRate,
         cpus: usize,
-        mut f: impl FnMut(usize, u64),
+        f: impl FnMut(usize, u64),
     ) -> bool {
         self.last_now = now;
         let delay = match self.delay {
             Some((c, d)) if c == clock => d,
-            _ => {
-                let d = clock.cycles_from_ms(self.delay_ms).get();
-                self.delay = Some((clock, d));
-                d
-            }
+            _ => self.set_delay(clock),
         };
         match self.earliest {
-            Some(e) if e.get().saturating_add(delay) <= now.get() => {}
-            _ => return false,
+            Some(e) if e.get().saturating_add(delay) <= now.get() => self.trim(now, delay, cpus, f),
+            _ => false,
         }
+    }
+
+    /// The trim delay in cycles at `clock`, converted once per clock.
+    #[cold]
+    fn set_delay(&mut self, clock: ClockRate) -> u64 {
+        let d = clock.cycles_from_ms(self.delay_ms).get();
+        self.delay = Some((clock, d));
+        d
+    }
+
+    /// [`tick`](Self::tick) once some trim work is due.
+    #[inline(never)]
+    fn trim(
+        &mut self,
+        now: Cycles,
+        delay: u64,
+        cpus: usize,
+        mut f: impl FnMut(usize, u64),
+    ) -> bool {
         let mut trimmed = false;
         for bin in 0..self.full.len() {
             while let Some(at) = self.scheduled_at[bin] {
@@ -1114,6 +1133,7 @@ impl<A: IovaAllocator> IovaAllocator for Magazine<A> {
         self.free_slow(cpu, pfn, pages)
     }
 
+    #[inline]
     fn on_tick(&mut self, now: Cycles, clock: ClockRate) {
         let Magazine {
             inner,

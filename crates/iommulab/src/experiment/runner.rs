@@ -44,22 +44,44 @@ pub fn modeled_software_cached(
     flush: &FlushStats,
     cache: Option<&CpuCacheStats>,
 ) -> Cycles {
-    let metadata = match cache {
-        None => iova.tree_visits * cost.tree_visit + iova.bitmap_words * cost.bitmap_word,
-        Some(c) => {
-            c.l1_hits * cost.l1_hit + c.l2_hits * cost.l2_hit + c.misses * cost.memory_access
-        }
+    Cycles::new(
+        dma_calls * cost.dma_api_call
+            + allocator_cycles(cost, iova, cache.is_none())
+            + flush_cycles(cost, flush)
+            + cache.map_or(0, |c| cache_cycles(cost, c)),
+    )
+}
+
+/// The kernel work an allocator's counters imply: locks, slab objects, tree rebalancing and
+/// magazine operations, and its metadata accesses at the flat prices when `flat_metadata`
+/// (without the CPU cache model).
+#[inline(always)]
+fn allocator_cycles(cost: &CostModel, iova: &IovaStats, flat_metadata: bool) -> u64 {
+    let metadata = if flat_metadata {
+        iova.tree_visits * cost.tree_visit + iova.bitmap_words * cost.bitmap_word
+    } else {
+        0
     };
-    let c = dma_calls * cost.dma_api_call
-        + (iova.lock_acquisitions + flush.lock_acquisitions) * cost.lock_handoff
+    iova.lock_acquisitions * cost.lock_handoff
         + iova.slab_allocs * cost.slab_alloc
         + iova.slab_frees * cost.slab_free
         + metadata
         + iova.tree_rebalances * cost.tree_rebalance
         + iova.magazine_ops * cost.magazine_op
+}
+
+/// The kernel work a flush policy's counters imply: its locks, queue appends and timers.
+#[inline(always)]
+fn flush_cycles(cost: &CostModel, flush: &FlushStats) -> u64 {
+    flush.lock_acquisitions * cost.lock_handoff
         + flush.queue_appends * cost.queue_append
-        + flush.timer_arms * cost.timer_arm;
-    Cycles::new(c)
+        + flush.timer_arms * cost.timer_arm
+}
+
+/// The allocator's metadata line accesses, priced by the cache level that served each.
+#[inline(always)]
+fn cache_cycles(cost: &CostModel, c: &CpuCacheStats) -> u64 {
+    c.l1_hits * cost.l1_hit + c.l2_hits * cost.l2_hit + c.misses * cost.memory_access
 }
 
 /// How often (in I/Os) the runner reports progress.
@@ -449,6 +471,11 @@ fn play_touched_lines<A: IovaAllocator, F: FlushPolicy, U: RemapUnit>(
     }
 }
 
+/// The modeled clock after `ios` I/Os: [`modeled_software_cached`] over every domain's
+/// allocator and flush policy, plus the I/O path and the unit's CPU cycles. The price is
+/// linear in the counters, so each part is priced on its own instead of their stats being
+/// merged on every I/O; with the cache model the metadata accesses are priced once, from
+/// the one cache every domain shares.
 fn modeled_now<A: IovaAllocator, F: FlushPolicy, U: RemapUnit>(
     api: &DmaApi<A, F, Native<U>>,
     cost: &CostModel,
@@ -456,27 +483,21 @@ fn modeled_now<A: IovaAllocator, F: FlushPolicy, U: RemapUnit>(
     iommu_on: bool,
     cache: Option<&CpuCacheStats>,
 ) -> Cycles {
-    let io = Cycles::new(ios * cost.io_path);
+    let io = ios * cost.io_path;
     if !iommu_on {
-        return io;
+        return Cycles::new(io);
     }
-    // The price is linear in the counters: add each domain's allocator and each flush
-    // policy on its own instead of merging their stats on every I/O. With the cache model
-    // the metadata accesses are priced once, from the one cache every domain shares.
-    let none_i = IovaStats::default();
-    let none_f = FlushStats::default();
-    let no_lines = CpuCacheStats::default();
-    let per_part = cache.map(|_| &no_lines);
     let mut c = io
-        + api.unit().cpu_cycles()
-        + modeled_software_cached(cost, dma_calls(api), &none_i, &none_f, cache);
+        + api.unit().cpu_cycles().get()
+        + dma_calls(api) * cost.dma_api_call
+        + cache.map_or(0, |c| cache_cycles(cost, c));
     for a in api.allocators() {
-        c = c + modeled_software_cached(cost, 0, &a.stats(), &none_f, per_part);
+        c += allocator_cycles(cost, &a.stats(), cache.is_none());
     }
     for f in api.flush_policies() {
-        c = c + modeled_software_cached(cost, 0, &none_i, f.stats(), per_part);
+        c += flush_cycles(cost, f.stats());
     }
-    c
+    Cycles::new(c)
 }
 
 #[allow(clippy::too_many_arguments)]
