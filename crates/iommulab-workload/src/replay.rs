@@ -816,7 +816,7 @@ mod tests {
     }
 
     /// A sink that stops ends `for_each_op` with the event that made its last op: no
-    /// further event is read, and `next_op` goes on from there.
+    /// further event is read.
     #[test]
     fn for_each_op_stops_with_the_sink() {
         let (header, events) = mixed_trace(3 * crate::trace::BATCH + 77);

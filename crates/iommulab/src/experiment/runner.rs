@@ -483,21 +483,23 @@ fn modeled_now<A: IovaAllocator, F: FlushPolicy, U: RemapUnit>(
     iommu_on: bool,
     cache: Option<&CpuCacheStats>,
 ) -> Cycles {
-    let io = ios * cost.io_path;
+    let io = Cycles::new(ios * cost.io_path);
     if !iommu_on {
-        return Cycles::new(io);
+        return io;
     }
+    // The parts add as `Cycles` (saturating), as they did when each was priced whole.
     let mut c = io
-        + api.unit().cpu_cycles().get()
-        + dma_calls(api) * cost.dma_api_call
-        + cache.map_or(0, |c| cache_cycles(cost, c));
+        + api.unit().cpu_cycles()
+        + Cycles::new(
+            dma_calls(api) * cost.dma_api_call + cache.map_or(0, |c| cache_cycles(cost, c)),
+        );
     for a in api.allocators() {
-        c += allocator_cycles(cost, &a.stats(), cache.is_none());
+        c = c + Cycles::new(allocator_cycles(cost, &a.stats(), cache.is_none()));
     }
     for f in api.flush_policies() {
-        c += flush_cycles(cost, f.stats());
+        c = c + Cycles::new(flush_cycles(cost, f.stats()));
     }
-    Cycles::new(c)
+    c
 }
 
 #[allow(clippy::too_many_arguments)]
