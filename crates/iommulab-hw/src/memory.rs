@@ -101,6 +101,7 @@ impl TableMemory {
     }
 
     /// The 512 qwords of table frame `frame`.
+    #[inline]
     pub fn table(&self, frame: Pfn<Hpa>) -> &[u64] {
         let s = Self::slot(frame, 0);
         &self.words[s..s + ENTRIES_PER_TABLE]

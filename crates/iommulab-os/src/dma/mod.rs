@@ -322,6 +322,8 @@ impl<A: IovaAllocator, F: FlushPolicy, B: MapBackend> DmaApi<A, F, B> {
     }
 
     /// Sets the modeled time (the runner advances it) and lets expired timers fire.
+    // Inline: the runner ticks once per I/O (issue 16: 19 instructions less per I/O).
+    #[inline]
     pub fn tick(&mut self, now: Cycles) -> Result<(), DmaError> {
         self.now = now;
         let clock = self.backend.cost().clock;
@@ -465,6 +467,9 @@ impl<A: IovaAllocator, F: FlushPolicy, B: MapBackend> DmaApi<A, F, B> {
 
     /// Removes the mapping of a range and, with an IOVA allocator, hands its IOVA to the
     /// flush policy.
+    // Inline into the unmaps (issue 16: 27 instructions less per `modern` I/O; inlining
+    // the unmaps and maps themselves into the runner costs more than it saves).
+    #[inline]
     fn teardown(
         &mut self,
         cpu: CpuId,

@@ -24,7 +24,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::{FlushCtx, FlushPolicy, FlushStats, Unmapped};
-use crate::addr::{CpuId, DomainId};
+use crate::addr::{CpuId, DomainId, Pfn};
 use crate::clock::{ClockRate, Cycles, Jiffies};
 use crate::dma::backend::MapBackend;
 use crate::hw::invalidate::InvRequest;
@@ -53,11 +53,24 @@ impl Default for FlushQueueConfig {
     }
 }
 
-#[derive(Debug, Clone, Copy, Default)]
+/// A ring slot. Only the slots from `head` to `tail` hold a queued range; the others keep
+/// whatever was last reaped from them (no `Option`: nothing reads a slot outside the queue).
+#[derive(Debug, Clone, Copy)]
 struct Entry {
-    range: Option<Unmapped>,
+    range: Unmapped,
     /// `flush_start_cnt` when queued.
     counter: u64,
+}
+
+impl Entry {
+    const EMPTY: Self = Self {
+        range: Unmapped {
+            domain: DomainId::new(0),
+            pfn: Pfn::new(0),
+            pages: 0,
+        },
+        counter: 0,
+    };
 }
 
 #[derive(Debug, Clone)]
@@ -70,7 +83,7 @@ struct Ring {
 impl Ring {
     fn new(size: usize) -> Self {
         Self {
-            entries: vec![Entry::default(); size].into_boxed_slice(),
+            entries: vec![Entry::EMPTY; size].into_boxed_slice(),
             head: 0,
             tail: 0,
         }
@@ -173,22 +186,23 @@ impl FlushQueue {
         let ring = &mut self.rings[i];
         let mask = ring.mask();
         let mut result = Ok(());
+        let mut reaped = 0;
         while ring.head != ring.tail {
-            let e = &mut ring.entries[ring.head];
+            let e = ring.entries[ring.head];
             if e.counter >= finish {
                 break;
             }
-            if let Some(r) = e.range.take() {
-                self.stats.frees += 1;
-                if let Err(err) = ctx.free(on, &r)
-                    && result.is_ok()
-                {
-                    result = Err(err);
-                }
+            if let Err(err) = ctx.free(on, &e.range)
+                && result.is_ok()
+            {
+                result = Err(err);
             }
             ring.head = (ring.head + 1) & mask;
-            self.queued -= 1;
+            reaped += 1;
         }
+        // Counted once per reap, not per entry.
+        self.stats.frees += reaped as u64;
+        self.queued -= reaped;
         result
     }
 
@@ -247,10 +261,7 @@ impl FlushPolicy for FlushQueue {
         let counter = self.flush_start_cnt;
         let ring = &mut self.rings[i];
         let tail = ring.tail;
-        ring.entries[tail] = Entry {
-            range: Some(range),
-            counter,
-        };
+        ring.entries[tail] = Entry { range, counter };
         ring.tail = (tail + 1) & ring.mask();
         self.queued += 1;
         self.stats.queue_appends += 1;
