@@ -460,6 +460,40 @@ fn bench_out_onto_folder_fails_and_removes_temp_file() {
     assert_eq!(tree(dir.path()), ["taken"]);
 }
 
+/// An output naming the config file, or both outputs naming one file, is refused before the
+/// run: the rename into place would have replaced the config (or one output) silently.
+#[test]
+fn bench_output_naming_an_input_or_the_other_output_is_refused() {
+    let dir = TempDir::new().unwrap();
+    let config = "[workload]\nios = 100\n";
+    let file = write_file(&dir, "b.toml", config);
+    for flag in ["--out", "--csv"] {
+        iommulab()
+            .args(["bench", "--config-file"])
+            .arg(&file)
+            .arg(flag)
+            .arg(dir.path().join(".").join("b.toml"))
+            .assert()
+            .code(1)
+            .stdout("")
+            .stderr(
+                predicate::str::contains(format!("{flag} "))
+                    .and(predicate::str::contains("same file as --config-file")),
+            );
+        assert_eq!(fs::read_to_string(&file).unwrap(), config, "after {flag}");
+    }
+    let both = dir.path().join("runs");
+    iommulab()
+        .args(["bench", "--config", "strict", "--ops", "100", "--out"])
+        .arg(&both)
+        .arg("--csv")
+        .arg(&both)
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("same file as --csv"));
+    assert_eq!(tree(dir.path()), ["b.toml"]);
+}
+
 /// A run that fails validation writes neither `--out` nor `--csv`.
 #[test]
 fn bench_failed_run_writes_no_output_file() {

@@ -100,6 +100,30 @@ fn a_bad_experiment_names_the_file_and_key_and_writes_nothing() {
         .stderr(predicate::str::contains("dma_debug").and(predicate::str::contains("guest")));
 }
 
+/// `--out` naming the experiment itself is refused before the run, and the file is kept.
+#[test]
+fn out_naming_the_experiment_is_refused_and_keeps_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("e.toml");
+    std::fs::write(&f, "[workload]\nios = 100\n").unwrap();
+    iommulab()
+        .args(["run", "-q"])
+        .arg(&f)
+        .arg("--out")
+        .arg(&f)
+        .assert()
+        .failure()
+        .stdout("")
+        .stderr(
+            predicate::str::contains("same file as the experiment")
+                .and(predicate::str::contains(f.display().to_string())),
+        );
+    assert_eq!(
+        std::fs::read_to_string(&f).unwrap(),
+        "[workload]\nios = 100\n"
+    );
+}
+
 #[test]
 fn bench_refuses_pseudo_driver_flags_for_another_workload() {
     let dir = tempfile::tempdir().unwrap();

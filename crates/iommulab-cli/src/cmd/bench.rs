@@ -1,11 +1,13 @@
 //! `iommulab bench`: the pseudo-driver benchmark (S0.8).
 
+use std::path::Path;
+
 use anyhow::{Context, Result, bail};
 use iommulab::device::DeviceMode;
 use iommulab::experiment::{ExperimentConfig, NamedConfig, RunResult, run_bench};
 
 use crate::args::BenchArgs;
-use crate::output::{csv, table, write_atomic};
+use crate::output::{csv, refuse_overlap, table, write_atomic};
 use crate::progress::Progress;
 
 /// Pages on each side of an unmapped page a malicious device probes, unless `--neighbours`
@@ -136,6 +138,16 @@ pub fn run_configs(
 
 /// `iommulab bench`.
 pub fn run(args: &BenchArgs, quiet: bool) -> Result<()> {
+    let outputs: Vec<(&str, &Path)> = [("--out", &args.out), ("--csv", &args.csv)]
+        .into_iter()
+        .filter_map(|(flag, p)| p.as_deref().map(|p| (flag, p)))
+        .collect();
+    let inputs: Vec<(&str, &Path)> = args
+        .config_file
+        .iter()
+        .map(|p| ("--config-file", p.as_path()))
+        .collect();
+    refuse_overlap(&outputs, &inputs)?;
     let base = base_config(args)?;
     let configs: Vec<NamedConfig> = if args.configs.is_empty() {
         if args.config_file.is_some() {

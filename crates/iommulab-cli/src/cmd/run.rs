@@ -5,12 +5,15 @@ use anyhow::{Context, Result};
 use iommulab::experiment::{ExperimentConfig, run_experiment};
 
 use crate::args::RunArgs;
-use crate::output::{table, write_atomic};
+use crate::output::{refuse_overlap, table, write_atomic};
 use crate::progress::Progress;
 
 /// `iommulab run`.
 pub fn run(args: &RunArgs, quiet: bool) -> Result<()> {
     let path = &args.experiment;
+    if let Some(out) = &args.out {
+        refuse_overlap(&[("--out", out)], &[("the experiment", path)])?;
+    }
     let text =
         std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
     let cfg = ExperimentConfig::from_file_text(path, &text)
