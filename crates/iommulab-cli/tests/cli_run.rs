@@ -100,6 +100,24 @@ fn a_bad_experiment_names_the_file_and_key_and_writes_nothing() {
         .stderr(predicate::str::contains("dma_debug").and(predicate::str::contains("guest")));
 }
 
+/// A pseudo-driver run of no I/O is refused (it printed a time per I/O for zero I/Os);
+/// with `duration_s` the count does not apply.
+#[test]
+fn zero_ios_is_refused_unless_the_run_is_bound_by_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("z.toml");
+    std::fs::write(&f, "[workload]\nios = 0\n").unwrap();
+    iommulab()
+        .args(["run", "-q"])
+        .arg(&f)
+        .assert()
+        .failure()
+        .stdout("")
+        .stderr(predicate::str::contains("z.toml").and(predicate::str::contains("workload.ios")));
+    std::fs::write(&f, "duration_s = 0.0001\n[workload]\nios = 0\n").unwrap();
+    iommulab().args(["run", "-q"]).arg(&f).assert().success();
+}
+
 /// `--out` naming the experiment itself is refused before the run, and the file is kept.
 #[test]
 fn out_naming_the_experiment_is_refused_and_keeps_it() {
