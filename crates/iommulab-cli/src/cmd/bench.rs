@@ -20,8 +20,7 @@ pub const DEFAULT_NEIGHBOURS: u64 = 1;
 pub fn base_config(args: &BenchArgs) -> Result<ExperimentConfig> {
     let mut cfg = match &args.config_file {
         Some(path) => {
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("cannot read {}", path.display()))?;
+            let text = crate::cmd::read_text(path)?;
             ExperimentConfig::from_toml(&text).with_context(|| format!("in {}", path.display()))?
         }
         None => ExperimentConfig::default(),

@@ -76,8 +76,7 @@ fn check_text(c: &CheckReport) -> String {
 fn base_config(args: &ReplayArgs) -> Result<ExperimentConfig> {
     let mut cfg = match &args.config_file {
         Some(path) => {
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("cannot read {}", path.display()))?;
+            let text = crate::cmd::read_text(path)?;
             ExperimentConfig::from_toml(&text).with_context(|| format!("in {}", path.display()))?
         }
         None => {

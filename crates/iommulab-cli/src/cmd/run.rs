@@ -14,8 +14,7 @@ pub fn run(args: &RunArgs, quiet: bool) -> Result<()> {
     if let Some(out) = &args.out {
         refuse_overlap(&[("--out", out)], &[("the experiment", path)])?;
     }
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let text = crate::cmd::read_text(path)?;
     let cfg = ExperimentConfig::from_file_text(path, &text)
         .with_context(|| format!("in {}", path.display()))?;
     cfg.validate()
