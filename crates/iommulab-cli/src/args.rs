@@ -7,6 +7,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use iommulab::experiment::{NamedConfig, SoftwareClock};
 use iommulab::hw::cost::CostPreset;
 use iommulab::hw::invalidate::InvalidationInterface;
+use iommulab::workload::pseudo_scsi::{MAX_CPUS, MAX_OUTSTANDING};
 
 /// `--version`: the crate version and the git revision it was built from (build.rs).
 pub const VERSION: &str = concat!(
@@ -674,7 +675,7 @@ pub struct BenchArgs {
     #[arg(long, value_name = "FILE")]
     pub config_file: Option<PathBuf>,
     /// I/Os to run (each is one map + one unmap) [default: 200000].
-    #[arg(long, conflicts_with = "duration")]
+    #[arg(long, conflicts_with = "duration", value_parser = clap::value_parser!(u64).range(1..))]
     pub ops: Option<u64>,
     /// Run for this many seconds of modeled time instead of a number of I/Os.
     #[arg(long, value_name = "SECONDS")]
@@ -682,12 +683,12 @@ pub struct BenchArgs {
     /// Bytes per I/O [default: 1024].
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     pub io_size: Option<u64>,
-    /// I/Os in flight [default: 1].
-    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    /// I/Os in flight, at most 65536 [default: 1].
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=i64::from(MAX_OUTSTANDING)))]
     pub outstanding: Option<u32>,
     /// Simulated CPUs issuing I/Os round-robin (per-CPU magazines and flush queues)
     /// [default: 1].
-    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=1024))]
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=i64::from(MAX_CPUS)))]
     pub threads: Option<u16>,
     /// Let the device access each buffer once while it is mapped.
     #[arg(long)]

@@ -1,9 +1,57 @@
-//! Output helpers: the bench table. Files are written by `iommulab_report` (whole or not at
-//! all: a temporary file in the same folder, renamed into place).
+//! Output helpers: the bench table, and the check that no output file is also an input.
+//! Files are written by `iommulab_report` (whole or not at all: a temporary file in the same
+//! folder, renamed into place).
 
+use std::path::{Path, PathBuf};
+
+use anyhow::{Result, bail};
 use iommulab::experiment::RunResult;
 
 pub use iommulab_report::{runs_csv as csv, write_atomic};
+
+/// The file `p` names, as far as it can be known before it exists: its canonical path, or its
+/// folder's canonical path and its name (an output is often not there yet).
+fn identity(p: &Path) -> PathBuf {
+    if let Ok(c) = std::fs::canonicalize(p) {
+        return c;
+    }
+    let dir = match p.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    match (std::fs::canonicalize(dir), p.file_name()) {
+        (Ok(d), Some(name)) => d.join(name),
+        _ => std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf()),
+    }
+}
+
+/// Refuses an output that names one of the inputs or another output before anything runs:
+/// the rename into place would replace the input (or the other output) with no warning.
+/// Each entry is the flag or role that names the path, and the path.
+pub fn refuse_overlap(outputs: &[(&str, &Path)], inputs: &[(&str, &Path)]) -> Result<()> {
+    for (i, &(flag, out)) in outputs.iter().enumerate() {
+        let id = identity(out);
+        let others = inputs
+            .iter()
+            .map(|&(what, p)| (what, p, "writing it would replace it"))
+            .chain(
+                outputs[i + 1..]
+                    .iter()
+                    .map(|&(what, p)| (what, p, "one would replace the other")),
+            );
+        for (what, p, consequence) in others {
+            if identity(p) == id {
+                bail!(
+                    "{flag} {} is the same file as {what} {}: {consequence}; \
+                     choose another output file",
+                    out.display(),
+                    p.display()
+                );
+            }
+        }
+    }
+    Ok(())
+}
 
 fn fmt_count(v: u64) -> String {
     let s = v.to_string();

@@ -254,9 +254,11 @@ fn bench_unknown_config_lists_possible_values() {
 fn bench_bad_numbers_are_usage_errors() {
     for (flag, value, hint) in [
         ("--ops", "notanumber", "invalid digit"),
+        ("--ops", "0", "not in 1.."),
         ("--threads", "0", "not in 1..=1024"),
         ("--io-size", "0", "not in 1.."),
         ("--outstanding", "0", "not in 1.."),
+        ("--outstanding", "4294967295", "not in 1..=65536"),
         ("--repeats", "101", "not in 1..=100"),
         ("--levels", "7", "not in 3..=5"),
     ] {
@@ -271,6 +273,63 @@ fn bench_bad_numbers_are_usage_errors() {
                     .and(predicate::str::contains(hint)),
             );
     }
+}
+
+/// Values the flags refuse are refused from a config file too, naming the file and key, and
+/// an I/O size past 2^63 is the mapping's error, not a panic (it divided by zero; a queue
+/// depth of 2^32-1 aborted allocating its slots; 0 ran as 1 under a result saying 0).
+#[test]
+fn bench_out_of_range_workload_values_are_clear_errors() {
+    let dir = TempDir::new().unwrap();
+    for (body, key) in [
+        ("outstanding = 0", "workload.outstanding"),
+        ("outstanding = 4294967295", "workload.outstanding"),
+        ("cpus = 0", "workload.cpus"),
+        ("cpus = 65535", "workload.cpus"),
+    ] {
+        let file = write_file(&dir, "w.toml", &format!("[workload]\nios = 10\n{body}\n"));
+        iommulab()
+            .args(["bench", "--config-file"])
+            .arg(&file)
+            .assert()
+            .code(1)
+            .stdout("")
+            .stderr(
+                predicate::str::contains("w.toml")
+                    .and(predicate::str::contains(key))
+                    .and(predicate::str::contains("panicked").not()),
+            );
+    }
+    iommulab()
+        .args(["bench", "--config", "strict", "--ops", "10"])
+        .args(["--io-size", "18446744073709551615"])
+        .assert()
+        .code(1)
+        .stdout("")
+        .stderr(
+            predicate::str::contains("mapping length 18446744073709551615")
+                .and(predicate::str::contains("panicked").not()),
+        );
+}
+
+/// Repeats past the largest seed go on from seed 0 (a debug build panicked on the overflow).
+#[test]
+fn bench_repeats_from_the_largest_seed_wrap_to_zero() {
+    let v = json_of(&[
+        "bench",
+        "-q",
+        "--json",
+        "--config",
+        "strict",
+        "--ops",
+        "10",
+        "--seed",
+        "18446744073709551615",
+        "--repeats",
+        "2",
+    ]);
+    let seeds: Vec<u64> = array_of(&v).iter().map(|r| u64_of(r, "seed")).collect();
+    assert_eq!(seeds, [u64::MAX, 0]);
 }
 
 /// `--ops` and `--duration` cannot be combined.
@@ -458,6 +517,40 @@ fn bench_out_onto_folder_fails_and_removes_temp_file() {
         .stdout("")
         .stderr(predicate::str::contains("taken"));
     assert_eq!(tree(dir.path()), ["taken"]);
+}
+
+/// An output naming the config file, or both outputs naming one file, is refused before the
+/// run: the rename into place would have replaced the config (or one output) silently.
+#[test]
+fn bench_output_naming_an_input_or_the_other_output_is_refused() {
+    let dir = TempDir::new().unwrap();
+    let config = "[workload]\nios = 100\n";
+    let file = write_file(&dir, "b.toml", config);
+    for flag in ["--out", "--csv"] {
+        iommulab()
+            .args(["bench", "--config-file"])
+            .arg(&file)
+            .arg(flag)
+            .arg(dir.path().join(".").join("b.toml"))
+            .assert()
+            .code(1)
+            .stdout("")
+            .stderr(
+                predicate::str::contains(format!("{flag} "))
+                    .and(predicate::str::contains("same file as --config-file")),
+            );
+        assert_eq!(fs::read_to_string(&file).unwrap(), config, "after {flag}");
+    }
+    let both = dir.path().join("runs");
+    iommulab()
+        .args(["bench", "--config", "strict", "--ops", "100", "--out"])
+        .arg(&both)
+        .arg("--csv")
+        .arg(&both)
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("same file as --csv"));
+    assert_eq!(tree(dir.path()), ["b.toml"]);
 }
 
 /// A run that fails validation writes neither `--out` nor `--csv`.

@@ -100,6 +100,74 @@ fn a_bad_experiment_names_the_file_and_key_and_writes_nothing() {
         .stderr(predicate::str::contains("dma_debug").and(predicate::str::contains("guest")));
 }
 
+/// A file that is not UTF-8 is named with the line and byte offset of the first bad byte, by
+/// `run` and by the `--config-file` of `bench` and `replay`.
+#[test]
+fn non_utf8_config_names_line_and_byte() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("latin1.toml");
+    std::fs::write(&f, b"dma_debug = false\n# caf\xe9\n").unwrap();
+    let trace = dir.path().join("t.iot");
+    iommulab()
+        .args(["trace", "generate", "-q", "block", "--events", "100", "-o"])
+        .arg(&trace)
+        .assert()
+        .success();
+    let f = f.to_str().unwrap();
+    for args in [
+        vec!["run", f],
+        vec!["bench", "--config-file", f],
+        vec!["replay", trace.to_str().unwrap(), "--config-file", f],
+    ] {
+        iommulab().args(&args).assert().failure().stdout("").stderr(
+            predicate::str::contains(format!("{f}:2:"))
+                .and(predicate::str::contains("0xe9 at byte offset 23")),
+        );
+    }
+}
+
+/// A pseudo-driver run of no I/O is refused (it printed a time per I/O for zero I/Os);
+/// with `duration_s` the count does not apply.
+#[test]
+fn zero_ios_is_refused_unless_the_run_is_bound_by_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("z.toml");
+    std::fs::write(&f, "[workload]\nios = 0\n").unwrap();
+    iommulab()
+        .args(["run", "-q"])
+        .arg(&f)
+        .assert()
+        .failure()
+        .stdout("")
+        .stderr(predicate::str::contains("z.toml").and(predicate::str::contains("workload.ios")));
+    std::fs::write(&f, "duration_s = 0.0001\n[workload]\nios = 0\n").unwrap();
+    iommulab().args(["run", "-q"]).arg(&f).assert().success();
+}
+
+/// `--out` naming the experiment itself is refused before the run, and the file is kept.
+#[test]
+fn out_naming_the_experiment_is_refused_and_keeps_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("e.toml");
+    std::fs::write(&f, "[workload]\nios = 100\n").unwrap();
+    iommulab()
+        .args(["run", "-q"])
+        .arg(&f)
+        .arg("--out")
+        .arg(&f)
+        .assert()
+        .failure()
+        .stdout("")
+        .stderr(
+            predicate::str::contains("same file as the experiment")
+                .and(predicate::str::contains(f.display().to_string())),
+        );
+    assert_eq!(
+        std::fs::read_to_string(&f).unwrap(),
+        "[workload]\nios = 100\n"
+    );
+}
+
 #[test]
 fn bench_refuses_pseudo_driver_flags_for_another_workload() {
     let dir = tempfile::tempdir().unwrap();

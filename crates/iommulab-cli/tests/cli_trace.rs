@@ -292,6 +292,35 @@ fn truncated_native_trace_is_an_error_with_offset() {
         .stderr(predicate::str::contains("cut.iot").and(predicate::str::contains("byte")));
 }
 
+/// `replay --out` naming the trace is refused before anything runs (bare metal and guest
+/// model alike): the JSON would have replaced the trace.
+#[test]
+fn replay_out_naming_the_trace_is_refused_and_keeps_it() {
+    let dir = TempDir::new().unwrap();
+    let t = dir.path().join("t.iot");
+    ok_stdout(&[
+        "trace",
+        "generate",
+        "block",
+        "--events",
+        "200",
+        "-o",
+        t.to_str().unwrap(),
+    ]);
+    let before = fs::read(&t).unwrap();
+    for extra in [&[][..], &["--strategy", "direct"][..]] {
+        iommulab()
+            .args(["replay", t.to_str().unwrap(), "--out", t.to_str().unwrap()])
+            .args(extra)
+            .assert()
+            .failure()
+            .stdout("")
+            .stderr(predicate::str::contains("same file as the trace"));
+        assert_eq!(fs::read(&t).unwrap(), before, "with {extra:?}");
+    }
+    assert_eq!(files_in(dir.path()), ["t.iot"]);
+}
+
 /// Bad arguments: an unknown workload is a usage error (exit 2); a missing file names it.
 #[test]
 fn bad_trace_arguments_are_clear_errors() {

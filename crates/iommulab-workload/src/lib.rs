@@ -316,6 +316,19 @@ impl WorkloadConfig {
             WorkloadConfig::PseudoScsi(c) if c.io_size == 0 => {
                 Err(invalid("workload.io_size", 0, "at least 1 byte"))
             }
+            // `new` would run 0 as 1 while the results name 0: refused, like the flags do.
+            WorkloadConfig::PseudoScsi(c)
+                if !(1..=pseudo_scsi::MAX_OUTSTANDING).contains(&c.outstanding) =>
+            {
+                Err(invalid(
+                    "workload.outstanding",
+                    c.outstanding,
+                    "1..=65536 I/Os in flight (NVMe's deepest queue)",
+                ))
+            }
+            WorkloadConfig::PseudoScsi(c) if !(1..=pseudo_scsi::MAX_CPUS).contains(&c.cpus) => {
+                Err(invalid("workload.cpus", c.cpus, "1..=1024 CPUs"))
+            }
             WorkloadConfig::PseudoScsi(_) => Ok(()),
             WorkloadConfig::NetperfSend(c) => NetperfSend::new(c).map(drop),
             WorkloadConfig::ApacheSendfile(c) => ApacheSendfile::new(c).map(drop),
@@ -550,6 +563,49 @@ mod tests {
         assert_eq!((c.mapping, c.memory.pages), (TxMapping::Sg, 9));
         let bad = WorkloadConfig::ApacheSendfile(c).validate().unwrap_err();
         assert!(bad.to_string().contains("workload.memory.pages"), "{bad}");
+    }
+
+    /// The pseudo driver's queue depth and CPUs are refused outside what the `bench` flags
+    /// accept (0 ran as 1 under a result labelled 0; 2^32-1 aborted allocating its slots), and
+    /// an I/O size past 2^63 builds a generator instead of dividing by zero.
+    #[test]
+    fn pseudo_scsi_bounds_are_checked() {
+        let base = PseudoScsiConfig::default();
+        for (c, key) in [
+            (
+                PseudoScsiConfig {
+                    outstanding: 0,
+                    ..base
+                },
+                "workload.outstanding",
+            ),
+            (
+                PseudoScsiConfig {
+                    outstanding: u32::MAX,
+                    ..base
+                },
+                "workload.outstanding",
+            ),
+            (PseudoScsiConfig { cpus: 0, ..base }, "workload.cpus"),
+            (PseudoScsiConfig { cpus: 1025, ..base }, "workload.cpus"),
+        ] {
+            let e = WorkloadConfig::PseudoScsi(c).validate().unwrap_err();
+            assert_eq!(e.key, key, "{c:?}");
+        }
+        for c in [
+            PseudoScsiConfig {
+                outstanding: 65_536,
+                cpus: 1024,
+                ..base
+            },
+            PseudoScsiConfig {
+                io_size: u64::MAX,
+                ..base
+            },
+        ] {
+            assert_eq!(WorkloadConfig::PseudoScsi(c).validate(), Ok(()), "{c:?}");
+            let _ = PseudoScsi::new(c);
+        }
     }
 
     #[test]

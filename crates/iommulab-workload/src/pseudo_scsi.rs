@@ -16,6 +16,13 @@ use serde::{Deserialize, Serialize};
 use super::{DmaOp, OpSink, Segment, Workload, WorkloadError};
 use crate::addr::{Access, CpuId, DmaDirection, Hpa, PAGE_4K};
 
+/// Most I/Os in flight: NVMe's deepest queue (64 Ki entries). The runner keeps a slot per
+/// I/O in flight, so the bound also keeps a typo from asking for gigabytes of slots.
+pub const MAX_OUTSTANDING: u32 = 65_536;
+
+/// Most CPUs issuing I/Os (the `--threads` bound).
+pub const MAX_CPUS: u16 = 1024;
+
 /// Parameters of [`PseudoScsi`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -113,7 +120,9 @@ impl PseudoScsi {
         };
         // kmalloc objects are naturally aligned to their size class (S0.8's 1024 bytes → 4
         // objects per page); larger buffers start page aligned.
-        let object_bytes = cfg.io_size.next_power_of_two();
+        // Above 2^63 there is no power of two; such a buffer is one object per page (and
+        // larger than any IOVA space, which the mapping reports).
+        let object_bytes = cfg.io_size.checked_next_power_of_two().unwrap_or(u64::MAX);
         Self {
             rng: SmallRng::seed_from_u64(cfg.seed),
             cfg,

@@ -1,11 +1,13 @@
 //! `iommulab bench`: the pseudo-driver benchmark (S0.8).
 
+use std::path::Path;
+
 use anyhow::{Context, Result, bail};
 use iommulab::device::DeviceMode;
 use iommulab::experiment::{ExperimentConfig, NamedConfig, RunResult, run_bench};
 
 use crate::args::BenchArgs;
-use crate::output::{csv, table, write_atomic};
+use crate::output::{csv, refuse_overlap, table, write_atomic};
 use crate::progress::Progress;
 
 /// Pages on each side of an unmapped page a malicious device probes, unless `--neighbours`
@@ -18,8 +20,7 @@ pub const DEFAULT_NEIGHBOURS: u64 = 1;
 pub fn base_config(args: &BenchArgs) -> Result<ExperimentConfig> {
     let mut cfg = match &args.config_file {
         Some(path) => {
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("cannot read {}", path.display()))?;
+            let text = crate::cmd::read_text(path)?;
             ExperimentConfig::from_toml(&text).with_context(|| format!("in {}", path.display()))?
         }
         None => ExperimentConfig::default(),
@@ -136,6 +137,16 @@ pub fn run_configs(
 
 /// `iommulab bench`.
 pub fn run(args: &BenchArgs, quiet: bool) -> Result<()> {
+    let outputs: Vec<(&str, &Path)> = [("--out", &args.out), ("--csv", &args.csv)]
+        .into_iter()
+        .filter_map(|(flag, p)| p.as_deref().map(|p| (flag, p)))
+        .collect();
+    let inputs: Vec<(&str, &Path)> = args
+        .config_file
+        .iter()
+        .map(|p| ("--config-file", p.as_path()))
+        .collect();
+    refuse_overlap(&outputs, &inputs)?;
     let base = base_config(args)?;
     let configs: Vec<NamedConfig> = if args.configs.is_empty() {
         if args.config_file.is_some() {

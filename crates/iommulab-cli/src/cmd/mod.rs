@@ -8,3 +8,23 @@ pub mod reproduce;
 pub mod run;
 pub mod trace;
 pub mod validate;
+
+use std::path::Path;
+
+use anyhow::{Context, Result, anyhow};
+
+/// A configuration file's text. Bytes that are not UTF-8 are named by line and byte offset
+/// (`read_to_string` said only "stream did not contain valid UTF-8").
+pub fn read_text(path: &Path) -> Result<String> {
+    let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+    String::from_utf8(bytes).map_err(|e| {
+        let at = e.utf8_error().valid_up_to();
+        let bytes = e.as_bytes();
+        let line = bytes[..at].iter().filter(|&&b| b == b'\n').count() + 1;
+        anyhow!(
+            "{}:{line}: expected UTF-8 text, found byte {:#04x} at byte offset {at}",
+            path.display(),
+            bytes[at]
+        )
+    })
+}

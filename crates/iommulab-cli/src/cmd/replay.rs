@@ -1,5 +1,7 @@
 //! `iommulab replay`: a recorded or generated trace through one or more configurations.
 
+use std::path::Path;
+
 use anyhow::{Context, Result, anyhow};
 use iommulab::device::DeviceMode;
 use iommulab::experiment::{
@@ -13,7 +15,7 @@ use serde::Serialize;
 
 use crate::args::{ReplayArgs, StrategyArg};
 use crate::cmd::trace::open_input;
-use crate::output::{table, write_atomic};
+use crate::output::{refuse_overlap, table, write_atomic};
 use crate::progress::Progress;
 
 /// One configuration's replay: the run's result (its `replay` part says what the replay made
@@ -74,8 +76,7 @@ fn check_text(c: &CheckReport) -> String {
 fn base_config(args: &ReplayArgs) -> Result<ExperimentConfig> {
     let mut cfg = match &args.config_file {
         Some(path) => {
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("cannot read {}", path.display()))?;
+            let text = crate::cmd::read_text(path)?;
             ExperimentConfig::from_toml(&text).with_context(|| format!("in {}", path.display()))?
         }
         None => {
@@ -189,6 +190,14 @@ fn run_guest_model(args: &ReplayArgs, strategy: StrategyArg) -> Result<()> {
 
 /// `iommulab replay`.
 pub fn run(args: &ReplayArgs, quiet: bool) -> Result<()> {
+    let outputs: Vec<(&str, &Path)> = args.out.iter().map(|p| ("--out", p.as_path())).collect();
+    let mut inputs = vec![("the trace", args.trace.as_path())];
+    inputs.extend(
+        args.config_file
+            .iter()
+            .map(|p| ("--config-file", p.as_path())),
+    );
+    refuse_overlap(&outputs, &inputs)?;
     if let Some(s) = args.strategy {
         return run_guest_model(args, s);
     }

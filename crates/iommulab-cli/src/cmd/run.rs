@@ -5,14 +5,16 @@ use anyhow::{Context, Result};
 use iommulab::experiment::{ExperimentConfig, run_experiment};
 
 use crate::args::RunArgs;
-use crate::output::{table, write_atomic};
+use crate::output::{refuse_overlap, table, write_atomic};
 use crate::progress::Progress;
 
 /// `iommulab run`.
 pub fn run(args: &RunArgs, quiet: bool) -> Result<()> {
     let path = &args.experiment;
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    if let Some(out) = &args.out {
+        refuse_overlap(&[("--out", out)], &[("the experiment", path)])?;
+    }
+    let text = crate::cmd::read_text(path)?;
     let cfg = ExperimentConfig::from_file_text(path, &text)
         .with_context(|| format!("in {}", path.display()))?;
     cfg.validate()

@@ -584,7 +584,9 @@ impl ExperimentConfig {
     pub fn with_seed_offset(&self, by: u64) -> ExperimentConfig {
         let mut c = self.clone();
         if let WorkloadSpec::Generator(w) = &mut c.workload {
-            w.set_seed(w.seed() + by);
+            // Past u64::MAX the seeds go on from 0 (the release build's `+`; a debug build
+            // panicked on `--seed 18446744073709551615 --repeats 2`).
+            w.set_seed(w.seed().wrapping_add(by));
         }
         c
     }
@@ -631,6 +633,14 @@ impl ExperimentConfig {
                 key: "duration_s".into(),
                 value: d.to_string(),
                 expected: "a positive number of seconds".into(),
+            });
+        }
+        if self.duration_s.is_none() && self.pseudo_scsi().is_some_and(|w| w.ios == 0) {
+            // No I/O to run: the result would price the setup alone as one I/O.
+            return Err(ConfigError::Invalid {
+                key: "workload.ios".into(),
+                value: "0".into(),
+                expected: "at least 1 I/O (or `duration_s` to run for modeled time)".into(),
             });
         }
         if let WorkloadSpec::Generator(w) = &self.workload {
