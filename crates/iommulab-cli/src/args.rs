@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use iommulab::device::MAX_NEIGHBOURS;
 use iommulab::experiment::{NamedConfig, SoftwareClock};
 use iommulab::hw::cost::CostPreset;
 use iommulab::hw::invalidate::InvalidationInterface;
@@ -696,8 +697,9 @@ pub struct BenchArgs {
     /// A malicious device: retries every just-unmapped address and its neighbours.
     #[arg(long)]
     pub malicious: bool,
-    /// Pages on each side of an unmapped page a malicious device probes [default: 1].
-    #[arg(long)]
+    /// Pages on each side of an unmapped page a malicious device probes, at most 4096
+    /// [default: 1].
+    #[arg(long, value_parser = clap::value_parser!(u64).range(0..=MAX_NEIGHBOURS))]
     pub neighbours: Option<u64>,
     /// Cost preset of the modeled machine [default: vtd-2008].
     #[arg(long, value_enum)]

@@ -261,6 +261,8 @@ fn bench_bad_numbers_are_usage_errors() {
         ("--outstanding", "4294967295", "not in 1..=65536"),
         ("--repeats", "101", "not in 1..=100"),
         ("--levels", "7", "not in 3..=5"),
+        // 2^64-1 neighbours probed 2^65 pages per unmap: a run that never ended.
+        ("--neighbours", "4097", "not in 0..=4096"),
     ] {
         iommulab()
             .args(["bench", flag, value])
@@ -286,6 +288,10 @@ fn bench_out_of_range_workload_values_are_clear_errors() {
         ("outstanding = 4294967295", "workload.outstanding"),
         ("cpus = 0", "workload.cpus"),
         ("cpus = 65535", "workload.cpus"),
+        (
+            "[device]\nkind = \"malicious\"\nneighbours = 9223372036854775807",
+            "device.neighbours",
+        ),
     ] {
         let file = write_file(&dir, "w.toml", &format!("[workload]\nios = 10\n{body}\n"));
         iommulab()

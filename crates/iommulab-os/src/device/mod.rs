@@ -35,6 +35,11 @@ pub enum DeviceMode {
     },
 }
 
+/// Most pages a malicious device probes on each side of an unmapped page: 16 MiB, eight
+/// level-1 tables' worth. Each unmap costs `2 × neighbours + 1` translations, so the bound
+/// keeps a typo from becoming a run that never ends.
+pub const MAX_NEIGHBOURS: u64 = 4096;
+
 /// What one device access (over one or more pages) came to.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AccessOutcome {

@@ -635,6 +635,18 @@ impl ExperimentConfig {
                 expected: "a positive number of seconds".into(),
             });
         }
+        if let DeviceMode::Malicious { neighbours } = self.device
+            && neighbours > crate::device::MAX_NEIGHBOURS
+        {
+            return Err(ConfigError::Invalid {
+                key: "device.neighbours".into(),
+                value: neighbours.to_string(),
+                expected: format!(
+                    "at most {} pages on each side (each unmap probes 2 × neighbours + 1 pages)",
+                    crate::device::MAX_NEIGHBOURS
+                ),
+            });
+        }
         if self.duration_s.is_none() && self.pseudo_scsi().is_some_and(|w| w.ios == 0) {
             // No I/O to run: the result would price the setup alone as one I/O.
             return Err(ConfigError::Invalid {
