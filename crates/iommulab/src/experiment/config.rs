@@ -7,7 +7,6 @@
 //! ```toml
 //! # every key is optional; this is the pseudo-driver benchmark on bare metal
 //! configuration = "default"          # disabled | default | strict | bitmap | strict-bitmap | modern
-//! seed = 1
 //! software_clock = "modeled"         # modeled | measured
 //! dma_debug = false
 //! [hardware]
@@ -24,6 +23,7 @@
 //! outstanding = 1
 //! cpus = 1
 //! touch = false
+//! seed = 1                           # the generator's seed
 //! [device]
 //! kind = "malicious"
 //! neighbours = 1
