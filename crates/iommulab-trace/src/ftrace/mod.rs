@@ -376,12 +376,25 @@ impl<R: BufRead> FtraceReader<R> {
         }
         self.line_no += 1;
         self.report.lines += 1;
-        if line.last() != Some(&b'\n') && n as u64 >= MAX_LINE {
-            self.skip_rest_of_line()?;
-            return Err(self.error(
-                format!("a line of at most {MAX_LINE} bytes"),
-                line.as_slice(),
-            ));
+        if line.last() != Some(&b'\n') {
+            if n as u64 >= MAX_LINE {
+                self.skip_rest_of_line()?;
+                return Err(self.error(
+                    format!("a line of at most {MAX_LINE} bytes"),
+                    line.as_slice(),
+                ));
+            }
+            // The input ends inside this line. The kernel ends every line of `trace` with a
+            // newline, so the file was cut short, and a number cut short still parses
+            // (`size=40` of `size=4096`): refused, not read as a smaller event.
+            if !trim(line).is_empty() {
+                return Err(self.error(
+                    "a line that ends with a newline (the input ends inside this line: \
+                     is the file cut short?)"
+                        .into(),
+                    line.as_slice(),
+                ));
+            }
         }
         Ok(true)
     }
@@ -734,6 +747,7 @@ mod tests {
 
     /// Imports `text` completely.
     pub(super) fn import(text: &str, lenient: bool) -> (Vec<Event>, TraceHeader, ImportReport) {
+        let text = as_file(text);
         let mut r = FtraceReader::new(text.as_bytes(), "t.txt".into(), FtraceOptions { lenient });
         let mut events = Vec::new();
         while let Some(e) = r.next_event().unwrap() {
@@ -767,8 +781,19 @@ mod tests {
         assert_eq!(cpus("# tracer: nop\n"), None);
     }
 
+    /// `text` as the kernel writes it: every line ends with a newline (the tests write one
+    /// line without it; a file that ends inside a line was cut short).
+    fn as_file(text: &str) -> String {
+        if text.is_empty() || text.ends_with('\n') {
+            text.to_owned()
+        } else {
+            format!("{text}\n")
+        }
+    }
+
     /// The Display text of the first error.
     pub(super) fn error(text: &str) -> String {
+        let text = as_file(text);
         let mut r = FtraceReader::new(text.as_bytes(), "t.txt".into(), FtraceOptions::default());
         loop {
             match r.next_event() {
@@ -903,6 +928,39 @@ a-1 [002] ..... 99.999999: dma_sync_single_for_cpu: d dir=NONE dma_addr=0 size=1
         ));
         assert!(r.next_event().unwrap().is_some());
         assert!(r.next_event().unwrap().is_none());
+    }
+
+    /// An input that ends inside a line was cut short: the cut line is refused even where
+    /// what is left of it parses (an IOMMU map's `size=4096` cut to `size=40`), and skipped
+    /// and counted in lenient mode. Blanks after the last newline are not a cut line.
+    #[test]
+    fn a_last_line_without_newline_is_refused() {
+        let cut = "iperf3-2041 [005] ..s1. 8123.456791: map: IOMMU: iova=0x00000000ffffa000 \
+                   - 0x00000000ffffb000 paddr=0x00000001f2a3c000 size=40";
+        let text = format!("{MAP_PAGE}{cut}");
+        let mut r = FtraceReader::new(text.as_bytes(), "t.txt".into(), FtraceOptions::default());
+        assert!(r.next_event().unwrap().is_some());
+        match r.next_event() {
+            Err(e @ TraceError::Parse { line: 2, .. }) => {
+                assert!(e.to_string().contains("cut short"), "{e}");
+            }
+            other => panic!("{other:?}"),
+        }
+        let mut r = FtraceReader::new(
+            text.as_bytes(),
+            "t.txt".into(),
+            FtraceOptions { lenient: true },
+        );
+        assert!(r.next_event().unwrap().is_some());
+        assert!(r.next_event().unwrap().is_none());
+        assert_eq!(r.report().malformed_skipped, 1);
+        for tail in ["", "  \t"] {
+            let text = format!("{MAP_PAGE}{tail}");
+            let mut r =
+                FtraceReader::new(text.as_bytes(), "t.txt".into(), FtraceOptions::default());
+            assert!(r.next_event().unwrap().is_some());
+            assert!(r.next_event().unwrap().is_none(), "{tail:?}");
+        }
     }
 
     /// Lines over MAX_LINE are rejected without buffering the rest of them.
