@@ -323,11 +323,18 @@ impl WorkloadConfig {
                 Err(invalid(
                     "workload.outstanding",
                     c.outstanding,
-                    "1..=65536 I/Os in flight (NVMe's deepest queue)",
+                    &format!(
+                        "1..={} I/Os in flight (NVMe's deepest queue)",
+                        pseudo_scsi::MAX_OUTSTANDING
+                    ),
                 ))
             }
             WorkloadConfig::PseudoScsi(c) if !(1..=pseudo_scsi::MAX_CPUS).contains(&c.cpus) => {
-                Err(invalid("workload.cpus", c.cpus, "1..=1024 CPUs"))
+                Err(invalid(
+                    "workload.cpus",
+                    c.cpus,
+                    &format!("1..={} CPUs", pseudo_scsi::MAX_CPUS),
+                ))
             }
             WorkloadConfig::PseudoScsi(_) => Ok(()),
             WorkloadConfig::NetperfSend(c) => NetperfSend::new(c).map(drop),
