@@ -369,3 +369,77 @@ fn real_trace_layers_are_apart_and_the_export_uses_the_dma_api() {
     );
     assert!(requests < dma_pages + iommu_pages - 1000);
 }
+
+/// A trace with no DMA events gives no run: `replay` (bare metal and guest model) and `mrc`
+/// refuse it by name and write no output, instead of printing a time per I/O of zero I/Os.
+/// `trace stats` still describes it (zero counts are a description).
+#[test]
+fn a_trace_without_dma_events_is_refused_by_replay_and_mrc() {
+    let dir = TempDir::new().unwrap();
+    let t = dir.path().join("t.txt");
+    fs::write(&t, "# tracer: nop\n#\n").unwrap();
+    let out = dir.path().join("r.json");
+    let (t, out) = (t.to_str().unwrap(), out.to_str().unwrap());
+    for extra in [&[][..], &["--strategy", "on-demand"][..]] {
+        iommulab()
+            .args(["replay", t, "--out", out])
+            .args(extra)
+            .assert()
+            .code(1)
+            .stdout("")
+            .stderr(predicate::str::contains("t.txt: no DMA-API events in it"));
+    }
+    iommulab()
+        .args(["mrc", t, "--policy", "lru", "--quotas", "4"])
+        .assert()
+        .code(1)
+        .stdout("")
+        .stderr(predicate::str::contains("t.txt: no DMA map events in it"));
+    assert_eq!(files_in(dir.path()), ["t.txt"]);
+    ok_stdout(&["trace", "stats", t]);
+}
+
+/// A format asked for that the contents contradict is refused, and libCacheSim's export,
+/// which `trace convert` writes, is named when it is given back as input.
+#[test]
+fn a_wrong_format_or_a_libcachesim_export_is_refused_by_name() {
+    let dir = TempDir::new().unwrap();
+    let a = dir.path().join("a.iot");
+    let c = dir.path().join("a.csv");
+    let o = dir.path().join("a.oracleGeneral");
+    ok_stdout(&[
+        "trace",
+        "generate",
+        "block",
+        "--events",
+        "200",
+        "-o",
+        a.to_str().unwrap(),
+    ]);
+    for out in [&c, &o] {
+        ok_stdout(&[
+            "trace",
+            "convert",
+            a.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+        ]);
+    }
+    iommulab()
+        .args(["replay", c.to_str().unwrap(), "--format", "native"])
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains(
+            "asked to read an iommulab native trace (.iot), but its contents are an iommulab CSV trace",
+        ));
+    for cmd in ["replay", "check", "validate"] {
+        iommulab()
+            .args([cmd, o.to_str().unwrap()])
+            .assert()
+            .code(1)
+            .stderr(
+                predicate::str::contains("a NUL byte at byte")
+                    .and(predicate::str::contains("does not read it back")),
+            );
+    }
+}

@@ -121,3 +121,33 @@ fn errors_name_file_and_line() {
         .code(1)
         .stderr(predicate::str::contains("kernel"));
 }
+
+/// A bad option is reported as the option it is, before the trace is read (the trace here
+/// does not even exist), not blamed on the trace.
+#[test]
+fn bad_options_are_named_before_the_trace_is_read() {
+    let missing = Path::new("no-such-trace.txt");
+    for (args, expected) in [
+        (
+            &["--warmup", "1.5"][..],
+            "for `warmup`: expected a fraction",
+        ),
+        (&["--group", ","][..], "none empty"),
+        (
+            &["--group", "a,b", "--group", "b"][..],
+            "b is in an earlier group",
+        ),
+        (&["--aperture-bits", "3"][..], "aperture_bits = 3"),
+    ] {
+        iommulab()
+            .arg("validate")
+            .args(args)
+            .arg(missing)
+            .assert()
+            .code(1)
+            .stderr(
+                predicate::str::contains(expected)
+                    .and(predicate::str::contains("no-such-trace").not()),
+            );
+    }
+}

@@ -34,6 +34,10 @@ pub const COLUMNS: &str = "time_ns,cpu,device,kind,dir,dma,phys,len,nents";
 /// The first line a writer emits (readers accept any comment there).
 pub const BANNER: &str = "# iommulab trace v1";
 
+/// The column line of libCacheSim's CSV (`.oracleGeneral.csv`), which `trace convert`
+/// writes (the workload crate's `oracle_general`) and no reader here accepts.
+pub const LIBCACHESIM_COLUMNS: &str = "clock_time,obj_id,obj_size,next_access_vtime";
+
 const SOURCE_PREFIX: &str = "# source: ";
 const DEVICE_PREFIX: &str = "# device: ";
 const FLUSH_AT: usize = 64 * 1024;
@@ -272,7 +276,11 @@ impl<R: BufRead> CsvReader<R> {
         };
         loop {
             if !me.read_line()? {
-                return Err(me.parse_err(String::new(), COLUMNS));
+                return Err(TraceError::NoColumns {
+                    path: me.path,
+                    lines: me.lineno,
+                    columns: COLUMNS,
+                });
             }
             let line = me.text()?;
             if line.starts_with('#') {
@@ -285,6 +293,13 @@ impl<R: BufRead> CsvReader<R> {
             }
             if line != COLUMNS {
                 let found = shorten(line);
+                if line.starts_with(LIBCACHESIM_COLUMNS) {
+                    let expected = format!(
+                        "{COLUMNS} (these are libCacheSim's columns: `trace convert` writes \
+                         .oracleGeneral.csv for libCacheSim and does not read it back)"
+                    );
+                    return Err(me.parse_err(found, &expected));
+                }
                 return Err(me.parse_err(found, COLUMNS));
             }
             return Ok(me);

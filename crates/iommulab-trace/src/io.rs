@@ -170,6 +170,52 @@ pub fn open_text(path: &Path) -> Result<Box<dyn BufRead>, TraceError> {
     }
 }
 
+/// What a file's first decompressed bytes say it is, by content alone.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Content {
+    /// The native format's magic.
+    Native,
+    /// Our CSV banner or column line (not any `#`: ftrace output starts with `# tracer:`).
+    Csv,
+    /// A NUL byte at this offset: binary data, which no text format holds.
+    Binary(u64),
+    /// Anything else: text, perhaps Linux ftrace output.
+    Text,
+}
+
+impl Content {
+    /// How many leading bytes [`Content::sniff`] reads.
+    pub const HEAD: u64 = 4096;
+
+    /// Classifies `head`, a file's first bytes.
+    pub fn of(head: &[u8]) -> Content {
+        if head.starts_with(&MAGIC) {
+            Content::Native
+        } else if head.starts_with(&BANNER.as_bytes()[..10])
+            || head.starts_with(&COLUMNS.as_bytes()[..8])
+        {
+            Content::Csv
+        } else if let Some(i) = head.iter().position(|&b| b == 0) {
+            Content::Binary(i as u64)
+        } else {
+            Content::Text
+        }
+    }
+
+    /// Reads up to [`Content::HEAD`] bytes of `path` (decompressed) and classifies them.
+    pub fn sniff(path: &Path) -> Result<Content, TraceError> {
+        let mut head = Vec::new();
+        open_text(path)?
+            .take(Self::HEAD)
+            .read_to_end(&mut head)
+            .map_err(|source| TraceError::Io {
+                path: path.to_owned(),
+                source,
+            })?;
+        Ok(Content::of(&head))
+    }
+}
+
 /// Opens a trace for reading: native (`.iot`) or CSV, optionally `.gz`/`.zst` compressed.
 /// The format comes from the content (the native magic; a CSV banner or column line), then
 /// the name. Anything else is [`TraceError::Unsupported`]; Linux ftrace text goes through the
@@ -186,10 +232,9 @@ pub fn open_trace(path: &Path) -> Result<Box<dyn EventSource>, TraceError> {
             source,
         })?;
     let (name, _) = name_parts(path);
-    let is_native = head.starts_with(&MAGIC);
-    // Our banner or the column line; not any `#` (ftrace output starts with `# tracer:`).
-    let looks_csv =
-        head.starts_with(&BANNER.as_bytes()[..10]) || head.starts_with(&COLUMNS.as_bytes()[..8]);
+    let content = Content::of(&head);
+    let is_native = content == Content::Native;
+    let looks_csv = content == Content::Csv;
     let r = Cursor::new(head).chain(r);
     if is_native || name.ends_with(".iot") {
         Ok(Box::new(NativeReader::new(r, path.to_owned())?))

@@ -34,7 +34,7 @@ pub use event::{Event, EventKind, TraceDir};
 pub use event_columns::EventColumns;
 pub use format::{NativeReader, NativeWriter};
 pub use io::{EventSink, OutputFile, convert, copy_events, create_trace, open_text, open_trace};
-pub use open::{TraceFormat, detect, open, open_ftrace};
+pub use open::{TraceFormat, detect, open, open_ftrace, resolve};
 pub use stats::{DeviceStats, DmaApiStats, IommuLayerStats, Log2Histogram, TraceStats, stats};
 
 /// Errors reading or writing traces. Messages name the file, the line (text) or byte offset
@@ -91,6 +91,16 @@ pub enum TraceError {
         offset: u64,
         /// What was being read.
         what: String,
+    },
+    /// A text trace (CSV) that ends before its column line: empty, or only comments.
+    #[error("{path}: ends after {lines} lines, before its column line {columns}")]
+    NoColumns {
+        /// The file.
+        path: PathBuf,
+        /// Lines read (0: the file is empty).
+        lines: u64,
+        /// The column line expected.
+        columns: &'static str,
     },
     /// A format the file name or contents do not allow.
     #[error("{path}: {what}")]

@@ -229,7 +229,8 @@ impl<W: Write> OracleGeneralWriter<W> {
         drop(seen);
         let mut buf = Vec::with_capacity(64 * 1024 + 64);
         if self.format == OracleFormat::Csv {
-            buf.extend_from_slice(b"clock_time,obj_id,obj_size,next_access_vtime\n");
+            buf.extend_from_slice(crate::trace::csv::LIBCACHESIM_COLUMNS.as_bytes());
+            buf.push(b'\n');
         }
         let obj = std::mem::take(&mut self.obj);
         let time = std::mem::take(&mut self.time);

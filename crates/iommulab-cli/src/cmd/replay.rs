@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use anyhow::{Context, Result, anyhow};
+use anyhow::{Context, Result, anyhow, bail};
 use iommulab::device::DeviceMode;
 use iommulab::experiment::{
     ExperimentConfig, GuestSystemConfig, HardwareConfig, NamedConfig, ResolvedSystem, RunResult,
@@ -40,8 +40,16 @@ fn check_trace(args: &ReplayArgs) -> Result<CheckReport> {
         max_findings: 1000,
         ..CheckOptions::default()
     };
-    check(&args.trace, args.format.into(), args.lenient, &opts)
-        .with_context(|| format!("checking {}", args.trace.display()))
+    let c = check(&args.trace, args.format.into(), args.lenient, &opts)
+        .with_context(|| format!("checking {}", args.trace.display()))?;
+    if c.events == 0 {
+        // A run of no I/Os has no time per I/O: refuse it rather than print zeros.
+        bail!(
+            "{}: no DMA-API events in it (dma:* in ftrace text, or map/unmap rows): nothing to replay",
+            args.trace.display()
+        );
+    }
+    Ok(c)
 }
 
 /// The replay's dma-debug lines: the counts by kind and the first findings.
@@ -102,6 +110,7 @@ fn base_config(args: &ReplayArgs) -> Result<ExperimentConfig> {
 /// `iommulab replay --strategy ...`: the trace through the guest model, as the experiment
 /// its flags describe (a guest system, the trace as workload), run by the one runner.
 fn run_guest_model(args: &ReplayArgs, strategy: StrategyArg) -> Result<()> {
+    let checked = check_trace(args)?;
     let exp = ExperimentConfig {
         system: SystemConfig::Guest(GuestSystemConfig {
             strategy: strategy.into(),
@@ -143,7 +152,7 @@ fn run_guest_model(args: &ReplayArgs, strategy: StrategyArg) -> Result<()> {
         "refused": r.refused,
         "hypercalls": r.hypercalls,
         "replay": replay,
-        "check": check_trace(args)?,
+        "check": checked,
     });
     if let Some(path) = &args.out {
         write_atomic(path, serde_json::to_string_pretty(&out)?.as_bytes())?;
@@ -183,7 +192,7 @@ fn run_guest_model(args: &ReplayArgs, strategy: StrategyArg) -> Result<()> {
             cfg.link_mbps,
             r.stale_accesses,
             r.stale_writes,
-        ) + &check_text(&check_trace(args)?)
+        ) + &check_text(&checked)
     };
     crate::print_stdout(&text)
 }

@@ -6,7 +6,7 @@ use anyhow::{Context, Result, bail};
 use iommulab::create_trace;
 use iommulab::experiment::record::generate as generate_trace;
 use iommulab::trace::{
-    EventSource, TraceFormat, TraceHeader, copy_events, detect, open, open_ftrace, stats,
+    EventSource, TraceFormat, TraceHeader, copy_events, open, open_ftrace, resolve, stats,
 };
 use iommulab::workload::WorkloadConfig;
 use serde::Serialize;
@@ -131,10 +131,7 @@ fn report_text(r: &iommulab::trace::ftrace::ImportReport) -> Result<String> {
 }
 
 fn import(a: &TraceImportArgs, quiet: bool) -> Result<()> {
-    let format = match a.format {
-        TraceFormatArg::Auto => detect(&a.input)?,
-        f => f.into(),
-    };
+    let format = resolve(&a.input, a.format.into())?;
     let what = format!("importing {}", a.input.display());
     let (n, ftrace) = if format == TraceFormat::Ftrace {
         let mut src = Reading::new(open_ftrace(&a.input, a.lenient)?, what, quiet);

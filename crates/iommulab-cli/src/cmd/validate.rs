@@ -67,6 +67,7 @@ pub fn options(args: &ValidateArgs) -> Result<ValidateOptions> {
 /// `iommulab validate`.
 pub fn run(args: &ValidateArgs) -> Result<()> {
     let opts = options(args)?;
+    opts.check()?;
     let report = validate(&args.trace, &opts)
         .with_context(|| format!("validating against {}", args.trace.display()))?;
     let text = if args.json {

@@ -170,10 +170,7 @@ pub fn check(
     lenient: bool,
     options: &CheckOptions,
 ) -> Result<CheckReport, TraceError> {
-    let format = match format {
-        TraceFormat::Auto => super::detect(path)?,
-        f => f,
-    };
+    let format = super::resolve(path, format)?;
     let name = path.display().to_string();
     if format == TraceFormat::Ftrace {
         let mut r = super::open_ftrace(path, lenient)?;

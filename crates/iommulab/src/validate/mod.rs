@@ -437,7 +437,37 @@ fn invalid(key: &str, value: impl ToString, expected: &str) -> Error {
     .into()
 }
 
+impl ValidateOptions {
+    /// Checks the options without reading a trace (a bad one is named as the option it is,
+    /// not blamed on the trace).
+    pub fn check(&self) -> Result<()> {
+        check_options(self)
+    }
+}
+
 fn check_options(o: &ValidateOptions) -> Result<()> {
+    for (i, g) in o.groups.iter().enumerate() {
+        if g.is_empty() || g.iter().any(String::is_empty) {
+            return Err(invalid(
+                "group",
+                g.join(","),
+                "device names separated by commas, none empty",
+            ));
+        }
+        if let Some(d) = g
+            .iter()
+            .find(|d| o.groups[..i].iter().any(|h| h.contains(d)))
+        {
+            return Err(invalid(
+                "group",
+                g.join(","),
+                &format!("groups without a device in common ({d} is in an earlier group)"),
+            ));
+        }
+    }
+    let mut domain = o.domain.clone();
+    domain.magazine.cpus = 1;
+    IovaDomain::new(&domain).map_err(|e| invalid("domain", e, "a valid domain setup"))?;
     if !o.kernel.starts_with("6.") && o.kernel != "6" {
         return Err(invalid(
             "kernel",
