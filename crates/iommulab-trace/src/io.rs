@@ -21,6 +21,8 @@
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Cursor, Read, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use flate2::bufread::MultiGzDecoder;
 use ruzstd::decoding::{FrameDecoder, StreamingDecoder};
@@ -152,10 +154,21 @@ pub fn open_text(path: &Path) -> Result<Box<dyn BufRead>, TraceError> {
         source,
     };
     let file = File::open(path).map_err(io_err)?;
-    let mut r = BufReader::with_capacity(64 * 1024, file);
+    let total = file.metadata().map_err(io_err)?.len();
+    let read = Arc::new(AtomicU64::new(0));
+    let counted = Counted {
+        inner: file,
+        read: Arc::clone(&read),
+    };
+    let mut r = BufReader::with_capacity(64 * 1024, counted);
     let head = r.fill_buf().map_err(io_err)?;
     if head.starts_with(&GZIP_MAGIC) {
-        let gz = MultiGzDecoder::new(r);
+        let gz = Decoded {
+            inner: MultiGzDecoder::new(r),
+            codec: "gzip",
+            read,
+            total,
+        };
         Ok(Box::new(BufReader::with_capacity(64 * 1024, gz)))
     } else if head.starts_with(&ZSTD_MAGIC) {
         let dec = StreamingDecoder::new(r).map_err(|e| TraceError::Corrupt {
@@ -163,11 +176,86 @@ pub fn open_text(path: &Path) -> Result<Box<dyn BufRead>, TraceError> {
             offset: 0,
             what: format!("bad zstd frame header: {e}"),
         })?;
-        let z = ZstdFrames { cur: Some(dec) };
+        let z = Decoded {
+            inner: ZstdFrames { cur: Some(dec) },
+            codec: "zstd",
+            read,
+            total,
+        };
         Ok(Box::new(BufReader::with_capacity(64 * 1024, z)))
     } else {
         Ok(Box::new(r))
     }
+}
+
+/// A file that counts the bytes read from it, so a decompressor's error can say where in
+/// the compressed file it stopped.
+struct Counted<R> {
+    inner: R,
+    read: Arc<AtomicU64>,
+}
+
+impl<R: Read> Read for Counted<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.read.fetch_add(n as u64, Ordering::Relaxed);
+        Ok(n)
+    }
+}
+
+/// A decompressor whose errors say how far into the compressed file they came, and whether
+/// the file had been read to its end (cut short) or not (damaged).
+struct Decoded<D> {
+    inner: D,
+    codec: &'static str,
+    read: Arc<AtomicU64>,
+    total: u64,
+}
+
+impl<D: Read> Read for Decoded<D> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.inner.read(buf).map_err(|e| {
+            let at = self.read.load(Ordering::Relaxed);
+            let (codec, total) = (self.codec, self.total);
+            let what = if at >= total && ran_out(&e) {
+                // The decoder wanted more after the last byte: the file was cut short.
+                format!(
+                    "the {codec} data ends inside a block at byte {total}, the end of the \
+                     file: it is cut short"
+                )
+            } else {
+                // Read ahead in 64 KiB pieces: the damage is in the piece before `at`.
+                format!(
+                    "the {codec} data is damaged before compressed byte {at} of {total}: {}",
+                    innermost(&e)
+                )
+            };
+            io::Error::new(e.kind(), what)
+        })
+    }
+}
+
+/// Whether `e`, or any error it wraps, is an I/O error of running out of input.
+fn ran_out(e: &io::Error) -> bool {
+    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(c) = cur {
+        if c.downcast_ref::<io::Error>()
+            .is_some_and(|x| x.kind() == io::ErrorKind::UnexpectedEof)
+        {
+            return true;
+        }
+        cur = c.source();
+    }
+    false
+}
+
+/// The deepest cause of `e`, which decoders wrap several times over.
+fn innermost(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut cur = e;
+    while let Some(next) = cur.source() {
+        cur = next;
+    }
+    cur.to_string()
 }
 
 /// What a file's first decompressed bytes say it is, by content alone.
@@ -513,6 +601,52 @@ mod tests {
         let zst = dir.path().join("t.csv.zst");
         std::fs::write(&zst, z).unwrap();
         assert_eq!(read_all(&zst), (h, ev));
+    }
+
+    /// A compressed file cut short says so, with the file's length; one damaged inside says
+    /// how far into the compressed file the decoder had read.
+    #[test]
+    fn a_compressed_trace_cut_short_or_damaged_says_where() {
+        use ruzstd::encoding::{CompressionLevel, compress_to_vec};
+        let dir = tempfile::tempdir().unwrap();
+        let (h, ev) = synthetic(20_000, 9);
+        let csv = dir.path().join("t.csv");
+        write_with(&csv, &h, &ev);
+        let gz = dir.path().join("t.csv.gz");
+        write_with(&gz, &h, &ev);
+        let z = compress_to_vec(&std::fs::read(&csv).unwrap()[..], CompressionLevel::Fastest);
+        let gz = std::fs::read(&gz).unwrap();
+        let read_err = |name: &str, bytes: &[u8]| {
+            let p = dir.path().join(name);
+            std::fs::write(&p, bytes).unwrap();
+            let mut src = open_trace(&p).unwrap();
+            loop {
+                match src.next_event() {
+                    Ok(Some(_)) => {}
+                    Ok(None) => panic!("{name}: read to the end"),
+                    Err(e) => break format!("{e}: {}", std::error::Error::source(&e).unwrap()),
+                }
+            }
+        };
+        for (name, whole, codec) in [("cut.csv.zst", &z, "zstd"), ("cut.csv.gz", &gz, "gzip")] {
+            let cut = whole.len() / 2;
+            let e = read_err(name, &whole[..cut]);
+            assert!(
+                e.contains(&format!(
+                    "the {codec} data ends inside a block at byte {cut}"
+                )) && e.contains("cut short"),
+                "{e}"
+            );
+        }
+        let mut damaged = z.clone();
+        let mid = damaged.len() / 2;
+        damaged[mid..mid + 64].fill(b'x');
+        let e = read_err("damaged.csv.zst", &damaged);
+        assert!(
+            e.contains("the zstd data is damaged before compressed byte")
+                && e.contains(&format!(" of {}", z.len())),
+            "{e}"
+        );
     }
 
     #[test]
