@@ -5,6 +5,7 @@
 //! | [`addr`] | `Iova`, `Hpa`, `Gpa`, `Pfn<A>`, `PageSize`, `DmaDirection`, `Perm`, `Bdf` |
 //! | [`clock`] | the modeled clock: `Cycles`, the CPU's `ClockRate` and their conversions |
 //! | [`hash`] | the fast hasher of the hot integer-keyed tables |
+//! | [`temp`] | temporary files in flight, removed when a signal stops the process |
 //!
 //! It depends on no other iommulab crate (docs/architecture.md, "Crates").
 #![forbid(unsafe_code)]
@@ -13,3 +14,4 @@
 pub mod addr;
 pub mod clock;
 pub mod hash;
+pub mod temp;

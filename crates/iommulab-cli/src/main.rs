@@ -42,9 +42,27 @@ fn run(cli: Cli) -> Result<ExitCode> {
     }
 }
 
+/// On SIGINT, SIGTERM or SIGHUP: remove the temporary files being written (a trace
+/// conversion, a report, a figure), say so, and exit with 130 as a shell does after ^C.
+/// Without this the default action killed the process mid-write and left the hidden
+/// temporary file behind. If the handler cannot be installed, the default action stays.
+fn stop_on_signal() {
+    let _ = ctrlc::set_handler(|| {
+        // Held until exit: no writer renames a file into place after this.
+        let (removed, _held) = iommulab::temp::remove_in_flight();
+        if removed > 0 {
+            eprintln!("\ninterrupted: removed {removed} unfinished output file(s)");
+        } else {
+            eprintln!("\ninterrupted");
+        }
+        std::process::exit(130);
+    });
+}
+
 fn main() -> ExitCode {
     // clap exits with code 2 and a clear message for a bad flag or value.
     let cli = Cli::parse();
+    stop_on_signal();
     match run(cli) {
         Ok(code) => code,
         Err(e) => {

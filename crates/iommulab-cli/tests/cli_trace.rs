@@ -443,3 +443,56 @@ fn a_wrong_format_or_a_libcachesim_export_is_refused_by_name() {
             );
     }
 }
+
+/// A `trace generate` stopped by SIGINT or SIGTERM while it writes removes its hidden
+/// temporary file and exits with 130, as a shell reports ^C; before, the file stayed.
+#[cfg(unix)]
+#[test]
+fn a_signal_while_writing_leaves_no_temporary_file() {
+    use std::time::{Duration, Instant};
+    for signal in ["-INT", "-TERM"] {
+        let dir = TempDir::new().unwrap();
+        let out = dir.path().join("big.iot");
+        let child = std::process::Command::new(assert_cmd::cargo::cargo_bin!("iommulab"))
+            .args([
+                "trace",
+                "generate",
+                "uniform-random",
+                "--events",
+                "200000000",
+                "-q",
+                "-o",
+            ])
+            .arg(&out)
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Wait until the temporary file exists: the handler is installed before any output.
+        let start = Instant::now();
+        while files_in(dir.path()).is_empty() {
+            assert!(
+                start.elapsed() < Duration::from_secs(60),
+                "no temporary file appeared"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let kill = std::process::Command::new("kill")
+            .arg(signal)
+            .arg(child.id().to_string())
+            .status()
+            .unwrap();
+        assert!(kill.success());
+        let output = child.wait_with_output().unwrap();
+        assert_eq!(output.status.code(), Some(130), "{signal}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            stderr.contains("removed 1 unfinished output file"),
+            "{signal}: {stderr}"
+        );
+        assert!(
+            files_in(dir.path()).is_empty(),
+            "{signal}: {:?}",
+            files_in(dir.path())
+        );
+    }
+}

@@ -6,6 +6,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use iommulab::experiment::RunResult;
+use iommulab::temp::InFlight;
 use serde::Serialize;
 
 use crate::ReportError;
@@ -42,21 +43,21 @@ pub(crate) fn create_dir(dir: &Path) -> Result<(), ReportError> {
 /// folder if needed.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), ReportError> {
     create_dir(parent(path))?;
-    let tmp = temp_beside(path)?;
+    let tmp = InFlight::new(&temp_beside(path)?);
     let result = write_then_rename(&tmp, path, bytes);
     if result.is_err() {
-        let _ = fs::remove_file(&tmp);
+        let _ = fs::remove_file(tmp.path());
     }
     result
 }
 
-fn write_then_rename(tmp: &Path, path: &Path, bytes: &[u8]) -> Result<(), ReportError> {
-    let mut f = fs::File::create(tmp).map_err(|source| ReportError::Create {
-        path: tmp.to_path_buf(),
+fn write_then_rename(tmp: &InFlight, path: &Path, bytes: &[u8]) -> Result<(), ReportError> {
+    let mut f = fs::File::create(tmp.path()).map_err(|source| ReportError::Create {
+        path: tmp.path().to_path_buf(),
         source,
     })?;
     f.write_all(bytes).map_err(|source| ReportError::Write {
-        path: tmp.to_path_buf(),
+        path: tmp.path().to_path_buf(),
         source,
     })?;
     f.sync_all().ok();
@@ -64,11 +65,12 @@ fn write_then_rename(tmp: &Path, path: &Path, bytes: &[u8]) -> Result<(), Report
 }
 
 /// Moves a finished temporary file into place.
-pub(crate) fn rename(tmp: &Path, path: &Path) -> Result<(), ReportError> {
-    fs::rename(tmp, path).map_err(|source| ReportError::Rename {
-        path: path.to_path_buf(),
-        source,
-    })
+pub(crate) fn rename(tmp: &InFlight, path: &Path) -> Result<(), ReportError> {
+    tmp.rename_into_place(path)
+        .map_err(|source| ReportError::Rename {
+            path: path.to_path_buf(),
+            source,
+        })
 }
 
 /// `value` as pretty JSON (two-space indent, no final newline), written atomically.

@@ -7,6 +7,8 @@ use std::sync::Once;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
+use iommulab::temp::InFlight;
+
 use crate::ReportError;
 use crate::files::{rename, write_atomic};
 
@@ -196,12 +198,12 @@ fn write_png(
     draw: impl FnOnce(DrawingArea<BitMapBackend<'_>, Shift>) -> Result<()>,
 ) -> Result<()> {
     let stem = png.file_stem().unwrap_or_default().to_string_lossy();
-    let tmp = png.with_file_name(format!(".{stem}.tmp-{}.png", std::process::id()));
-    let root = BitMapBackend::new(&tmp, (W, H)).into_drawing_area();
+    let tmp = InFlight::new(&png.with_file_name(format!(".{stem}.tmp-{}.png", std::process::id())));
+    let root = BitMapBackend::new(tmp.path(), (W, H)).into_drawing_area();
     match draw(root).and_then(|()| rename(&tmp, png)) {
         Ok(()) => Ok(()),
         Err(e) => {
-            let _ = std::fs::remove_file(&tmp);
+            let _ = std::fs::remove_file(tmp.path());
             Err(e)
         }
     }

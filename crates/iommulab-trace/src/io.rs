@@ -22,6 +22,8 @@ use std::fs::File;
 use std::io::{self, BufRead, BufReader, Cursor, Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+
+use iommulab_base::temp::InFlight;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use flate2::bufread::MultiGzDecoder;
@@ -339,12 +341,14 @@ pub fn open_trace(path: &Path) -> Result<Box<dyn EventSource>, TraceError> {
 }
 
 /// A file written under a temporary name beside the target, renamed into place by
-/// [`AtomicFile::commit`] and removed if dropped before.
+/// [`AtomicFile::commit`] and removed if dropped before (or if the rename fails). The name is
+/// [`InFlight`] meanwhile, so a signal that stops the CLI removes it too.
 #[derive(Debug)]
 struct AtomicFile {
     file: Option<File>,
-    tmp: PathBuf,
+    tmp: InFlight,
     target: PathBuf,
+    committed: bool,
 }
 
 impl AtomicFile {
@@ -353,12 +357,14 @@ impl AtomicFile {
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
-        let tmp = target.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
-        let file = File::create(&tmp)?;
+        let tmp =
+            InFlight::new(&target.with_file_name(format!(".{name}.{}.tmp", std::process::id())));
+        let file = File::create(tmp.path())?;
         Ok(AtomicFile {
             file: Some(file),
             tmp,
             target: target.to_owned(),
+            committed: false,
         })
     }
 
@@ -366,7 +372,9 @@ impl AtomicFile {
         if let Some(f) = self.file.take() {
             f.sync_all()?;
         }
-        std::fs::rename(&self.tmp, &self.target)
+        self.tmp.rename_into_place(&self.target)?;
+        self.committed = true;
+        Ok(())
     }
 
     fn file(&mut self) -> io::Result<&mut File> {
@@ -378,8 +386,8 @@ impl AtomicFile {
 
 impl Drop for AtomicFile {
     fn drop(&mut self) {
-        if self.file.take().is_some() {
-            let _ = std::fs::remove_file(&self.tmp);
+        if !self.committed {
+            let _ = std::fs::remove_file(self.tmp.path());
         }
     }
 }
