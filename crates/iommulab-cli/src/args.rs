@@ -678,7 +678,7 @@ pub struct BenchArgs {
     /// I/Os to run (each is one map + one unmap) [default: 200000].
     #[arg(long, conflicts_with = "duration", value_parser = clap::value_parser!(u64).range(1..))]
     pub ops: Option<u64>,
-    /// Run for this many seconds of modeled time instead of a number of I/Os.
+    /// Run for this many seconds of modeled time instead of a number of I/Os (at most 3600).
     #[arg(long, value_name = "SECONDS")]
     pub duration: Option<f64>,
     /// Bytes per I/O [default: 1024].

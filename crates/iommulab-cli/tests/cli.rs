@@ -306,6 +306,25 @@ fn bench_out_of_range_workload_values_are_clear_errors() {
                     .and(predicate::str::contains("panicked").not()),
             );
     }
+    // A duration the run could never reach (it ran for ever) or past an hour of modeled time.
+    let file = write_file(&dir, "d.toml", "duration_s = 1e300\n");
+    for (source, args) in [
+        ("d.toml", vec!["--config-file", file.to_str().unwrap()]),
+        ("", vec!["--duration", "3600.5"]),
+        ("", vec!["--duration", "inf"]),
+    ] {
+        iommulab()
+            .arg("bench")
+            .args(&args)
+            .assert()
+            .code(1)
+            .stdout("")
+            .stderr(
+                predicate::str::contains(source)
+                    .and(predicate::str::contains("duration_s"))
+                    .and(predicate::str::contains("at most 3600")),
+            );
+    }
     iommulab()
         .args(["bench", "--config", "strict", "--ops", "10"])
         .args(["--io-size", "18446744073709551615"])

@@ -450,6 +450,11 @@ impl HardwareConfig {
     }
 }
 
+/// The longest `duration_s`: an hour of modeled time, 120 times S0.8's 30 s run. A run that
+/// long takes minutes of wall time already; past it a slip such as `1e300` would run for
+/// ever (the clock saturates before the run's end), so it is refused.
+pub const MAX_DURATION_S: f64 = 3600.0;
+
 /// Everything one run needs: hardware × system × workload × device (see the module doc).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -474,7 +479,7 @@ pub struct ExperimentConfig {
     /// Which clock the software part of the I/O time uses for `iops`.
     pub software_clock: SoftwareClock,
     /// Stop after this many seconds of modeled time (the paper ran 30 s, S0.8) instead of
-    /// after `workload.ios` I/Os.
+    /// after `workload.ios` I/Os; at most [`MAX_DURATION_S`].
     pub duration_s: Option<f64>,
     /// Which Linux the mechanisms follow ([`Kernel`]; bare metal).
     #[serde(skip_serializing_if = "Kernel::is_default")]
@@ -627,12 +632,15 @@ impl ExperimentConfig {
             });
         }
         if let Some(d) = self.duration_s
-            && !(d.is_finite() && d > 0.0)
+            && !(d > 0.0 && d <= MAX_DURATION_S)
         {
             return Err(ConfigError::Invalid {
                 key: "duration_s".into(),
                 value: d.to_string(),
-                expected: "a positive number of seconds".into(),
+                expected: format!(
+                    "a positive number of seconds of modeled time, at most {MAX_DURATION_S} \
+                     (an hour; for longer runs give `workload.ios`)"
+                ),
             });
         }
         if let DeviceMode::Malicious { neighbours } = self.device
