@@ -43,6 +43,19 @@ fn files_in(dir: &Path) -> Vec<String> {
     v
 }
 
+/// Writes `events` events of the built-in `workload` to `out`.
+fn generate(workload: &str, events: u64, out: &Path) {
+    ok_stdout(&[
+        "trace",
+        "generate",
+        workload,
+        "--events",
+        &events.to_string(),
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+}
+
 /// ftrace text (tracefs shape) imports to the native format; stats report the DMA-API view.
 #[test]
 fn import_then_stats_reports_maps_unmaps_and_pages() {
@@ -129,15 +142,7 @@ fn native_csv_native_round_trip_is_exact() {
     let b = dir.path().join("b.csv");
     let c = dir.path().join("c.iot");
     let d = dir.path().join("d.csv");
-    ok_stdout(&[
-        "trace",
-        "generate",
-        "block",
-        "--events",
-        "5000",
-        "-o",
-        a.to_str().unwrap(),
-    ]);
+    generate("block", 5000, &a);
     ok_stdout(&[
         "trace",
         "convert",
@@ -183,15 +188,7 @@ fn every_workload_generates_a_replayable_trace() {
         "nic-duplex",
     ] {
         let p = dir.path().join(format!("{w}.iot"));
-        ok_stdout(&[
-            "trace",
-            "generate",
-            w,
-            "--events",
-            "3000",
-            "-o",
-            p.to_str().unwrap(),
-        ]);
+        generate(w, 3000, &p);
         let s = json(&["trace", "stats", p.to_str().unwrap(), "--json"]);
         assert!(s["dma_api"]["maps"].as_u64().unwrap() > 0, "{w}: {s}");
         assert_eq!(
@@ -219,15 +216,7 @@ fn every_workload_generates_a_replayable_trace() {
 fn replay_shows_the_deferred_window_and_not_the_strict_one() {
     let dir = TempDir::new().unwrap();
     let p = dir.path().join("n.iot");
-    ok_stdout(&[
-        "trace",
-        "generate",
-        "netperf-send",
-        "--events",
-        "20000",
-        "-o",
-        p.to_str().unwrap(),
-    ]);
+    generate("netperf-send", 20000, &p);
     let v = json(&[
         "replay",
         p.to_str().unwrap(),
@@ -248,15 +237,7 @@ fn oracle_general_export_has_24_byte_records() {
     let dir = TempDir::new().unwrap();
     let a = dir.path().join("a.iot");
     let o = dir.path().join("a.oracleGeneral");
-    ok_stdout(&[
-        "trace",
-        "generate",
-        "pseudo-scsi",
-        "--events",
-        "1000",
-        "-o",
-        a.to_str().unwrap(),
-    ]);
+    generate("pseudo-scsi", 1000, &a);
     ok_stdout(&[
         "trace",
         "convert",
@@ -273,15 +254,7 @@ fn oracle_general_export_has_24_byte_records() {
 fn truncated_native_trace_is_an_error_with_offset() {
     let dir = TempDir::new().unwrap();
     let a = dir.path().join("a.iot");
-    ok_stdout(&[
-        "trace",
-        "generate",
-        "uniform-random",
-        "--events",
-        "20000",
-        "-o",
-        a.to_str().unwrap(),
-    ]);
+    generate("uniform-random", 20000, &a);
     let bytes = fs::read(&a).unwrap();
     let cut = dir.path().join("cut.iot");
     fs::write(&cut, &bytes[..bytes.len() / 2]).unwrap();
@@ -298,15 +271,7 @@ fn truncated_native_trace_is_an_error_with_offset() {
 fn replay_out_naming_the_trace_is_refused_and_keeps_it() {
     let dir = TempDir::new().unwrap();
     let t = dir.path().join("t.iot");
-    ok_stdout(&[
-        "trace",
-        "generate",
-        "block",
-        "--events",
-        "200",
-        "-o",
-        t.to_str().unwrap(),
-    ]);
+    generate("block", 200, &t);
     let before = fs::read(&t).unwrap();
     for extra in [&[][..], &["--strategy", "direct"][..]] {
         iommulab()
@@ -407,15 +372,7 @@ fn a_wrong_format_or_a_libcachesim_export_is_refused_by_name() {
     let a = dir.path().join("a.iot");
     let c = dir.path().join("a.csv");
     let o = dir.path().join("a.oracleGeneral");
-    ok_stdout(&[
-        "trace",
-        "generate",
-        "block",
-        "--events",
-        "200",
-        "-o",
-        a.to_str().unwrap(),
-    ]);
+    generate("block", 200, &a);
     for out in [&c, &o] {
         ok_stdout(&[
             "trace",
