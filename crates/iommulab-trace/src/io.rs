@@ -22,11 +22,10 @@ use std::fs::File;
 use std::io::{self, BufRead, BufReader, Cursor, Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-
-use iommulab_base::temp::InFlight;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use flate2::bufread::MultiGzDecoder;
+use iommulab_base::temp::InFlight;
 use ruzstd::decoding::{FrameDecoder, StreamingDecoder};
 
 use super::csv::{BANNER, COLUMNS, CsvReader, CsvWriter};
