@@ -139,6 +139,10 @@ impl<S: EventSource> EventSource for Reading<S> {
         self.inner.cpu_count()
     }
 
+    fn source_path(&self) -> Option<&std::path::Path> {
+        self.inner.source_path()
+    }
+
     fn read_batch(&mut self, out: &mut Vec<Event>) -> Result<usize, TraceError> {
         let n = self.inner.read_batch(out)?;
         self.read += n as u64;

@@ -23,7 +23,7 @@
 
 use std::collections::HashMap;
 use std::io::{BufRead, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use super::format::{device_name_problem, event_problem, extend_devices, header_problem};
 use super::{Event, EventKind, EventSource, TraceDir, TraceError, TraceHeader};
@@ -447,6 +447,10 @@ impl<R: BufRead> CsvReader<R> {
 impl<R: BufRead> EventSource for CsvReader<R> {
     fn header(&self) -> &TraceHeader {
         &self.header
+    }
+
+    fn source_path(&self) -> Option<&Path> {
+        Some(&self.path)
     }
 
     fn next_event(&mut self) -> Result<Option<Event>, TraceError> {

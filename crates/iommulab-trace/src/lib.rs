@@ -25,7 +25,7 @@ mod stack_distance;
 pub mod stats;
 mod stats_iommu;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
@@ -102,6 +102,18 @@ pub enum TraceError {
         /// The column line expected.
         columns: &'static str,
     },
+    /// A trace whose replay would have no I/O: no DMA-API map, unmap or access event that
+    /// makes an op (an unmap of nothing mapped makes none).
+    #[error(
+        "{path}: nothing to replay: no DMA-API map, unmap or access event that makes an op \
+         ({events} events read)"
+    )]
+    NoDmaEvents {
+        /// The file (`<trace>` for a source that is not one).
+        path: PathBuf,
+        /// Events read (all of them skipped, e.g. the IOMMU layer's).
+        events: u64,
+    },
     /// A format the file name or contents do not allow.
     #[error("{path}: {what}")]
     Unsupported {
@@ -131,6 +143,11 @@ pub trait EventSource {
     /// The number of CPUs the trace says the machine had, if it says (ftrace's `#P:N`; known
     /// once the header has been read, i.e. after the first event).
     fn cpu_count(&self) -> Option<u32> {
+        None
+    }
+
+    /// The file being read, if the source is one (for messages about the whole trace).
+    fn source_path(&self) -> Option<&Path> {
         None
     }
 
@@ -227,5 +244,9 @@ impl<S: EventSource + ?Sized> EventSource for Box<S> {
 
     fn cpu_count(&self) -> Option<u32> {
         (**self).cpu_count()
+    }
+
+    fn source_path(&self) -> Option<&Path> {
+        (**self).source_path()
     }
 }

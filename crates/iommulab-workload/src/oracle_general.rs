@@ -138,7 +138,7 @@ impl<W: Write> OracleGeneralWriter<W> {
             time_unit_ns: 1_000_000_000,
             obj: Vec::new(),
             time: Vec::new(),
-            replay: Box::new(TraceWorkload::new(Pending::default())),
+            replay: Box::new(TraceWorkload::new(Pending::default()).fed()),
             sg_left: 0,
         }
     }

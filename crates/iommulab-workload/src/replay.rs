@@ -19,6 +19,7 @@
 //! [`TICK_NS`], so flush timers fire at the trace's pace.
 
 use std::collections::hash_map::Entry;
+use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
@@ -93,6 +94,9 @@ pub struct TraceWorkload<S> {
     /// Set by [`TraceWorkload::mappings_only`]: device accesses are neither looked up nor
     /// returned, and the trace's clock gives no ticks.
     mappings_only: bool,
+    /// Set by [`TraceWorkload::fed`]: the source's end is only the end of what was fed so
+    /// far, so a run that made no op yet is not refused there.
+    fed: bool,
     /// Length of the device table at the last scan (text and native readers grow it).
     known_devices: usize,
     /// The header may have gained devices since `known_devices` was taken (a batch was read
@@ -118,6 +122,7 @@ impl<S: EventSource> TraceWorkload<S> {
             iommu_device: None,
             other_devices: false,
             mappings_only: false,
+            fed: false,
             known_devices: 0,
             devices_may_change: false,
             report: ReplayReport::default(),
@@ -134,6 +139,14 @@ impl<S: EventSource> TraceWorkload<S> {
     #[must_use]
     pub fn mappings_only(mut self) -> Self {
         self.mappings_only = true;
+        self
+    }
+
+    /// A source filled between calls (the `.oracleGeneral` export feeds the events it is
+    /// given): its end is not the trace's, so running dry before any op is not an error.
+    #[must_use]
+    pub fn fed(mut self) -> Self {
+        self.fed = true;
         self
     }
 
@@ -192,6 +205,22 @@ impl<S: EventSource> TraceWorkload<S> {
         self.next += 1;
         self.report.events += 1;
         Ok(Some(i))
+    }
+
+    /// At the end of the trace: a trace that made no DMA-API op is refused, since a run of
+    /// it would time no I/O (and report zeros as if they were results).
+    fn at_end(&self) -> Result<(), TraceError> {
+        let r = &self.report;
+        if !self.fed && r.maps + r.unmaps + r.accesses == 0 {
+            return Err(TraceError::NoDmaEvents {
+                path: self
+                    .src
+                    .source_path()
+                    .map_or_else(|| "<trace>".into(), Path::to_path_buf),
+                events: r.events,
+            });
+        }
+        Ok(())
     }
 
     fn next_raw(&mut self) -> Result<Option<Event>, TraceError> {
@@ -435,6 +464,7 @@ impl<S: EventSource> Workload for TraceWorkload<S> {
             self.ops.clear();
             self.pos = 0;
             let Some(i) = self.advance()? else {
+                self.at_end()?;
                 return Ok(None);
             };
             let mut ops = std::mem::take(&mut self.ops);
@@ -453,9 +483,10 @@ impl<S: EventSource> Workload for TraceWorkload<S> {
             self.pos += 1;
             sink.op(op, &self.sg);
         }
-        while !sink.stopped()
-            && let Some(i) = self.advance()?
-        {
+        while !sink.stopped() {
+            let Some(i) = self.advance()? else {
+                return Ok(self.at_end()?);
+            };
             self.step(i, sink)?;
         }
         Ok(())
@@ -516,6 +547,32 @@ mod tests {
             out.push(op);
         }
         (out, w.report())
+    }
+
+    /// A trace that makes no op (empty, or only an unmap of nothing mapped) is refused at its
+    /// end by `next_op` and `for_each_op` alike, naming what was read.
+    #[test]
+    fn a_trace_that_makes_no_op_is_refused_at_its_end() {
+        let header = TraceHeader {
+            devices: vec!["nic".into()],
+            source: "test".into(),
+        };
+        let stray = ev(EventKind::Unmap, 1, 0, Some(0x1000), None, 64, 0);
+        for events in [vec![], vec![stray]] {
+            let n = events.len() as u64;
+            let open = || TraceWorkload::new(MemorySource::new(header.clone(), events.clone()));
+            let by_next = open().next_op();
+            let by_each = open().for_each_op(&mut Vec::<DmaOp>::new());
+            for r in [by_next.map(drop), by_each] {
+                match r {
+                    Err(WorkloadError::Trace(e)) => match *e {
+                        TraceError::NoDmaEvents { events, .. } => assert_eq!(events, n),
+                        other => panic!("{other:?}"),
+                    },
+                    other => panic!("{other:?}"),
+                }
+            }
+        }
     }
 
     /// An unmap finds its map by device and DMA address; the trace's physical address is kept.

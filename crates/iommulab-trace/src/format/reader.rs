@@ -2,7 +2,7 @@
 //! its CRC, then decoded by [`super::block`]), then the trailer's event count.
 
 use std::io::{self, Read};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use super::block::{self, Columns, Decoded};
 use super::columns::PAD;
@@ -242,6 +242,10 @@ impl<R: Read> NativeReader<R> {
 impl<R: Read> EventSource for NativeReader<R> {
     fn header(&self) -> &TraceHeader {
         &self.header
+    }
+
+    fn source_path(&self) -> Option<&Path> {
+        Some(&self.path)
     }
 
     #[inline]

@@ -681,6 +681,10 @@ impl<R: BufRead> EventSource for FtraceReader<R> {
         &self.header
     }
 
+    fn source_path(&self) -> Option<&Path> {
+        Some(&self.path)
+    }
+
     fn cpu_count(&self) -> Option<u32> {
         self.header_cpus
     }
