@@ -18,11 +18,11 @@
 //!
 //! Compression is detected by magic bytes (`1f 8b`, `28 b5 2f fd`), not only by name.
 
+use std::cell::Cell;
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Cursor, Read, Write};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::rc::Rc;
 
 use flate2::bufread::MultiGzDecoder;
 use iommulab_base::temp::InFlight;
@@ -30,7 +30,7 @@ use ruzstd::decoding::{FrameDecoder, StreamingDecoder};
 
 use super::csv::{BANNER, COLUMNS, CsvReader, CsvWriter};
 use super::format::{MAGIC, NativeReader, NativeWriter};
-use super::{Event, EventSource, TraceError, TraceHeader};
+use super::{Event, EventSource, TraceError, TraceFormat, TraceHeader};
 
 const GZIP_MAGIC: [u8; 2] = [0x1f, 0x8b];
 const ZSTD_MAGIC: [u8; 4] = [0x28, 0xb5, 0x2f, 0xfd];
@@ -156,10 +156,10 @@ pub fn open_text(path: &Path) -> Result<Box<dyn BufRead>, TraceError> {
     };
     let file = File::open(path).map_err(io_err)?;
     let total = file.metadata().map_err(io_err)?.len();
-    let read = Arc::new(AtomicU64::new(0));
+    let read = Rc::new(Cell::new(0));
     let counted = Counted {
         inner: file,
-        read: Arc::clone(&read),
+        read: Rc::clone(&read),
     };
     let mut r = BufReader::with_capacity(64 * 1024, counted);
     let head = r.fill_buf().map_err(io_err)?;
@@ -193,13 +193,13 @@ pub fn open_text(path: &Path) -> Result<Box<dyn BufRead>, TraceError> {
 /// the compressed file it stopped.
 struct Counted<R> {
     inner: R,
-    read: Arc<AtomicU64>,
+    read: Rc<Cell<u64>>,
 }
 
 impl<R: Read> Read for Counted<R> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         let n = self.inner.read(buf)?;
-        self.read.fetch_add(n as u64, Ordering::Relaxed);
+        self.read.set(self.read.get() + n as u64);
         Ok(n)
     }
 }
@@ -209,14 +209,14 @@ impl<R: Read> Read for Counted<R> {
 struct Decoded<D> {
     inner: D,
     codec: &'static str,
-    read: Arc<AtomicU64>,
+    read: Rc<Cell<u64>>,
     total: u64,
 }
 
 impl<D: Read> Read for Decoded<D> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         self.inner.read(buf).map_err(|e| {
-            let at = self.read.load(Ordering::Relaxed);
+            let at = self.read.get();
             let (codec, total) = (self.codec, self.total);
             let what = if at >= total && ran_out(&e) {
                 // The decoder wanted more after the last byte: the file was cut short.
@@ -291,6 +291,20 @@ impl Content {
         }
     }
 
+    /// The format a file with these contents and this lower-case name (without `.gz`/`.zst`)
+    /// is read as: the native magic or a `.iot` name, else our CSV banner or column line or a
+    /// `.csv` name, else ftrace text. `None`: by the contents alone.
+    pub fn format(self, name: Option<&str>) -> TraceFormat {
+        let named = |ext: &str| name.is_some_and(|n| n.ends_with(ext));
+        if self == Content::Native || named(".iot") {
+            TraceFormat::Native
+        } else if self == Content::Csv || named(".csv") {
+            TraceFormat::Csv
+        } else {
+            TraceFormat::Ftrace
+        }
+    }
+
     /// Reads up to [`Content::HEAD`] bytes of `path` (decompressed) and classifies them.
     pub fn sniff(path: &Path) -> Result<Content, TraceError> {
         let mut head = Vec::new();
@@ -320,22 +334,17 @@ pub fn open_trace(path: &Path) -> Result<Box<dyn EventSource>, TraceError> {
             path: path.to_owned(),
             source,
         })?;
-    let (name, _) = name_parts(path);
-    let content = Content::of(&head);
-    let is_native = content == Content::Native;
-    let looks_csv = content == Content::Csv;
+    let format = Content::of(&head).format(Some(&name_parts(path).0));
     let r = Cursor::new(head).chain(r);
-    if is_native || name.ends_with(".iot") {
-        Ok(Box::new(NativeReader::new(r, path.to_owned())?))
-    } else if looks_csv || name.ends_with(".csv") {
-        Ok(Box::new(CsvReader::new(r, path.to_owned())?))
-    } else {
-        Err(TraceError::Unsupported {
+    match format {
+        TraceFormat::Native => Ok(Box::new(NativeReader::new(r, path.to_owned())?)),
+        TraceFormat::Csv => Ok(Box::new(CsvReader::new(r, path.to_owned())?)),
+        _ => Err(TraceError::Unsupported {
             path: path.to_owned(),
             what: "not an iommulab trace: reads native .iot and CSV (.csv) traces, optionally \
                    compressed as .gz or .zst; import Linux ftrace text with the ftrace importer"
                 .to_owned(),
-        })
+        }),
     }
 }
 

@@ -7,7 +7,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use super::ftrace::{FtraceOptions, FtraceReader};
-use super::io::{Content, open_text, open_trace};
+use super::io::{Content, name_parts, open_text, open_trace};
 use super::{EventSource, TraceError};
 
 /// A trace format to read.
@@ -61,22 +61,12 @@ impl TraceFormat {
 /// and binary data that is no trace of ours is refused by its first NUL byte instead of
 /// being parsed as a line of text.
 pub fn resolve(path: &Path, asked: TraceFormat) -> Result<TraceFormat, TraceError> {
+    let content = Content::sniff(path)?;
     let found = if asked == TraceFormat::Ftrace {
         // By content alone: an ftrace capture may be named anything, `.csv` included.
-        match Content::sniff(path)? {
-            Content::Native => TraceFormat::Native,
-            Content::Csv => TraceFormat::Csv,
-            Content::Binary(_) | Content::Text => TraceFormat::Ftrace,
-        }
+        content.format(None)
     } else {
-        match open_trace(path) {
-            Ok(_) => match Content::sniff(path)? {
-                Content::Native => TraceFormat::Native,
-                _ => TraceFormat::Csv,
-            },
-            Err(TraceError::Unsupported { .. }) => TraceFormat::Ftrace,
-            Err(e) => return Err(e),
-        }
+        content.format(Some(&name_parts(path).0))
     };
     if asked != TraceFormat::Auto && asked != found {
         return Err(TraceError::Unsupported {
@@ -90,7 +80,7 @@ pub fn resolve(path: &Path, asked: TraceFormat) -> Result<TraceFormat, TraceErro
         });
     }
     if found == TraceFormat::Ftrace
-        && let Content::Binary(offset) = Content::sniff(path)?
+        && let Content::Binary(offset) = content
     {
         return Err(TraceError::Unsupported {
             path: path.to_owned(),

@@ -4,7 +4,7 @@
 
 use std::fmt::Write as _;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use iommulab::mrc::{
     CurveError, CurveRequest, HitRateCurve, MrcMethod, Quotas, curve_is_streamed, hit_rate_curve,
     trace_hit_rate_curve, trace_page_refs,
@@ -57,12 +57,6 @@ pub fn run(args: &MrcArgs, quiet: bool) -> Result<()> {
         drop(spinner);
         curve
     };
-    if curve.maps == 0 {
-        bail!(
-            "{}: no DMA map events in it (dma:map_* in ftrace text, or map rows): no curve to draw",
-            args.trace.display()
-        );
-    }
     let text = if args.json {
         let mut t = serde_json::to_string_pretty(&curve)?;
         t.push('\n');
