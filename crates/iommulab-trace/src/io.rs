@@ -292,16 +292,18 @@ impl Content {
     }
 
     /// The format a file with these contents and this lower-case name (without `.gz`/`.zst`)
-    /// is read as: the native magic or a `.iot` name, else our CSV banner or column line or a
-    /// `.csv` name, else ftrace text. `None`: by the contents alone.
+    /// is read as: the contents first (the native magic; our CSV banner or column line), so
+    /// a CSV trace named `.iot` reads as CSV; then the name (`.iot`, `.csv`), so a damaged
+    /// file is reported by the reader of the format it claims; else ftrace text. `None`: by
+    /// the contents alone.
     pub fn format(self, name: Option<&str>) -> TraceFormat {
         let named = |ext: &str| name.is_some_and(|n| n.ends_with(ext));
-        if self == Content::Native || named(".iot") {
-            TraceFormat::Native
-        } else if self == Content::Csv || named(".csv") {
-            TraceFormat::Csv
-        } else {
-            TraceFormat::Ftrace
+        match self {
+            Content::Native => TraceFormat::Native,
+            Content::Csv => TraceFormat::Csv,
+            _ if named(".iot") => TraceFormat::Native,
+            _ if named(".csv") => TraceFormat::Csv,
+            _ => TraceFormat::Ftrace,
         }
     }
 

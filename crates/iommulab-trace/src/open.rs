@@ -166,6 +166,36 @@ mod tests {
     }
 
     #[test]
+    fn contents_decide_before_the_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let csv = trace_file(dir.path(), "t.csv", 10);
+        let iot = trace_file(dir.path(), "t.iot", 10);
+        // Each renamed to the other's extension reads by what it holds.
+        let csv_as_iot = dir.path().join("csv.iot");
+        let iot_as_csv = dir.path().join("iot.csv");
+        std::fs::rename(&csv, &csv_as_iot).unwrap();
+        std::fs::rename(&iot, &iot_as_csv).unwrap();
+        for (p, f) in [
+            (&csv_as_iot, TraceFormat::Csv),
+            (&iot_as_csv, TraceFormat::Native),
+        ] {
+            assert_eq!(resolve(p, TraceFormat::Auto).unwrap(), f);
+            let mut r = open(p, TraceFormat::Auto, false).unwrap();
+            let mut n = 0;
+            while r.next_event().unwrap().is_some() {
+                n += 1;
+            }
+            assert_eq!(n, 10, "{}", p.display());
+        }
+        // Text that is neither, named `.iot`, is reported by the native reader it claims.
+        let text = dir.path().join("text.iot");
+        std::fs::write(&text, "hello\n").unwrap();
+        assert_eq!(resolve(&text, TraceFormat::Auto).unwrap(), TraceFormat::Native);
+        let e = open(&text, TraceFormat::Auto, false).map(|_| ()).unwrap_err();
+        assert!(e.to_string().contains("byte 0"), "{e}");
+    }
+
+    #[test]
     fn binary_data_is_refused_at_its_first_nul_byte() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("t.oracleGeneral");

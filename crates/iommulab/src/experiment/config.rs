@@ -86,6 +86,16 @@ pub enum ConfigError {
     /// A TOML document that does not parse or does not fit the schema.
     #[error("bad configuration: {0}")]
     Parse(String),
+    /// An IOVA domain setup that cannot work; the message names the field and its range.
+    /// (Not a `source`: the message already holds it, and a chain would print it twice.)
+    #[error("bad IOVA domain: {0}")]
+    Domain(crate::iova::DomainError),
+}
+
+impl From<crate::iova::DomainError> for ConfigError {
+    fn from(e: crate::iova::DomainError) -> Self {
+        ConfigError::Domain(e)
+    }
 }
 
 impl From<ParamError> for ConfigError {

@@ -467,7 +467,7 @@ fn check_options(o: &ValidateOptions) -> Result<()> {
     }
     let mut domain = o.domain.clone();
     domain.magazine.cpus = 1;
-    IovaDomain::new(&domain).map_err(|e| invalid("domain", e, "a valid domain setup"))?;
+    IovaDomain::new(&domain).map_err(ConfigError::from)?;
     if !o.kernel.starts_with("6.") && o.kernel != "6" {
         return Err(invalid(
             "kernel",
@@ -785,7 +785,7 @@ impl Validator {
         let mut config = options.domain.clone();
         config.magazine.cpus = cpus;
         // Fail on a bad config before reading on.
-        IovaDomain::new(&config).map_err(|e| invalid("domain", e, "a valid domain setup"))?;
+        IovaDomain::new(&config).map_err(ConfigError::from)?;
         let model = || Model {
             domains: Vec::new(),
             devices: Vec::new(),
@@ -833,7 +833,7 @@ impl Validator {
             Some(d) => d,
             None => {
                 let d = IovaDomain::new(&self.config)
-                    .map_err(|e| invalid("domain", e, "a valid domain setup"))?;
+                    .map_err(ConfigError::from)?;
                 self.open.domains.push(d.clone());
                 self.one.domains.push(d);
                 for m in [&mut self.open, &mut self.one] {
