@@ -197,6 +197,19 @@ pub enum GuestError {
         /// The page.
         gfn: u64,
     },
+    /// An offline policy's future was not the stream the map cache saw: its decisions
+    /// were made on the wrong pages, so the run is not reported.
+    #[error(
+        "the offline policy's lookahead holds {lookahead} page maps but the map cache saw \
+         {maps}: build it from the same workload with Lookahead::from_guest_maps (which \
+         leaves out pages outside guest memory, refused before the cache sees them)"
+    )]
+    LookaheadMismatch {
+        /// Map requests in the lookahead.
+        lookahead: u64,
+        /// Map requests the map cache saw.
+        maps: u64,
+    },
 }
 
 // The cold variants are boxed: strategies return `Result<_, GuestError>` for every page.
@@ -696,16 +709,28 @@ struct LiveRuns {
 
 /// Runs `w` under `cfg` with the concrete strategy and eviction policy of `cfg` (one
 /// dispatch, then a monomorphised loop). Offline policies (OPT, optimal batching) need the
-/// future: pass `lookahead` built by [`guest_page_refs`] over an identical workload (e.g. a
-/// regenerated one or a second read of the trace).
+/// future: pass `lookahead` built by [`Lookahead::from_guest_maps`] (or from
+/// [`guest_page_refs`] without the pages at or above `cfg.guest_pages`) over an identical
+/// workload (e.g. a regenerated one or a second read of the trace). A lookahead that does
+/// not hold exactly the map cache's map requests is [`GuestError::LookaheadMismatch`].
 pub fn run_guest<W: Workload<Phys = Gpa>>(
     w: &mut W,
     cfg: &GuestConfig,
     lookahead: Option<Arc<Lookahead>>,
 ) -> Result<GuestResult, GuestError> {
+    let planned = lookahead
+        .as_ref()
+        .filter(|_| cfg.eviction.is_offline())
+        .map(|la| la.len() as u64);
     crate::with_strategy!(cfg, lookahead, s => {
         let mut g = Guest::new(cfg.clone(), s)?;
         g.run(w)?;
+        let seen = g.backend().strategy().cache_stats().map(|c| c.maps);
+        if let (Some(lookahead), Some(maps)) = (planned, seen)
+            && lookahead != maps
+        {
+            return Err(GuestError::LookaheadMismatch { lookahead, maps });
+        }
         Ok(g.result())
     })
 }
@@ -741,6 +766,66 @@ mod tests {
             ))
         });
         run_guest(&mut netperf(), cfg, la).unwrap()
+    }
+
+    /// A guest smaller than the workload's buffers refuses their top pages before the map
+    /// cache sees them. The offline policies' future leaves those pages out, so OPT and
+    /// optimal batching stay in step with the cache (a debug build checks every position)
+    /// and optimal batching never maps one ahead, which the host would refuse; a
+    /// lookahead that still holds them is refused instead of steering the run.
+    #[test]
+    fn pages_outside_guest_memory_keep_the_offline_policies_in_step() {
+        let refs = guest_page_refs(&mut netperf(), CacheOnly::All).unwrap();
+        let top = refs
+            .iter()
+            .map(|r| match r {
+                PageRef::Map(g) | PageRef::Unmap(g) => g.get(),
+            })
+            .max()
+            .unwrap();
+        let guest_pages = top - 1; // the two top pages are outside guest memory
+        let mut refused = None;
+        for eviction in [
+            EvictionConfig::Lru(LruConfig::default()),
+            EvictionConfig::Opt(OptConfig::default()),
+            EvictionConfig::OptBatch(crate::OptBatchConfig::default()),
+        ] {
+            let cfg = GuestConfig {
+                quota: 64,
+                eviction,
+                guest_pages,
+                ..GuestConfig::default()
+            };
+            let la = cfg.eviction.is_offline().then(|| {
+                Arc::new(
+                    Lookahead::from_guest_maps(&mut netperf(), CacheOnly::All, guest_pages)
+                        .unwrap(),
+                )
+            });
+            let r = run_guest(&mut netperf(), &cfg, la).unwrap();
+            assert_eq!(r.hits + r.misses + r.refused, r.maps);
+            // The pages refused for being outside memory never reach the cache.
+            let c = r.cache.unwrap();
+            let outside = r.refused - c.refused;
+            assert!(outside > 0, "{}", r.eviction);
+            assert_eq!(*refused.get_or_insert(outside), outside, "{}", r.eviction);
+            assert_eq!(c.maps + outside, r.maps, "{}", r.eviction);
+            if cfg.eviction.is_offline() {
+                // A future with one map more than the cache makes is refused at the end.
+                // (One out of step earlier trips the policy's debug check at that map.)
+                let pages = refs.iter().filter_map(|r| match r {
+                    PageRef::Map(g) if g.get() < guest_pages => Some(*g),
+                    _ => None,
+                });
+                let longer = Arc::new(Lookahead::from_pages(pages.chain([Pfn::new(1)])));
+                let e = run_guest(&mut netperf(), &cfg, Some(longer)).map(|_| ());
+                assert!(
+                    matches!(e, Err(GuestError::LookaheadMismatch { .. })),
+                    "{}: {e:?}",
+                    r.eviction
+                );
+            }
+        }
     }
 
     /// Figures 5–6's "no caching allowed" end (S1.9) is `single-use`: no page map hits,

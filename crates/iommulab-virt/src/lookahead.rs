@@ -179,17 +179,23 @@ impl Lookahead {
         b.finish()
     }
 
-    /// The lookahead of the page maps the map cache of a guest with `cache_only` sees on
-    /// workload `w`: the `Map` requests of `guest_page_refs(w, cache_only)`, read as the
-    /// workload runs instead of from a stream held whole (every page of each admitted
-    /// `Map` and of each segment of each admitted `MapSg`, in order).
+    /// The lookahead of the page maps the map cache of a guest with `cache_only` and
+    /// `guest_pages` pages of memory sees on workload `w`: the `Map` requests of
+    /// `guest_page_refs(w, cache_only)` below `guest_pages`, read as the workload runs
+    /// instead of from a stream held whole (every page of each admitted `Map` and of each
+    /// segment of each admitted `MapSg`, in order). A page outside guest memory is refused
+    /// before the map cache sees it, so it has no position here: an offline policy stays
+    /// in step with the cache's maps and never maps such a page ahead.
     pub fn from_guest_maps<W: Workload<Phys = Gpa>>(
         w: &mut W,
         cache_only: CacheOnly,
+        guest_pages: u64,
     ) -> Result<Self, WorkloadError> {
         let mut b = LookaheadBuilder::default();
         crate::guest::for_each_guest_page_ref(w, cache_only, |r| {
-            if let PageRef::Map(g) = r {
+            if let PageRef::Map(g) = r
+                && g.get() < guest_pages
+            {
                 b.push(g);
             }
         })?;
@@ -322,7 +328,7 @@ mod tests {
         };
         for cache_only in [CacheOnly::All, CacheOnly::DmaAllocated, CacheOnly::ReadOnly] {
             let refs = guest_page_refs(&mut w(), cache_only).unwrap();
-            let la = Lookahead::from_guest_maps(&mut w(), cache_only).unwrap();
+            let la = Lookahead::from_guest_maps(&mut w(), cache_only, u64::MAX).unwrap();
             assert_eq!(la, Lookahead::from_refs(&refs), "{cache_only:?}");
             if cache_only == CacheOnly::All {
                 assert!(la.len() > 10_000);

@@ -31,7 +31,11 @@ pub(super) fn run_on_generator(
     impl WorkloadVisitor for Refs<'_> {
         type Output = Arc<Lookahead>;
         fn visit<W: Workload<Phys = Hpa>>(self, w: W) -> Result<Arc<Lookahead>, Error> {
-            let la = Lookahead::from_guest_maps(&mut InGuest::new(w), self.0.cache_only)?;
+            let la = Lookahead::from_guest_maps(
+                &mut InGuest::new(w),
+                self.0.cache_only,
+                self.0.guest_pages,
+            )?;
             Ok(Arc::new(la))
         }
     }
@@ -67,7 +71,7 @@ pub(super) fn run_on_trace(
     };
     let lookahead = if needs_lookahead(g) {
         // Read straight into the 8-byte-per-map index: the stream is never held whole.
-        let la = Lookahead::from_guest_maps(&mut open()?, g.cache_only)?;
+        let la = Lookahead::from_guest_maps(&mut open()?, g.cache_only, g.guest_pages)?;
         Some(Arc::new(la))
     } else {
         None

@@ -44,8 +44,9 @@ pub enum BackendError {
         /// Pages of the buffer refused.
         pages: u64,
     },
-    /// The host refused a hypercall the guest believed valid (a model bug).
-    #[error("host refused a hypercall: {0}")]
+    /// The hypercall path failed: the host refused a hypercall the guest believed valid,
+    /// or the guest's bookkeeping broke (model bugs). The message says which.
+    #[error("{0}")]
     Host(String),
 }
 
