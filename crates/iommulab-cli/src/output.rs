@@ -90,7 +90,13 @@ pub fn table(results: &[RunResult]) -> String {
                 format!("{:.1}", r.software_ns_per_op),
                 format!("{:.1}", r.modeled_ns_per_op),
                 format!("{:.1}", r.modeled_hw_ns_per_op),
-                fmt_count(iommulab::clock::saturating_u64(r.iops.round())),
+                // A Xen PV run models the DMA path's cycles but no I/O rate (its `iops` is
+                // 0 by definition), so the column says so instead of a rate of 0.
+                if r.xen_pv.is_some() {
+                    "-".into()
+                } else {
+                    fmt_count(iommulab::clock::saturating_u64(r.iops.round()))
+                },
                 r.relative_to_disabled
                     .map(|v| format!("{v:.3}"))
                     .unwrap_or_else(|| "-".into()),

@@ -192,4 +192,17 @@ fn the_xen_pv_example_runs_the_never_free_option() {
     assert!(x["late_probes"].as_u64().unwrap() > 0);
     assert_eq!(x["late_probes_through"], x["late_probes"]);
     assert!(v.get("guest").is_none());
+    // The table shows no I/O rate for it (the model has none), not a rate of 0.
+    let out = iommulab()
+        .arg("run")
+        .arg(repo().join("examples/xen-pv-never-free.toml"))
+        .assert()
+        .success();
+    let text = String::from_utf8_lossy(&out.get_output().stdout).into_owned();
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().unwrap().split_whitespace().collect();
+    let row: Vec<&str> = lines.next().unwrap().split_whitespace().collect();
+    let iops = header.iter().position(|h| *h == "IOPS").unwrap();
+    // "sw ns/op", "model ns/op" and "hw ns/op" are two words each in the header.
+    assert_eq!(row[iops - 3], "-", "{text}");
 }
