@@ -206,3 +206,44 @@ fn the_xen_pv_example_runs_the_never_free_option() {
     // "sw ns/op", "model ns/op" and "hw ns/op" are two words each in the header.
     assert_eq!(row[iops - 3], "-", "{text}");
 }
+
+/// `replay --config-file` with a guest or Xen PV `system` runs the trace through that system
+/// (as `run` with `[workload] trace = ...` does) instead of replaying bare metal under its
+/// label; with bare-metal `--config` names beside it, it is refused.
+#[test]
+fn replay_with_a_system_config_file_runs_that_system() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = repo().join("traces/qemu-virtio-6.12.95+deb12-cloud-amd64.txt.zst");
+    for (system, part) in [
+        (
+            "[system]\nkind = \"guest\"\nstrategy = \"on-demand\"\nquota = 64\n[hardware]\ncost = \"kvm-2010\"\n",
+            "guest",
+        ),
+        ("[system]\nkind = \"xen-pv\"\ndomain_mib = 8192\n", "xen_pv"),
+    ] {
+        let f = dir.path().join(format!("{part}.toml"));
+        std::fs::write(&f, system).unwrap();
+        let out = iommulab()
+            .args(["replay", "-q", "--json", "--config-file"])
+            .arg(&f)
+            .arg(&trace)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert!(v.get(part).is_some_and(|p| !p.is_null()), "{part}: {v}");
+        assert!(v["replay"]["maps"].as_u64().unwrap() > 0, "{part}");
+        assert!(v["check"].is_object(), "{part}");
+        iommulab()
+            .args(["replay", "-q", "--config", "strict", "--config-file"])
+            .arg(&f)
+            .arg(&trace)
+            .assert()
+            .failure()
+            .stderr(predicate::str::contains("describes a"));
+    }
+}

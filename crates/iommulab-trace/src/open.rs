@@ -190,8 +190,13 @@ mod tests {
         // Text that is neither, named `.iot`, is reported by the native reader it claims.
         let text = dir.path().join("text.iot");
         std::fs::write(&text, "hello\n").unwrap();
-        assert_eq!(resolve(&text, TraceFormat::Auto).unwrap(), TraceFormat::Native);
-        let e = open(&text, TraceFormat::Auto, false).map(|_| ()).unwrap_err();
+        assert_eq!(
+            resolve(&text, TraceFormat::Auto).unwrap(),
+            TraceFormat::Native
+        );
+        let e = open(&text, TraceFormat::Auto, false)
+            .map(|_| ())
+            .unwrap_err();
         assert!(e.to_string().contains("byte 0"), "{e}");
     }
 

@@ -264,6 +264,7 @@ fn a_xen_pv_domain_refuses_the_keys_it_cannot_honour() {
             "device",
         ),
         ("", "domain_mib = 0\n", "system.domain_mib"),
+        ("", "batch = 0\n", "system.batch"),
     ] {
         let c = parse(&format!("{extra}[system]\nkind = \"xen-pv\"\n{sys}"));
         match c.resolve() {
@@ -389,4 +390,122 @@ fn an_op_that_fails_ends_the_run_with_its_error() {
         }
         other => panic!("{other:?}"),
     }
+}
+
+/// Values a run could not hold in memory (or that mean nothing) are refused by key before
+/// anything is built: before, each of these aborted the process allocating a table of
+/// terabytes, or panicked.
+#[test]
+fn sizes_beyond_what_a_run_can_hold_are_refused_by_key() {
+    for (text, key, expected) in [
+        (
+            "[hardware]\niotlb = { sets = 1073741824, ways = 1 }\n",
+            "hardware.iotlb",
+            "at most 1048576 entries",
+        ),
+        (
+            "[hardware]\niotlb = { sets = 1099511627776, ways = 1048576 }\n",
+            "hardware.iotlb",
+            "at most 1048576 entries",
+        ),
+        (
+            "[mechanisms]\ntranslation = \"iommu\"\nallocator = \"rbtree\"\n\
+             flush = { kind = \"flush_queue\", entries = 1099511627776, timeout_ms = 10, hz = 250 }\n",
+            "mechanisms.flush.entries",
+            "1..=32768",
+        ),
+        (
+            "[mechanisms]\ntranslation = \"iommu\"\nallocator = \"rbtree\"\n\
+             flush = { kind = \"flush_queue\", entries = 256, timeout_ms = 10, hz = 10001 }\n",
+            "mechanisms.flush.hz",
+            "0..=10000",
+        ),
+        (
+            "[mechanisms]\ntranslation = \"iommu\"\nallocator = \"rbtree\"\n\
+             flush = { kind = \"deferred\", entries = 0, timeout_ms = 10 }\n",
+            "mechanisms.flush.entries",
+            "1..=1048576",
+        ),
+        (
+            "dma_bits = 64\n[hardware]\nunit = \"calgary\"\n",
+            "dma_bits",
+            "13..=35 with unit = \"calgary\"",
+        ),
+        (
+            "dma_bits = 44\n[hardware]\nunit = \"dart\"\n",
+            "dma_bits",
+            "13..=35 with unit = \"dart\"",
+        ),
+        (
+            "[system]\nkind = \"guest\"\nguest_mib = 1125899906842624\n[hardware]\ncost = \"kvm-2010\"\n",
+            "system.guest_mib",
+            "1..=1048576",
+        ),
+    ] {
+        match parse(text).resolve() {
+            Err(ConfigError::Invalid {
+                key: k,
+                expected: e,
+                ..
+            }) => {
+                assert_eq!(k, key, "{text}");
+                assert!(e.contains(expected), "{text}: {e}");
+            }
+            other => panic!("{text}: {other:?}"),
+        }
+    }
+    // The largest of each still resolves.
+    for text in [
+        "[hardware]\niotlb = { sets = 1048576, ways = 1 }\n",
+        "dma_bits = 35\n[hardware]\nunit = \"calgary\"\n",
+        "[system]\nkind = \"guest\"\nguest_mib = 1048576\n[hardware]\ncost = \"kvm-2010\"\n",
+    ] {
+        parse(text).resolve().unwrap();
+    }
+}
+
+/// `replay_trace` replays bare metal: a config describing another system, or a run length,
+/// is refused by key instead of being ignored under the config's label.
+#[test]
+fn replay_trace_refuses_what_it_would_ignore() {
+    use iommulab::trace::{MemorySource, TraceHeader};
+    let empty = || {
+        MemorySource::new(
+            TraceHeader {
+                devices: vec!["dev".into()],
+                source: "test".into(),
+            },
+            Vec::new(),
+        )
+    };
+    for (text, key) in [
+        (
+            "[system]\nkind = \"guest\"\n[hardware]\ncost = \"kvm-2010\"\n",
+            "system.kind",
+        ),
+        ("[system]\nkind = \"xen-pv\"\n", "system.kind"),
+        ("duration_s = 0.5\n", "duration_s"),
+    ] {
+        match replay_trace(&parse(text), empty(), &mut |_, _| {}) {
+            Err(iommulab::Error::Config(ConfigError::Invalid { key: k, .. })) => {
+                assert_eq!(k, key, "{text}");
+            }
+            other => panic!("{text}: {other:?}"),
+        }
+    }
+    // The same guest runs the trace as its workload.
+    let text = format!(
+        "[system]\nkind = \"guest\"\n[hardware]\ncost = \"kvm-2010\"\n[workload]\ntrace = {:?}\n",
+        trace_path().display().to_string()
+    );
+    let r = run_experiment(&parse(&text), &mut |_, _| {}).unwrap();
+    assert!(r.guest.is_some() && r.replay.is_some());
+    // A generator other than the pseudo driver runs to its own end: no `duration_s`.
+    let e = parse("duration_s = 0.5\n[workload]\nkind = \"netperf-send\"\npackets = 100\n")
+        .resolve()
+        .unwrap_err();
+    assert!(
+        matches!(&e, ConfigError::Invalid { key, .. } if key == "duration_s"),
+        "{e}"
+    );
 }

@@ -189,6 +189,57 @@ fn run_guest_model(args: &ReplayArgs, strategy: StrategyArg) -> Result<()> {
     crate::print_stdout(&text)
 }
 
+/// `iommulab replay --config-file F` whose `system` is a guest or a Xen PV domain: the trace
+/// as that system's workload, run by the one runner (as `iommulab run` would with `[workload]
+/// trace = ...`).
+fn run_system(args: &ReplayArgs, base: ExperimentConfig) -> Result<()> {
+    if !args.configs.is_empty() {
+        return Err(anyhow!(
+            "--config names bare-metal configurations, but the --config-file describes a {} \
+             system: give one or the other",
+            base.system.kind_name()
+        ));
+    }
+    let checked = check_trace(args)?;
+    let exp = ExperimentConfig {
+        workload: WorkloadSpec::Trace(TraceSpec {
+            trace: args.trace.clone(),
+            format: args.format.into(),
+            lenient: args.lenient,
+        }),
+        ..base
+    };
+    let run = run_experiment(&exp, &mut |_, _| {}).with_context(|| {
+        format!(
+            "replaying {} through the {} system of the --config-file",
+            args.trace.display(),
+            exp.system.kind_name()
+        )
+    })?;
+    let Some(replay) = run.replay.clone() else {
+        return Err(anyhow!(
+            "internal: a run over a trace lacks its replay part"
+        ));
+    };
+    let text = crate::cmd::run::result_text(&run) + &check_text(&checked);
+    let result = ReplayResult {
+        trace: args.trace.display().to_string(),
+        run,
+        replay,
+        check: checked,
+    };
+    if let Some(path) = &args.out {
+        write_atomic(path, serde_json::to_string_pretty(&result)?.as_bytes())?;
+    }
+    if args.json {
+        let mut t = serde_json::to_string_pretty(&result)?;
+        t.push('\n');
+        crate::print_stdout(&t)
+    } else {
+        crate::print_stdout(&text)
+    }
+}
+
 /// `iommulab replay`.
 pub fn run(args: &ReplayArgs, quiet: bool) -> Result<()> {
     let outputs: Vec<(&str, &Path)> = args.out.iter().map(|p| ("--out", p.as_path())).collect();
@@ -203,6 +254,9 @@ pub fn run(args: &ReplayArgs, quiet: bool) -> Result<()> {
         return run_guest_model(args, s);
     }
     let base = base_config(args)?;
+    if !matches!(base.system, SystemConfig::BareMetal) {
+        return run_system(args, base);
+    }
     let configs: Vec<NamedConfig> = if !args.configs.is_empty() {
         args.configs.iter().map(|&c| c.into()).collect()
     } else if args.config_file.is_some() {

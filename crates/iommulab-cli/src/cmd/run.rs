@@ -2,7 +2,7 @@
 //! (`experiment::run_experiment`), bare metal or guest, generator or trace.
 
 use anyhow::{Context, Result};
-use iommulab::experiment::{ExperimentConfig, run_experiment};
+use iommulab::experiment::{ExperimentConfig, RunResult, run_experiment};
 
 use crate::args::RunArgs;
 use crate::output::{refuse_overlap, table, write_atomic};
@@ -36,7 +36,15 @@ pub fn run(args: &RunArgs, quiet: bool) -> Result<()> {
         t.push('\n');
         t
     } else {
-        let mut t = table(std::slice::from_ref(&result));
+        result_text(&result)
+    };
+    crate::print_stdout(&text)
+}
+
+/// One run's table row and the lines of the parts it has (guest, Xen PV, trace replay).
+pub(crate) fn result_text(result: &RunResult) -> String {
+    {
+        let mut t = table(std::slice::from_ref(result));
         if let Some(g) = &result.guest {
             t.push_str(&format!(
                 "guest {} (eviction {}, quota {}, batching {}): {} page maps, {} hits, {} misses, \
@@ -102,6 +110,5 @@ pub fn run(args: &RunArgs, quiet: bool) -> Result<()> {
             ));
         }
         t
-    };
-    crate::print_stdout(&text)
+    }
 }

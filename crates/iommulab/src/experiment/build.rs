@@ -354,13 +354,36 @@ pub fn with_workload<V: WorkloadVisitor>(
 /// Replays the trace `src` through the configuration `cfg` (its mechanisms, hardware,
 /// device mode and clocks) with the stale-access oracle on: the one implementation behind
 /// `iommulab replay` and Python's `iommulab.replay`. Returns the run and what the replay made
-/// of the trace's events.
+/// of the trace's events. `cfg.workload` is not used; a `cfg.system` other than bare metal
+/// is refused (a guest or a Xen PV domain replays a trace through [`run_experiment`]), and
+/// so is `cfg.duration_s` (a trace replays whole).
 pub fn replay_trace<S: crate::trace::EventSource>(
     cfg: &ExperimentConfig,
     src: S,
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<(RunResult, ReplayReport), Error> {
     let resolved = cfg.resolve()?;
+    if !matches!(resolved.system, ResolvedSystem::BareMetal) {
+        // Replaying bare metal under a guest's label would report numbers of a system the
+        // config does not describe.
+        return Err(super::ConfigError::Invalid {
+            key: "system.kind".into(),
+            value: cfg.system.kind_name().into(),
+            expected: "\"bare-metal\": replay_trace runs a trace through a bare-metal \
+                       configuration; a guest or a Xen PV domain runs it as its workload \
+                       (`workload.trace` with run_experiment, `iommulab run`)"
+                .into(),
+        }
+        .into());
+    }
+    if let Some(d) = cfg.duration_s {
+        return Err(super::ConfigError::Invalid {
+            key: "duration_s".into(),
+            value: d.to_string(),
+            expected: "no `duration_s` in a replay: a trace replays whole".into(),
+        }
+        .into());
+    }
     replay_resolved(cfg, &resolved, src, progress)
 }
 

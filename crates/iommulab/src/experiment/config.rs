@@ -267,6 +267,58 @@ pub struct Mechanisms {
 impl Mechanisms {
     /// Rejects combinations that would break the flush invariant.
     pub fn validate(&self) -> Result<(), ConfigError> {
+        let bad = |key: &str, value: u64, expected: &str| ConfigError::Invalid {
+            key: format!("mechanisms.flush.{key}"),
+            value: value.to_string(),
+            expected: expected.into(),
+        };
+        match self.flush {
+            FlushConfig::Deferred(d) => {
+                // S0.8: the paper's thought experiment, an array as large as a bitmap lap
+                // (2^20 entries), is the most anyone asks of it; past that the pre-sized
+                // array would not fit in memory.
+                if !(1..=MAX_DEFERRED_ENTRIES).contains(&d.entries) {
+                    return Err(bad(
+                        "entries",
+                        d.entries as u64,
+                        &format!("1..={MAX_DEFERRED_ENTRIES} (2.6.26: 250)"),
+                    ));
+                }
+                if d.timeout_ms == 0 || d.timeout_ms > MAX_FLUSH_TIMEOUT_MS {
+                    return Err(bad(
+                        "timeout_ms",
+                        d.timeout_ms,
+                        &format!("1..={MAX_FLUSH_TIMEOUT_MS} (2.6.26: 10)"),
+                    ));
+                }
+            }
+            FlushConfig::FlushQueue(q) => {
+                // Linux's largest queue is the single one of IOVA_SINGLE_FQ_SIZE (32768
+                // entries); each CPU's ring is pre-sized to it.
+                if !(1..=MAX_FQ_ENTRIES).contains(&q.entries) {
+                    return Err(bad(
+                        "entries",
+                        q.entries as u64,
+                        &format!("1..={MAX_FQ_ENTRIES} (Linux: 256 per CPU, 32768 single)"),
+                    ));
+                }
+                if q.timeout_ms == 0 || q.timeout_ms > MAX_FLUSH_TIMEOUT_MS {
+                    return Err(bad(
+                        "timeout_ms",
+                        q.timeout_ms,
+                        &format!("1..={MAX_FLUSH_TIMEOUT_MS} (Linux: 10)"),
+                    ));
+                }
+                if q.hz > 10_000 {
+                    return Err(bad(
+                        "hz",
+                        u64::from(q.hz),
+                        "0..=10000 (Linux: 100, 250, 300 or 1000; 0: exactly timeout_ms)",
+                    ));
+                }
+            }
+            FlushConfig::Strict | FlushConfig::PerLap => {}
+        }
         if matches!(self.flush, FlushConfig::PerLap) && self.allocator != AllocatorKind::Bitmap {
             return Err(ConfigError::Invalid {
                 key: "flush.kind".into(),
@@ -422,11 +474,19 @@ impl HardwareConfig {
             })?;
         }
         let iotlb = self.iotlb.unwrap_or_default();
-        if iotlb.sets == 0 || !iotlb.sets.is_power_of_two() || iotlb.ways == 0 {
+        let entries = iotlb.sets.checked_mul(iotlb.ways);
+        if iotlb.sets == 0
+            || !iotlb.sets.is_power_of_two()
+            || iotlb.ways == 0
+            || entries.is_none_or(|n| n > MAX_IOTLB_ENTRIES)
+        {
             return Err(ConfigError::Invalid {
                 key: "hardware.iotlb".into(),
                 value: format!("{} sets × {} ways", iotlb.sets, iotlb.ways),
-                expected: "a power-of-two number of sets and at least one way".into(),
+                expected: format!(
+                    "a power-of-two number of sets and at least one way, at most \
+                     {MAX_IOTLB_ENTRIES} entries in all"
+                ),
             });
         }
         Ok(VtdConfig {
@@ -464,6 +524,31 @@ impl HardwareConfig {
 /// long takes minutes of wall time already; past it a slip such as `1e300` would run for
 /// ever (the clock saturates before the run's end), so it is refused.
 pub const MAX_DURATION_S: f64 = 3600.0;
+
+/// The largest deferred-flush array (`mechanisms.flush.entries` of `deferred`): 2^20, S0.8's
+/// "as rarely as the bitmap" array.
+pub const MAX_DEFERRED_ENTRIES: usize = 1 << 20;
+
+/// The largest flush queue per CPU: Linux's `IOVA_SINGLE_FQ_SIZE`.
+pub const MAX_FQ_ENTRIES: usize = 32_768;
+
+/// The longest flush timer: a minute (Linux: 10 ms).
+pub const MAX_FLUSH_TIMEOUT_MS: u64 = 60_000;
+
+/// The most IOTLB entries (`sets × ways`): 2^20, thousands of times any published IOTLB;
+/// the model keeps every entry in memory.
+pub const MAX_IOTLB_ENTRIES: usize = 1 << 20;
+
+/// The largest TCE table: 8 Mi entries, Calgary's largest (`TCE_TABLE_SIZE_8M` in Linux's
+/// `pci-calgary_64.c`), so a TCE unit covers `dma_bits` up to 35.
+pub const MAX_TCE_ENTRIES: u64 = 1 << 23;
+
+/// The largest guest: 1 TiB. The host keeps 5 bytes per guest page (pin count and
+/// permissions), 1.3 GB at this size.
+pub const MAX_GUEST_MIB: u64 = 1 << 20;
+
+/// The most requests per Xen multicall (`system.batch`).
+pub const MAX_XEN_BATCH: u32 = 65_536;
 
 /// Everything one run needs: hardware × system × workload × device (see the module doc).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -641,6 +726,20 @@ impl ExperimentConfig {
                 expected: "13..=64".into(),
             });
         }
+        if !self.hardware.unit.is_vtd()
+            && super::build::iova_space_end(self.dma_bits).get() > MAX_TCE_ENTRIES
+        {
+            // A TCE table covers the device's whole DMA space, one entry per page.
+            return Err(ConfigError::Invalid {
+                key: "dma_bits".into(),
+                value: self.dma_bits.to_string(),
+                expected: format!(
+                    "13..=35 with unit = \"{}\": its flat TCE table has an entry per page of \
+                     the DMA space, at most {MAX_TCE_ENTRIES} (Calgary's largest table)",
+                    self.hardware.unit.name()
+                ),
+            });
+        }
         if let Some(d) = self.duration_s
             && !(d > 0.0 && d <= MAX_DURATION_S)
         {
@@ -663,6 +762,21 @@ impl ExperimentConfig {
                     "at most {} pages on each side (each unmap probes 2 × neighbours + 1 pages)",
                     crate::device::MAX_NEIGHBOURS
                 ),
+            });
+        }
+        if let Some(d) = self.duration_s
+            && matches!(self.system, SystemConfig::BareMetal)
+            && self.pseudo_scsi().is_none()
+        {
+            // Only the pseudo driver runs for a time; the others run to their end, and a
+            // trace replays whole.
+            return Err(ConfigError::Invalid {
+                key: "duration_s".into(),
+                value: d.to_string(),
+                expected: "no `duration_s` with this workload: only the pseudo SCSI benchmark \
+                           runs for modeled time; a generator runs to the length its own keys \
+                           give (packets, ios, ...) and a trace replays whole"
+                    .into(),
             });
         }
         if self.duration_s.is_none() && self.pseudo_scsi().is_some_and(|w| w.ios == 0) {
@@ -697,6 +811,13 @@ impl ExperimentConfig {
                      roll-around flush (S2.4)",
                     "the domain's device retries every buffer it lost",
                 )?;
+                if !(1..=MAX_XEN_BATCH).contains(&x.batch) {
+                    return Err(ConfigError::Invalid {
+                        key: "system.batch".into(),
+                        value: x.batch.to_string(),
+                        expected: format!("1..={MAX_XEN_BATCH} requests per multicall"),
+                    });
+                }
                 if x.domain_mib == 0 || x.domain_mib > 1 << 24 {
                     return Err(ConfigError::Invalid {
                         key: "system.domain_mib".into(),
@@ -707,7 +828,7 @@ impl ExperimentConfig {
                 ResolvedSystem::XenPv(PvDmaSpec {
                     option: x.option,
                     unit: self.hardware.unit,
-                    batch: x.batch.max(1),
+                    batch: x.batch,
                     page_flip: x.page_flip,
                     domain_pages: x.domain_mib * 256,
                 })
@@ -844,6 +965,13 @@ impl ExperimentConfig {
                 expected: "a positive number".into(),
             });
         }
+        if g.guest_mib > MAX_GUEST_MIB {
+            return Err(ConfigError::Invalid {
+                key: "system.guest_mib".into(),
+                value: g.guest_mib.to_string(),
+                expected: format!("1..={MAX_GUEST_MIB} (1 TiB)"),
+            });
+        }
         Ok(GuestConfig {
             strategy: g.strategy,
             quota: g.quota,
@@ -900,6 +1028,17 @@ pub enum SystemConfig {
     Guest(GuestSystemConfig),
     /// A Xen PV domain driving its device through a hypervisor-owned unit (S2.5, S2.6).
     XenPv(XenPvSystemConfig),
+}
+
+impl SystemConfig {
+    /// Its `kind` as a config names it.
+    pub const fn kind_name(&self) -> &'static str {
+        match self {
+            SystemConfig::BareMetal => "bare-metal",
+            SystemConfig::Guest(_) => "guest",
+            SystemConfig::XenPv(_) => "xen-pv",
+        }
+    }
 }
 
 /// A Xen PV domain's side of an experiment (`system.kind = "xen-pv"`): its DMA API keeps the

@@ -832,8 +832,7 @@ impl Validator {
         let domain = match group.and_then(|g| self.domain_of_group[g]) {
             Some(d) => d,
             None => {
-                let d = IovaDomain::new(&self.config)
-                    .map_err(ConfigError::from)?;
+                let d = IovaDomain::new(&self.config).map_err(ConfigError::from)?;
                 self.open.domains.push(d.clone());
                 self.one.domains.push(d);
                 for m in [&mut self.open, &mut self.one] {
