@@ -216,7 +216,7 @@ fn run_system(args: &ReplayArgs, base: ExperimentConfig) -> Result<()> {
             exp.system.kind_name()
         )
     })?;
-    let Some(replay) = run.replay.clone() else {
+    let Some(replay) = run.replay else {
         return Err(anyhow!(
             "internal: a run over a trace lacks its replay part"
         ));
