@@ -427,6 +427,12 @@ fn sizes_beyond_what_a_run_can_hold_are_refused_by_key() {
             "1..=1048576",
         ),
         (
+            "[mechanisms]\ntranslation = \"iommu\"\nallocator = \"magazine\"\n\
+             flush = { kind = \"strict\" }\nmagazine = { cpus = 0 }\n",
+            "mechanisms.magazine.cpus",
+            "1..=65536",
+        ),
+        (
             "dma_bits = 64\n[hardware]\nunit = \"calgary\"\n",
             "dma_bits",
             "13..=35 with unit = \"calgary\"",

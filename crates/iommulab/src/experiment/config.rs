@@ -319,6 +319,17 @@ impl Mechanisms {
             }
             FlushConfig::Strict | FlushConfig::PerLap => {}
         }
+        // The run's own CPUs replace it (a generator's `cpus`, a trace's `#P:N`); it counts
+        // only for a trace that records none, but a value no run could use is still refused.
+        if !(1..=65_536).contains(&self.magazine.cpus) {
+            return Err(ConfigError::Invalid {
+                key: "mechanisms.magazine.cpus".into(),
+                value: self.magazine.cpus.to_string(),
+                expected: "1..=65536 (used for a trace that does not record its CPUs; a \
+                           generator runs on its own `cpus`)"
+                    .into(),
+            });
+        }
         if matches!(self.flush, FlushConfig::PerLap) && self.allocator != AllocatorKind::Bitmap {
             return Err(ConfigError::Invalid {
                 key: "flush.kind".into(),
