@@ -43,72 +43,70 @@ pub fn run(args: &RunArgs, quiet: bool) -> Result<()> {
 
 /// One run's table row and the lines of the parts it has (guest, Xen PV, trace replay).
 pub(crate) fn result_text(result: &RunResult) -> String {
-    {
-        let mut t = table(std::slice::from_ref(result));
-        if let Some(g) = &result.guest {
-            t.push_str(&format!(
-                "guest {} (eviction {}, quota {}, batching {}): {} page maps, {} hits, {} misses, \
-                 {} refused (hit rate {:.1}%); {} hypercalls ({:.2} pages each); CPU {:.1}% \
-                 ({:.1}% mapping), {:.0} Mb/s; {} stale accesses ({} writable)\n",
-                g.strategy,
-                if g.eviction.is_empty() {
-                    "-"
-                } else {
-                    &g.eviction
-                },
-                g.quota,
-                g.batching,
-                g.maps,
-                g.hits,
-                g.misses,
-                g.refused,
-                g.hit_rate * 100.0,
-                g.hypercalls,
-                g.pages_per_hypercall,
-                g.cpu_utilization * 100.0,
-                g.mapping_cpu * 100.0,
-                g.throughput_mbps,
-                g.stale_accesses,
-                g.stale_writes,
-            ));
-        }
-        if let Some(x) = &result.xen_pv {
-            t.push_str(&format!(
-                "xen-pv {} on {}: {} pairs, {:.3} hypercalls per pair ({:.1}% of multicalls \
-                 single-entry, {:.2} entries each), {:.0} cycles per pair ({:.0} domain + {:.0} \
-                 hypervisor), {} whole flushes; retries of a lost buffer through: {} of {} at \
-                 once, {} of {} later; {} accesses to frames given away ({} page flips); \
-                 protects inside the domain: {}\n",
-                x.option,
-                x.unit,
-                x.pairs,
-                x.hypercalls_per_pair,
-                100.0 * x.single_entry_fraction,
-                x.mean_entries,
-                x.cycles_per_pair,
-                x.domain_cycles_per_pair,
-                x.hypervisor_cycles_per_pair,
-                x.whole_flushes,
-                x.probes_through,
-                x.probes,
-                x.late_probes_through,
-                x.late_probes,
-                x.foreign_accesses,
-                x.flips,
-                if x.protects_within_domain {
-                    "yes"
-                } else {
-                    "no"
-                },
-            ));
-        }
-        if let Some(p) = &result.replay {
-            t.push_str(&format!(
-                "trace: {} events, {} maps, {} unmaps, {} accesses replayed; {} unmatched \
-                 unmaps, {} iommu events skipped\n",
-                p.events, p.maps, p.unmaps, p.accesses, p.unmatched_unmaps, p.skipped_iommu_events
-            ));
-        }
-        t
+    let mut t = table(std::slice::from_ref(result));
+    if let Some(g) = &result.guest {
+        t.push_str(&format!(
+            "guest {} (eviction {}, quota {}, batching {}): {} page maps, {} hits, {} misses, \
+             {} refused (hit rate {:.1}%); {} hypercalls ({:.2} pages each); CPU {:.1}% \
+             ({:.1}% mapping), {:.0} Mb/s; {} stale accesses ({} writable)\n",
+            g.strategy,
+            if g.eviction.is_empty() {
+                "-"
+            } else {
+                &g.eviction
+            },
+            g.quota,
+            g.batching,
+            g.maps,
+            g.hits,
+            g.misses,
+            g.refused,
+            g.hit_rate * 100.0,
+            g.hypercalls,
+            g.pages_per_hypercall,
+            g.cpu_utilization * 100.0,
+            g.mapping_cpu * 100.0,
+            g.throughput_mbps,
+            g.stale_accesses,
+            g.stale_writes,
+        ));
     }
+    if let Some(x) = &result.xen_pv {
+        t.push_str(&format!(
+            "xen-pv {} on {}: {} pairs, {:.3} hypercalls per pair ({:.1}% of multicalls \
+             single-entry, {:.2} entries each), {:.0} cycles per pair ({:.0} domain + {:.0} \
+             hypervisor), {} whole flushes; retries of a lost buffer through: {} of {} at \
+             once, {} of {} later; {} accesses to frames given away ({} page flips); \
+             protects inside the domain: {}\n",
+            x.option,
+            x.unit,
+            x.pairs,
+            x.hypercalls_per_pair,
+            100.0 * x.single_entry_fraction,
+            x.mean_entries,
+            x.cycles_per_pair,
+            x.domain_cycles_per_pair,
+            x.hypervisor_cycles_per_pair,
+            x.whole_flushes,
+            x.probes_through,
+            x.probes,
+            x.late_probes_through,
+            x.late_probes,
+            x.foreign_accesses,
+            x.flips,
+            if x.protects_within_domain {
+                "yes"
+            } else {
+                "no"
+            },
+        ));
+    }
+    if let Some(p) = &result.replay {
+        t.push_str(&format!(
+            "trace: {} events, {} maps, {} unmaps, {} accesses replayed; {} unmatched \
+             unmaps, {} iommu events skipped\n",
+            p.events, p.maps, p.unmaps, p.accesses, p.unmatched_unmaps, p.skipped_iommu_events
+        ));
+    }
+    t
 }
