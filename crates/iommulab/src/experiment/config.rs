@@ -265,7 +265,8 @@ pub struct Mechanisms {
 }
 
 impl Mechanisms {
-    /// Rejects combinations that would break the flush invariant.
+    /// Rejects parameters no run can hold (or that mean nothing) and combinations that would
+    /// break the flush invariant.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let bad = |key: &str, value: u64, expected: &str| ConfigError::Invalid {
             key: format!("mechanisms.flush.{key}"),
