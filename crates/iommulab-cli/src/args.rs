@@ -335,7 +335,8 @@ pub struct ReplayArgs {
     #[arg(long = "config", value_delimiter = ',')]
     pub configs: Vec<ConfigArg>,
     /// A TOML file with the configuration (mechanisms, hardware, device; see
-    /// docs/configuration.md); flags given override it.
+    /// docs/configuration.md); flags given override it. A guest or Xen PV `[system]` in it
+    /// runs the trace through that system.
     #[arg(long, value_name = "FILE")]
     pub config_file: Option<PathBuf>,
     /// Cost preset [default: modern].
