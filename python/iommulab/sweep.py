@@ -19,14 +19,25 @@ from iommulab import _native
 Config = Union[dict[str, Any], str, None]
 
 
-def expand_grid(grid: Mapping[str, Sequence[Any]]) -> list[dict[str, Any]]:
-    """The cartesian product of `grid` (dotted config keys to lists of values), in order:
-    the last key varies fastest."""
-    keys = list(grid)
-    for k in keys:
-        if isinstance(grid[k], (str, bytes)) or not isinstance(grid[k], Sequence):
-            raise TypeError(f"grid[{k!r}] must be a list of values, not {type(grid[k]).__name__}")
-    return [dict(zip(keys, values)) for values in itertools.product(*(grid[k] for k in keys))]
+def _values(key: str, values: Any) -> list[Any]:
+    """One grid key's values as a list: any sequence (a list, tuple, range), or a
+    one-dimensional NumPy array or pandas Series/Index (not `Sequence`s, but ordered values
+    all the same; `tolist()` gives their Python scalars)."""
+    if isinstance(values, (str, bytes, Mapping)):
+        raise TypeError(f"grid[{key!r}] must be a sequence of values, not {type(values).__name__}")
+    if isinstance(values, Sequence):
+        return list(values)
+    if hasattr(values, "tolist") and getattr(values, "ndim", None) == 1:
+        return list(values.tolist())
+    kind = f"a {values.ndim}-dimensional array" if hasattr(values, "ndim") else type(values).__name__
+    raise TypeError(f"grid[{key!r}] must be a sequence of values (a list, range, 1-D array or Series), not {kind}")
+
+
+def expand_grid(grid: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The cartesian product of `grid` (dotted config keys to sequences of values: lists,
+    ranges, 1-D NumPy arrays, pandas Series), in order: the last key varies fastest."""
+    columns = [_values(k, v) for k, v in grid.items()]
+    return [dict(zip(grid, values)) for values in itertools.product(*columns)]
 
 
 def _base_dict(base: Config) -> dict[str, Any]:
@@ -158,7 +169,7 @@ def _ray(
 
 
 def sweep(
-    grid: Mapping[str, Sequence[Any]],
+    grid: Mapping[str, Any],
     workload: Optional[Mapping[str, Any]] = None,
     base: Config = None,
     backend: Literal["local", "ray"] = "local",
@@ -171,7 +182,8 @@ def sweep(
     """Runs every point of `grid` and returns one row per run: its parameters (the grid's
     dotted keys) followed by the flattened `RunResult` columns.
 
-    - `grid`: dotted config keys to lists, e.g. `{"configuration": ["strict", "default"],
+    - `grid`: dotted config keys to sequences of values (lists, ranges, 1-D NumPy arrays,
+      pandas Series), e.g. `{"configuration": ["strict", "default"],
       "hardware.cost": ["vtd-2008", "modern"], "workload.ios": [1000]}`.
     - `workload`: keys set under `workload` in every point; `base`: the config every point
       starts from (dict or TOML string).
@@ -185,6 +197,11 @@ def sweep(
     at once. Runs are deterministic given their seeds: the same grid gives the same rows on
     every backend, except the wall-clock columns (`results.MEASURED_COLUMNS`).
     """
+    # Checked first: the one-call path below would otherwise ignore a misspelt choice.
+    if backend not in ("local", "ray"):
+        raise ValueError(f"backend must be 'local' or 'ray', not {backend!r}")
+    if executor not in ("thread", "process"):
+        raise ValueError(f"executor must be 'thread' or 'process', not {executor!r}")
     params = expand_grid(grid)
     configs = [point_config(p, base, workload) for p in params]
     if not configs:
@@ -200,10 +217,8 @@ def sweep(
     with tqdm(total=len(configs), disable=not progress, desc="sweep", unit="run") as bar:
         if backend == "local":
             chunks = _local(configs, n, executor, bar.update)
-        elif backend == "ray":
-            chunks = _ray(configs, workers, address, bar.update, runtime_env)
         else:
-            raise ValueError(f"backend must be 'local' or 'ray', not {backend!r}")
+            chunks = _ray(configs, workers, address, bar.update, runtime_env)
     return _frame(params, chunks)
 
 
@@ -212,7 +227,7 @@ def _validate(configs: list[dict[str, Any]]) -> None:
     _native.run_batch(configs, validate_only=True)
 
 
-def iter_grid(grid: Mapping[str, Sequence[Any]]) -> Iterator[dict[str, Any]]:
+def iter_grid(grid: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
     """The grid points one at a time (for custom loops)."""
     yield from expand_grid(grid)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -109,3 +110,22 @@ def test_run_batch_columns_equal_single_runs() -> None:
             assert cols[k] == [s[k] for s in singles], k
     with pytest.raises(iommulab.ConfigError, match="hardware.levels"):
         _native.run_batch([cfgs[0], {"hardware": {"levels": 9}}])
+
+
+def test_sweep_takes_numpy_arrays_and_series() -> None:
+    grids = [np.arange(100, 301, 100), pd.Series([100, 200, 300]), list(np.arange(100, 301, 100)), range(100, 301, 100)]
+    frames = [iommulab.sweep({"workload.ios": g}, progress=False, workers=1) for g in grids]
+    for df in frames:
+        assert df["workload.ios"].tolist() == [100, 200, 300] == df["ops"].tolist()
+    with pytest.raises(TypeError, match="2-dimensional"):
+        iommulab.expand_grid({"workload.ios": np.ones((2, 2))})
+    with pytest.raises(TypeError, match="dict"):
+        iommulab.expand_grid({"a": {"x": 1}})
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_sweep_refuses_unknown_executor_and_backend(workers: int) -> None:
+    with pytest.raises(ValueError, match="executor must be 'thread' or 'process', not 'fork'"):
+        iommulab.sweep({"workload.ios": [10, 20]}, progress=False, executor="fork", workers=workers)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="backend must be 'local' or 'ray', not 'dask'"):
+        iommulab.sweep({"workload.ios": [10]}, progress=False, backend="dask", workers=workers)  # type: ignore[arg-type]
