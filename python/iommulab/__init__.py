@@ -27,6 +27,7 @@ from iommulab._native import (
     run,
     version,
 )
+from iommulab._native import validate as validate_config
 from iommulab._mrc import mrc
 from iommulab.trace import check, validate
 from iommulab._reproduce import REPRODUCTIONS, ReproProgress, Reproduction, reproduce
@@ -59,5 +60,6 @@ __all__ = [
     "sweep",
     "trace",
     "validate",
+    "validate_config",
     "version",
 ]

@@ -1,7 +1,7 @@
 """Type stubs of the private native module (checked with `python -m mypy.stubtest iommulab._native`)."""
 
 import os
-from typing import Any, Callable, Optional, Union, final
+from typing import Any, Callable, ClassVar, Optional, Union, final
 
 from typing_extensions import TypeAlias
 
@@ -74,6 +74,11 @@ class RunResult:
     def wall_seconds(self) -> float: ...
     @property
     def modeled_seconds(self) -> float: ...
+    @staticmethod
+    def from_json(text: str) -> RunResult: ...
+    def __reduce__(self) -> tuple[Callable[[str], RunResult], tuple[str]]: ...
+    def __eq__(self, value: object, /) -> bool: ...
+    __hash__: ClassVar[None]  # type: ignore[assignment]
     # Every other field of to_dict() (pyo3's __getattr__ slot; see stubtest-allowlist.txt).
     def __getattr__(self, name: str) -> Any: ...
 
@@ -93,7 +98,7 @@ def trace_check(
     path: _StrPath,
     format: str = "auto",
     lenient: bool = False,
-    dma_masks: Optional[list[tuple[str, int]]] = None,
+    dma_masks: Optional[list[tuple[str, Union[int, str]]]] = None,
     iommu: bool = True,
     max_findings: Optional[int] = None,
 ) -> dict[str, Any]: ...
@@ -104,7 +109,7 @@ def trace_validate(
     warmup: float = 0.0,
     lenient: bool = False,
     cpus: Optional[int] = None,
-    dma_masks: Optional[list[tuple[str, int]]] = None,
+    dma_masks: Optional[list[tuple[str, Union[int, str]]]] = None,
     groups: Optional[list[list[str]]] = None,
     start_pfn: int = 1,
     aperture_bits: int = 48,

@@ -21,15 +21,17 @@ def check(
     path: Union[str, os.PathLike[str]],
     format: str = "auto",
     lenient: bool = False,
-    dma_masks: Optional[dict[str, int]] = None,
+    dma_masks: Optional[dict[str, Union[int, str]]] = None,
     iommu: bool = True,
     max_findings: Optional[int] = None,
 ) -> dict[str, Any]:
     """`iommulab check --json` as a dict: Linux dma-debug's checks on what the trace's drivers
     did (`findings_total`, `by_kind`, `findings` with the file line of the map and of the
     offending call, device, task, CPU and the debug.c message). `dma_masks` maps device names
-    to DMA masks (`{"0000:00:01.0": 0xffffffff}`). A missing file raises `FileNotFoundError`,
-    an unreadable trace `TraceError`."""
+    to DMA masks as the CLI's `--dma-mask DEVICE=MASK`: an int is a number of bits, 1 to 64
+    (`{"0000:00:01.0": 32}` is the mask 0xffffffff), a string is `"0x..."` (the mask itself)
+    or bits; anything else raises `ConfigError` naming the device. A missing file raises
+    `FileNotFoundError`, an unreadable trace `TraceError`."""
     masks = list(dma_masks.items()) if dma_masks else None
     return _native.trace_check(
         path, format=format, lenient=lenient, dma_masks=masks, iommu=iommu, max_findings=max_findings
@@ -43,7 +45,7 @@ def validate(
     warmup: float = 0.0,
     lenient: bool = False,
     cpus: Optional[int] = None,
-    dma_masks: Optional[dict[str, int]] = None,
+    dma_masks: Optional[dict[str, Union[int, str]]] = None,
     groups: Optional[list[list[str]]] = None,
     start_pfn: int = 1,
     aperture_bits: int = 48,
@@ -56,7 +58,7 @@ def validate(
     through the Linux 6.x IOVA allocator model and scores each IOVA it predicts against the
     kernel's (`allocations`, `open_loop_rate`, `one_step_rate` in 0-1, `devices`,
     `mismatch_kinds`, `first_mismatches` with trace lines). `groups` lists devices sharing
-    one IOMMU group; `reserved` adds inclusive byte windows `(start, end)` to q35's defaults
+    one IOMMU group; `dma_masks` are as `check`'s (bits, or a `"0x..."` mask); `reserved` adds inclusive byte windows `(start, end)` to q35's defaults
     (`default_windows=False` drops those). An unmatched event raises `TraceError` naming the
     line, unless `lenient`."""
     masks = list(dma_masks.items()) if dma_masks else None
@@ -84,9 +86,13 @@ def generate(
     path: Union[str, os.PathLike[str]],
     seed: Optional[int] = None,
 ) -> int:
-    """Records `events` events of a built-in workload (`"pseudo-scsi"`, `"netperf-send"`,
-    `"apache-sendfile"`, `"block"`, `"uniform-random"`, `"net-rx"`, `"nic-duplex"`, or a dict with `kind`) to `path`
-    (native `.iot`, `.csv`, `.oracleGeneral`, optionally `.gz`, by extension). Returns the events written."""
+    """Records a built-in workload (its name, `"pseudo-scsi"`, `"netperf-send"`,
+    `"apache-sendfile"`, `"block"`, `"uniform-random"`, `"net-rx"`, `"nic-duplex"`, or a dict
+    with `kind` and the workload's keys) to `path` (native `.iot`, `.csv`, `.oracleGeneral`,
+    optionally `.gz`, by extension) until at least `events` events are written, as `iommulab
+    trace generate --events`: the operation that reaches the limit is written whole and the
+    mappings still live are then unmapped, so the trace is closed and may hold a few more
+    events. Returns the events written (the CLI's "N events (M workload operations)")."""
     return _native.trace_generate(workload, events, path, seed=seed)
 
 

@@ -34,8 +34,10 @@ def test_check_finds_the_bugs(tmp_path: Path) -> None:
 def test_check_dma_mask(tmp_path: Path) -> None:
     p = tmp_path / "t.txt"
     p.write_text(BUGGY)
-    r = iommulab.check(p, dma_masks={"0000:01:00.0": 0xFFFFFFF})
+    # As the CLI's `--dma-mask`: a "0x..." string is the mask, an int a number of bits.
+    r = iommulab.check(p, dma_masks={"0000:01:00.0": "0xfffffff"})
     assert r["by_kind"]["beyond_dma_mask"] == 2
+    assert iommulab.check(p, dma_masks={"0000:01:00.0": 28})["by_kind"] == r["by_kind"]
 
 
 def test_check_qemu_trace_only_explained_leaks() -> None:

@@ -75,12 +75,22 @@ pub fn message(e: &(dyn std::error::Error + 'static)) -> String {
     msg
 }
 
-/// The innermost I/O error of a chain, if any.
+/// The kind of the innermost I/O error of a chain that is the file system's: an error of the
+/// OS, or one of the kinds it has. A decoder's error (a truncated `.gz` or `.zst` is
+/// `UnexpectedEof` or `InvalidData` with no OS error) is the trace's content, not an I/O
+/// failure: `None`, so it becomes `TraceError` like a truncated `.iot`.
 fn io_kind(e: &(dyn std::error::Error + 'static)) -> Option<ErrorKind> {
     let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
     while let Some(c) = cur {
         if let Some(io) = c.downcast_ref::<std::io::Error>() {
-            return Some(io.kind());
+            let fs_kind = matches!(
+                io.kind(),
+                ErrorKind::NotFound
+                    | ErrorKind::PermissionDenied
+                    | ErrorKind::AlreadyExists
+                    | ErrorKind::IsADirectory
+            );
+            return (fs_kind || io.raw_os_error().is_some()).then(|| io.kind());
         }
         cur = c.source();
     }

@@ -2,6 +2,7 @@
 //! Wrappers only convert and delegate to the core; configs cross as dicts or
 //! TOML through the core's serde schema; the GIL is released during runs.
 
+mod args;
 mod convert;
 mod errors;
 mod reproduce;

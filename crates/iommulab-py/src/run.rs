@@ -3,15 +3,16 @@
 
 use std::path::PathBuf;
 
-use iommulab::experiment::{ExperimentConfig, NamedConfig, RunResult, run_bench};
+use iommulab::experiment::{ConfigError, ExperimentConfig, NamedConfig, RunResult, run_bench};
 use iommulab::hw::cost::CostPreset;
 use iommulab::trace::{TraceFormat, open};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
+use crate::args::{Int, opt};
 use crate::convert::{
-    bench_config, config_from_json, dict_to_json, flat_dict, flatten, flatten_values, to_json,
-    value_to_py,
+    bench_config, config_from_json, config_keys, dict_to_json, flat_dict, flatten, flatten_values,
+    to_json, value_to_py,
 };
 use crate::errors::PyErrWrap;
 
@@ -122,6 +123,35 @@ impl PyRunResult {
             ))
         })
     }
+    /// A result from its JSON form (`json.dumps(r.to_dict())`): pickle's and `copy`'s way
+    /// back (see `__reduce__`).
+    #[staticmethod]
+    fn from_json(py: Python<'_>, text: &str) -> PyResult<Self> {
+        // Parsed by Python's `json`, whose floats round-trip exactly (serde_json's default
+        // parser may be one ulp off, and a copy must equal its original).
+        let value = dict_to_json(&py.import("json")?.call_method1("loads", (text,))?)?;
+        serde_path_to_error::deserialize(&value)
+            .map(PyRunResult)
+            .map_err(|e| {
+                pyo3::exceptions::PyValueError::new_err(format!(
+                    "not a RunResult's JSON: key `{}`: {}",
+                    e.path(),
+                    e.inner()
+                ))
+            })
+    }
+    /// Pickling (and so `copy.deepcopy` and multiprocessing) rebuilds the result from its
+    /// JSON form with `RunResult.from_json`.
+    fn __reduce__<'py>(&self, py: Python<'py>) -> PyResult<(Bound<'py, PyAny>, (String,))> {
+        let text = serde_json::to_string(&self.0)
+            .map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))?;
+        Ok((py.get_type::<Self>().getattr("from_json")?, (text,)))
+    }
+    /// Two results are equal when every field of `to_dict()` is.
+    fn __eq__(&self, other: PyRef<'_, Self>) -> PyResult<bool> {
+        // As the dicts compare (a NaN is None there, so a result equals itself).
+        Ok(to_json(&self.0)? == to_json(&other.0)?)
+    }
     fn __repr__(&self) -> String {
         format!(
             "RunResult(config={:?}, ops={}, iops={:.1}, modeled_ns_per_op={:.1})",
@@ -130,7 +160,8 @@ impl PyRunResult {
     }
 }
 
-/// One run of the pseudo-driver benchmark for a config (dict, TOML string, or `None`).
+/// One run of the experiment a config describes (dict, TOML string, or `None` for the
+/// defaults): any workload, system and hardware, as `iommulab run FILE`.
 #[pyfunction]
 #[pyo3(signature = (config=None))]
 pub fn run(py: Python<'_>, config: Option<&Bound<'_, PyAny>>) -> PyResult<PyRunResult> {
@@ -140,18 +171,31 @@ pub fn run(py: Python<'_>, config: Option<&Bound<'_, PyAny>>) -> PyResult<PyRunR
 }
 
 /// `iommulab bench`: every named configuration in `configs` (default: all six), `repeats`
-/// times with seeds `seed..seed+repeats`, with `relative_to_disabled` filled.
+/// (1 to 100) times with seeds `seed..seed+repeats`, with `relative_to_disabled` filled. A
+/// `base` that sets `configuration` or `mechanisms` runs that one configuration, as
+/// `--config-file` does, unless `configs` names others.
 #[pyfunction]
-#[pyo3(signature = (configs=None, ops=None, seed=None, repeats=1, base=None))]
+#[pyo3(
+    signature = (configs=None, ops=None, seed=None, repeats=Int::of(1), base=None),
+    text_signature = "(configs=None, ops=None, seed=None, repeats=1, base=None)"
+)]
 pub fn bench(
     py: Python<'_>,
     configs: Option<Vec<String>>,
-    ops: Option<u64>,
-    seed: Option<u64>,
-    repeats: u32,
+    ops: Option<Int>,
+    seed: Option<Int>,
+    repeats: Int,
     base: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<Vec<PyRunResult>> {
-    let mut base = bench_config(base)?;
+    // The CLI's ranges: `--ops` at least 1, `--repeats` 1..=100.
+    let ops: Option<u64> = ops
+        .map(|o| o.range("ops", 1, u64::MAX.into()))
+        .transpose()?;
+    let seed: Option<u64> = opt(seed.as_ref(), "seed")?;
+    let repeats: u32 = repeats.range("repeats", 1, 100)?;
+    let given = config_keys(base)?;
+    let mut base_cfg = bench_config(base)?;
+    let base = &mut base_cfg;
     if let Some(ops) = ops {
         let Some(w) = base.pseudo_scsi_mut() else {
             return Err(pyo3::exceptions::PyValueError::new_err(
@@ -161,13 +205,48 @@ pub fn bench(
         w.ios = ops;
         base.duration_s = None;
     }
-    if let Some(s) = seed
-        && let iommulab::experiment::WorkloadSpec::Generator(w) = &mut base.workload
-    {
-        w.set_seed(s);
+    if let iommulab::experiment::WorkloadSpec::Generator(w) = &mut base.workload {
+        if let Some(s) = seed {
+            w.set_seed(s);
+        }
+        // Seeds seed..seed+repeats must be distinct 64-bit values, not wrap to 0.
+        let first = w.seed();
+        if first.checked_add(u64::from(repeats - 1)).is_none() {
+            return Err(PyErrWrap::from(ConfigError::Invalid {
+                key: if seed.is_some() {
+                    "seed"
+                } else {
+                    "workload.seed"
+                }
+                .into(),
+                value: first.to_string(),
+                expected: format!(
+                    "at most {} with repeats={repeats} (seeds seed..seed+repeats fit in 64 bits)",
+                    u64::MAX - u64::from(repeats - 1)
+                ),
+            })
+            .into());
+        }
     }
     let names: Vec<NamedConfig> = match configs {
+        None if given
+            .iter()
+            .any(|k| k == "configuration" || k == "mechanisms") =>
+        {
+            vec![base.configuration]
+        }
         None => NamedConfig::ALL.to_vec(),
+        Some(cs) if cs.is_empty() => {
+            return Err(PyErrWrap::from(ConfigError::Invalid {
+                key: "configs".into(),
+                value: "[]".into(),
+                expected: format!(
+                    "at least one of {} (or None for all six)",
+                    NamedConfig::ALL.map(|c| c.name()).join(", ")
+                ),
+            })
+            .into());
+        }
         Some(cs) => {
             base.mechanisms = None;
             cs.iter()
@@ -177,6 +256,7 @@ pub fn bench(
         }
     };
     base.validate().map_err(PyErrWrap::from)?;
+    let base = &*base;
     let results = py.detach(|| -> Result<Vec<RunResult>, iommulab::Error> {
         let mut out = Vec::new();
         for &c in &names {
@@ -216,8 +296,11 @@ pub fn trace_format(name: &str) -> PyResult<TraceFormat> {
     })
 }
 
-/// `iommulab replay`: a trace through one configuration. Without a config, the CLI's
-/// default: `modern` on the `modern` cost preset.
+/// `iommulab replay`: a trace through one configuration, with the CLI's defaults. Without a
+/// config, as `iommulab replay TRACE`: the `modern` configuration on the `modern` cost
+/// preset. A config (dict or TOML) is `--config-file`'s: its keys, and the schema's defaults
+/// for the rest (configuration `default`, cost `vtd-2008`). The trace is the workload: a
+/// config with `workload` or `duration_s` is refused.
 #[pyfunction]
 #[pyo3(signature = (trace, config=None, format="auto", lenient=false))]
 pub fn replay(
@@ -238,6 +321,22 @@ pub fn replay(
             ..ExperimentConfig::default()
         },
     };
+    // The replay reads the trace to its end and ignores these (the CLI's `--config-file` too):
+    // refused rather than silently dropped.
+    if let Some(k) = config_keys(config)?
+        .into_iter()
+        .find(|k| k == "workload" || k == "duration_s")
+    {
+        return Err(PyErrWrap::from(ConfigError::Invalid {
+            key: k.clone(),
+            value: "given".into(),
+            expected: format!(
+                "no `{k}` in a replay's config: the trace is the workload and is replayed to its end \
+                 (run() takes a `workload` with `trace = PATH`)"
+            ),
+        })
+        .into());
+    }
     cfg.validate().map_err(PyErrWrap::from)?;
     let format = trace_format(format)?;
     let r = py.detach(|| -> Result<RunResult, iommulab::Error> {
@@ -269,15 +368,18 @@ pub fn run_batch<'py>(
     configs: &Bound<'py, PyList>,
     validate_only: bool,
 ) -> PyResult<Bound<'py, PyDict>> {
-    let serde_json::Value::Array(values) = dict_to_json(configs.as_any())? else {
-        return Err(pyo3::exceptions::PyTypeError::new_err(
-            "configs must be a list of dicts",
-        ));
-    };
-    let cfgs = values
-        .into_iter()
-        .map(|v| {
-            let cfg = config_from_json(v)?;
+    let cfgs = configs
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            if !c.is_instance_of::<PyDict>() {
+                return Err(pyo3::exceptions::PyTypeError::new_err(format!(
+                    "configs[{i}] is a {}, not a dict: run_batch takes config dicts \
+                     (run() also takes TOML text)",
+                    c.get_type().name()?
+                )));
+            }
+            let cfg = config_from_json(dict_to_json(&c)?)?;
             cfg.validate().map_err(PyErrWrap::from)?;
             Ok(cfg)
         })

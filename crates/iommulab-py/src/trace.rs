@@ -15,6 +15,7 @@ use iommulab::workload::WorkloadConfig;
 use pyo3::prelude::*;
 use pyo3::types::PyString;
 
+use crate::args::{Int, opt};
 use crate::convert::{from_toml, parse_toml, to_py};
 use crate::errors::PyErrWrap;
 use crate::run::trace_format;
@@ -36,7 +37,65 @@ pub fn trace_stats<'py>(
     to_py(py, &s.map_err(PyErrWrap::from)?)
 }
 
-/// `iommulab check --json`, as a dict: dma-debug of a recorded trace.
+/// Device DMA masks as the CLI's `--dma-mask DEVICE=MASK` takes them: an int (or a decimal
+/// string) is a number of bits, 1 to 64; a string `"0x..."` is the mask itself. A mask of 0
+/// would put every mapping beyond it, so it is refused too.
+fn masks(list: Option<Vec<(String, Bound<'_, PyAny>)>>) -> PyResult<Vec<(String, u64)>> {
+    let bad = |dev: &str, value: String| -> PyErr {
+        PyErrWrap::from(ConfigError::Invalid {
+            key: format!("dma_masks[{dev:?}]"),
+            value,
+            expected: "a number of bits, 1 to 64 (32 is the mask 0xffffffff, as the CLI's \
+                       --dma-mask DEVICE=32), or a non-zero mask as a hex string like \"0xffffffff\""
+                .into(),
+        })
+        .into()
+    };
+    let bits = |dev: &str, b: Option<u128>, shown: String| match b {
+        Some(64) => Ok(u64::MAX),
+        Some(b @ 1..=63) => Ok((1u64 << b) - 1),
+        _ => Err(bad(dev, shown)),
+    };
+    let mut out = Vec::new();
+    for (dev, v) in list.unwrap_or_default() {
+        let mask = if let Ok(s) = v.cast::<PyString>() {
+            let s = s.to_str()?.trim();
+            match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+                Some(hex) => match u64::from_str_radix(hex, 16) {
+                    Ok(m) if m != 0 => m,
+                    _ => return Err(bad(&dev, s.to_owned())),
+                },
+                None => bits(&dev, s.parse().ok(), s.to_owned())?,
+            }
+        } else if v.is_instance_of::<pyo3::types::PyBool>() {
+            return Err(bad(&dev, v.repr()?.to_string()));
+        } else {
+            let n: Int = v.extract().map_err(|_| {
+                bad(
+                    &dev,
+                    format!(
+                        "{} of type {}",
+                        v.repr().map(|r| r.to_string()).unwrap_or_default(),
+                        v.get_type()
+                            .name()
+                            .map(|n| n.to_string())
+                            .unwrap_or_default()
+                    ),
+                )
+            })?;
+            bits(
+                &dev,
+                n.get::<u64>("").ok().map(u128::from),
+                v.str()?.to_string(),
+            )?
+        };
+        out.push((dev, mask));
+    }
+    Ok(out)
+}
+
+/// `iommulab check --json`, as a dict: dma-debug of a recorded trace. `dma_masks` are as the
+/// CLI's `--dma-mask` (see [`masks`]).
 #[pyfunction]
 #[pyo3(signature = (path, format="auto", lenient=false, dma_masks=None, iommu=true, max_findings=None))]
 pub fn trace_check<'py>(
@@ -44,17 +103,17 @@ pub fn trace_check<'py>(
     path: PathBuf,
     format: &str,
     lenient: bool,
-    dma_masks: Option<Vec<(String, u64)>>,
+    dma_masks: Option<Vec<(String, Bound<'py, PyAny>)>>,
     iommu: bool,
-    max_findings: Option<usize>,
+    max_findings: Option<Int>,
 ) -> PyResult<Bound<'py, PyAny>> {
     let format = trace_format(format)?;
     let mut opts = CheckOptions {
-        dma_masks: dma_masks.unwrap_or_default(),
+        dma_masks: masks(dma_masks)?,
         iommu,
         ..CheckOptions::default()
     };
-    if let Some(n) = max_findings {
+    if let Some(n) = opt::<usize>(max_findings.as_ref(), "max_findings")? {
         opts.max_findings = n;
     }
     let r =
@@ -66,8 +125,11 @@ pub fn trace_check<'py>(
 /// IOVAs a real kernel chose in an ftrace trace.
 #[pyfunction]
 #[pyo3(signature = (path, kernel="6.12", lazy=false, warmup=0.0, lenient=false, cpus=None,
-    dma_masks=None, groups=None, start_pfn=1, aperture_bits=48, reserved=None,
-    default_windows=true, forcedac=false, max_mismatches=20))]
+    dma_masks=None, groups=None, start_pfn=Int::of(1), aperture_bits=Int::of(48), reserved=None,
+    default_windows=true, forcedac=false, max_mismatches=Int::of(20)),
+    text_signature = "(path, kernel='6.12', lazy=False, warmup=0.0, lenient=False, cpus=None, \
+    dma_masks=None, groups=None, start_pfn=1, aperture_bits=48, reserved=None, \
+    default_windows=True, forcedac=False, max_mismatches=20)")]
 #[allow(clippy::too_many_arguments)] // the Python keyword arguments
 pub fn trace_validate<'py>(
     py: Python<'py>,
@@ -76,16 +138,30 @@ pub fn trace_validate<'py>(
     lazy: bool,
     warmup: f64,
     lenient: bool,
-    cpus: Option<usize>,
-    dma_masks: Option<Vec<(String, u64)>>,
+    cpus: Option<Int>,
+    dma_masks: Option<Vec<(String, Bound<'py, PyAny>)>>,
     groups: Option<Vec<Vec<String>>>,
-    start_pfn: u64,
-    aperture_bits: u32,
-    reserved: Option<Vec<(u64, u64)>>,
+    start_pfn: Int,
+    aperture_bits: Int,
+    reserved: Option<Vec<(Int, Int)>>,
     default_windows: bool,
     forcedac: bool,
-    max_mismatches: usize,
+    max_mismatches: Int,
 ) -> PyResult<Bound<'py, PyAny>> {
+    let cpus: Option<usize> = opt(cpus.as_ref(), "cpus")?;
+    let start_pfn: u64 = start_pfn.get("start_pfn")?;
+    let aperture_bits: u32 = aperture_bits.get("aperture_bits")?;
+    let max_mismatches: usize = max_mismatches.get("max_mismatches")?;
+    let reserved = reserved
+        .unwrap_or_default()
+        .iter()
+        .map(|(s, e)| {
+            Ok((
+                s.get::<u64>("reserved start")?,
+                e.get::<u64>("reserved end")?,
+            ))
+        })
+        .collect::<PyResult<Vec<(u64, u64)>>>()?;
     let mut domain = DomainConfig {
         start_pfn,
         aperture_bits,
@@ -95,7 +171,7 @@ pub fn trace_validate<'py>(
     if !default_windows {
         domain.reserved.clear();
     }
-    for (start, end) in reserved.unwrap_or_default() {
+    for (start, end) in reserved {
         if start > end {
             return Err(PyErrWrap::from(iommulab::Error::from(ConfigError::Invalid {
                 key: "reserved".into(),
@@ -113,7 +189,7 @@ pub fn trace_validate<'py>(
         lenient,
         domain,
         cpus,
-        dma_masks: dma_masks.unwrap_or_default(),
+        dma_masks: masks(dma_masks)?,
         groups: groups.unwrap_or_default(),
         max_mismatches,
         ..ValidateOptions::default()
@@ -122,8 +198,8 @@ pub fn trace_validate<'py>(
     to_py(py, &r.map_err(PyErrWrap::from)?)
 }
 
-/// A workload config from its name (`pseudo-scsi`, `netperf-send`, ...) or a dict/TOML with
-/// `kind`.
+/// A workload config from its name (`pseudo-scsi`, `netperf-send`, ...) or a dict with
+/// `kind` (a string is always a name).
 fn workload_config(obj: &Bound<'_, PyAny>) -> PyResult<WorkloadConfig> {
     if obj.is_instance_of::<PyString>() {
         let name: String = obj.extract()?;
@@ -147,17 +223,22 @@ fn workload_config(obj: &Bound<'_, PyAny>) -> PyResult<WorkloadConfig> {
     from_toml(obj)
 }
 
-/// `iommulab trace generate`: records `events` events of a built-in workload to `path`
-/// (format from the extension). Returns the number of events written.
+/// `iommulab trace generate`: records a built-in workload to `path` (format from the
+/// extension) until at least `events` events are written. The operation that reaches the
+/// limit is written whole and mappings still live are then unmapped, so the trace is closed
+/// and may hold a few more events (the CLI's "N events (M workload operations)"). Returns
+/// the number of events written.
 #[pyfunction]
 #[pyo3(signature = (workload, events, path, seed=None))]
 pub fn trace_generate(
     py: Python<'_>,
     workload: &Bound<'_, PyAny>,
-    events: u64,
+    events: Int,
     path: PathBuf,
-    seed: Option<u64>,
+    seed: Option<Int>,
 ) -> PyResult<u64> {
+    let events: u64 = events.get("events")?;
+    let seed: Option<u64> = opt(seed.as_ref(), "seed")?;
     if events == 0 {
         return Err(PyErrWrap::from(ConfigError::Invalid {
             key: "events".into(),
@@ -196,11 +277,15 @@ pub fn mrc<'py>(
     trace: PathBuf,
     policy: Option<&Bound<'py, PyAny>>,
     pinning: bool,
-    max_quota: Option<usize>,
-    quotas: Option<Vec<usize>>,
+    max_quota: Option<Int>,
+    quotas: Option<Vec<Int>>,
     format: &str,
     lenient: bool,
 ) -> PyResult<Bound<'py, PyAny>> {
+    let max_quota: Option<usize> = opt(max_quota.as_ref(), "max_quota")?;
+    let quotas: Option<Vec<usize>> = quotas
+        .map(|q| q.iter().map(|i| i.get("quotas")).collect())
+        .transpose()?;
     let policy: EvictionConfig = match policy {
         None => EvictionConfig::default(),
         Some(p) if p.is_instance_of::<PyString>() => {
