@@ -44,8 +44,8 @@ pub fn detect(path: &Path) -> Result<TraceFormat, TraceError> {
 }
 
 impl TraceFormat {
-    /// The format's name in messages.
-    fn describe(self) -> &'static str {
+    /// The format's name in messages ("an iommulab CSV trace").
+    pub fn describe(self) -> &'static str {
         match self {
             TraceFormat::Auto => "any trace format",
             TraceFormat::Native => "an iommulab native trace (.iot)",

@@ -421,12 +421,9 @@ pub fn validate(path: &Path, options: &ValidateOptions) -> Result<ValidateReport
         return Err(TraceError::Unsupported {
             path: path.to_owned(),
             what: format!(
-                "validation reads Linux ftrace text (it needs the iommu: events' CPUs and lines), and this file is {}",
-                match format {
-                    TraceFormat::Native => "an iommulab native trace (.iot)",
-                    TraceFormat::Csv => "an iommulab CSV trace",
-                    TraceFormat::Auto | TraceFormat::Ftrace => "not ftrace text",
-                }
+                "validation reads Linux ftrace text (it needs the iommu: events' CPUs and lines), \
+                 and this file is {}",
+                format.describe()
             ),
         }
         .into());
