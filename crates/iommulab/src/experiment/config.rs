@@ -273,43 +273,35 @@ impl Mechanisms {
             value: value.to_string(),
             expected: expected.into(),
         };
-        match self.flush {
-            FlushConfig::Deferred(d) => {
-                // S0.8: the paper's thought experiment, an array as large as a bitmap lap
-                // (2^20 entries), is the most anyone asks of it; past that the pre-sized
-                // array would not fit in memory.
-                if !(1..=MAX_DEFERRED_ENTRIES).contains(&d.entries) {
-                    return Err(bad(
-                        "entries",
-                        d.entries as u64,
-                        &format!("1..={MAX_DEFERRED_ENTRIES} (2.6.26: 250)"),
-                    ));
-                }
-                if d.timeout_ms == 0 || d.timeout_ms > MAX_FLUSH_TIMEOUT_MS {
-                    return Err(bad(
-                        "timeout_ms",
-                        d.timeout_ms,
-                        &format!("1..={MAX_FLUSH_TIMEOUT_MS} (2.6.26: 10)"),
-                    ));
-                }
+        // An array or ring of `entries`, pre-sized, and a timer of `timeout_ms`.
+        let sized = |entries: usize, max: usize, timeout_ms: u64, linux: &str| {
+            if !(1..=max).contains(&entries) {
+                return Err(bad(
+                    "entries",
+                    entries as u64,
+                    &format!("1..={max} ({linux})"),
+                ));
             }
+            if !(1..=MAX_FLUSH_TIMEOUT_MS).contains(&timeout_ms) {
+                let expected = format!("1..={MAX_FLUSH_TIMEOUT_MS} (Linux: 10)");
+                return Err(bad("timeout_ms", timeout_ms, &expected));
+            }
+            Ok(())
+        };
+        match self.flush {
+            // S0.8: the paper's thought experiment, an array as large as a bitmap lap (2^20
+            // entries), is the most anyone asks of it.
+            FlushConfig::Deferred(d) => {
+                sized(d.entries, MAX_DEFERRED_ENTRIES, d.timeout_ms, "2.6.26: 250")?;
+            }
+            // Linux's largest queue is the single one of IOVA_SINGLE_FQ_SIZE (32768 entries).
             FlushConfig::FlushQueue(q) => {
-                // Linux's largest queue is the single one of IOVA_SINGLE_FQ_SIZE (32768
-                // entries); each CPU's ring is pre-sized to it.
-                if !(1..=MAX_FQ_ENTRIES).contains(&q.entries) {
-                    return Err(bad(
-                        "entries",
-                        q.entries as u64,
-                        &format!("1..={MAX_FQ_ENTRIES} (Linux: 256 per CPU, 32768 single)"),
-                    ));
-                }
-                if q.timeout_ms == 0 || q.timeout_ms > MAX_FLUSH_TIMEOUT_MS {
-                    return Err(bad(
-                        "timeout_ms",
-                        q.timeout_ms,
-                        &format!("1..={MAX_FLUSH_TIMEOUT_MS} (Linux: 10)"),
-                    ));
-                }
+                sized(
+                    q.entries,
+                    MAX_FQ_ENTRIES,
+                    q.timeout_ms,
+                    "Linux: 256 per CPU",
+                )?;
                 if q.hz > 10_000 {
                     return Err(bad(
                         "hz",
