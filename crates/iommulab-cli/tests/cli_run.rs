@@ -15,19 +15,23 @@ fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-fn run_json(file: &Path) -> Value {
-    let out = iommulab()
-        .current_dir(repo())
-        .args(["run", "-q", "--json"])
-        .arg(file)
-        .output()
-        .unwrap();
+/// The JSON a successful command prints.
+fn json_of(mut cmd: assert_cmd::Command) -> Value {
+    let out = cmd.output().unwrap();
     assert!(
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
     serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn run_json(file: &Path) -> Value {
+    let mut cmd = iommulab();
+    cmd.current_dir(repo())
+        .args(["run", "-q", "--json"])
+        .arg(file);
+    json_of(cmd)
 }
 
 #[test]
@@ -223,18 +227,11 @@ fn replay_with_a_system_config_file_runs_that_system() {
     ] {
         let f = dir.path().join(format!("{part}.toml"));
         std::fs::write(&f, system).unwrap();
-        let out = iommulab()
-            .args(["replay", "-q", "--json", "--config-file"])
+        let mut cmd = iommulab();
+        cmd.args(["replay", "-q", "--json", "--config-file"])
             .arg(&f)
-            .arg(&trace)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+            .arg(&trace);
+        let v = json_of(cmd);
         assert!(v.get(part).is_some_and(|p| !p.is_null()), "{part}: {v}");
         assert!(v["replay"]["maps"].as_u64().unwrap() > 0, "{part}");
         assert!(v["check"].is_object(), "{part}");
