@@ -7,7 +7,7 @@ use iommulab::create_trace;
 use iommulab::experiment::ConfigError;
 use iommulab::iova::{ByteRange, DomainConfig};
 use iommulab::mrc::{CurveRequest, Quotas, trace_hit_rate_curve};
-use iommulab::trace::check::{CheckOptions, check};
+use iommulab::trace::check::{CheckOptions, check, dma_mask_of_bits, parse_dma_mask};
 use iommulab::trace::{TraceHeader, open, stats};
 use iommulab::validate::{ValidateOptions, validate};
 use iommulab::virt::EvictionConfig;
@@ -51,22 +51,11 @@ fn masks(list: Option<Vec<(String, Bound<'_, PyAny>)>>) -> PyResult<Vec<(String,
         })
         .into()
     };
-    let bits = |dev: &str, b: Option<u128>, shown: String| match b {
-        Some(64) => Ok(u64::MAX),
-        Some(b @ 1..=63) => Ok((1u64 << b) - 1),
-        _ => Err(bad(dev, shown)),
-    };
     let mut out = Vec::new();
     for (dev, v) in list.unwrap_or_default() {
         let mask = if let Ok(s) = v.cast::<PyString>() {
-            let s = s.to_str()?.trim();
-            match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
-                Some(hex) => match u64::from_str_radix(hex, 16) {
-                    Ok(m) if m != 0 => m,
-                    _ => return Err(bad(&dev, s.to_owned())),
-                },
-                None => bits(&dev, s.parse().ok(), s.to_owned())?,
-            }
+            let s = s.to_str()?;
+            parse_dma_mask(s).ok_or_else(|| bad(&dev, s.trim().to_owned()))?
         } else if v.is_instance_of::<pyo3::types::PyBool>() {
             return Err(bad(&dev, v.repr()?.to_string()));
         } else {
@@ -83,11 +72,10 @@ fn masks(list: Option<Vec<(String, Bound<'_, PyAny>)>>) -> PyResult<Vec<(String,
                     ),
                 )
             })?;
-            bits(
-                &dev,
-                n.get::<u64>("").ok().map(u128::from),
-                v.str()?.to_string(),
-            )?
+            n.get::<u32>("")
+                .ok()
+                .and_then(dma_mask_of_bits)
+                .ok_or_else(|| bad(&dev, v.str().map(|s| s.to_string()).unwrap_or_default()))?
         };
         out.push((dev, mask));
     }

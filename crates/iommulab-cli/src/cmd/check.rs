@@ -6,7 +6,7 @@
 use std::process::ExitCode;
 
 use anyhow::{Context, Result, bail};
-use iommulab::trace::check::{CheckOptions, CheckReport, check};
+use iommulab::trace::check::{CheckOptions, CheckReport, check, parse_dma_mask};
 
 use crate::args::CheckArgs;
 
@@ -21,15 +21,7 @@ pub fn parse_mask(s: &str) -> Result<(String, u64)> {
     let Some((dev, m)) = s.rsplit_once('=') else {
         bail!("--dma-mask {s:?}: expected DEVICE=MASK (MASK hex like 0xffffffff, or bits like 32)");
     };
-    let mask = if let Some(hex) = m.strip_prefix("0x").or_else(|| m.strip_prefix("0X")) {
-        u64::from_str_radix(hex, 16).ok()
-    } else {
-        m.parse::<u32>()
-            .ok()
-            .filter(|b| (1..=64).contains(b))
-            .map(|b| if b == 64 { u64::MAX } else { (1u64 << b) - 1 })
-    };
-    match mask {
+    match parse_dma_mask(m) {
         Some(mask) if !dev.is_empty() => Ok((dev.to_owned(), mask)),
         _ => bail!(
             "--dma-mask {s:?}: expected DEVICE=MASK with MASK hex like 0xffffffff or 1-64 bits"
@@ -86,7 +78,7 @@ mod tests {
         assert_eq!(parse_mask("0000:00:01.0=32").unwrap().1, 0xffff_ffff);
         assert_eq!(parse_mask("d=0xfffff").unwrap(), ("d".into(), 0xfffff));
         assert_eq!(parse_mask("d=64").unwrap().1, u64::MAX);
-        for bad in ["d", "=32", "d=0", "d=65", "d=0xzz", "d=abc"] {
+        for bad in ["d", "=32", "d=0", "d=65", "d=0xzz", "d=abc", "d=0x0"] {
             let e = parse_mask(bad).unwrap_err().to_string();
             assert!(e.contains("DEVICE=MASK"), "{bad}: {e}");
         }

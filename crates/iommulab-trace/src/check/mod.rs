@@ -52,6 +52,26 @@ pub const UNMAPPED_MEMORY: usize = 1 << 15;
 /// Findings kept in [`CheckReport::findings`] by default (all are counted).
 pub const DEFAULT_MAX_FINDINGS: usize = 10_000;
 
+/// A device's DMA mask as `--dma-mask DEVICE=MASK` and Python's `dma_masks` give it: a hex
+/// mask (`0xffffffff`; not 0, which would put every mapping beyond it) or a number of bits
+/// (see [`dma_mask_of_bits`]). `None` for anything else.
+pub fn parse_dma_mask(s: &str) -> Option<u64> {
+    let s = s.trim();
+    match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+        Some(hex) => u64::from_str_radix(hex, 16).ok().filter(|&m| m != 0),
+        None => s.parse().ok().and_then(dma_mask_of_bits),
+    }
+}
+
+/// The mask of `bits` address bits, 1 to 64 (`DMA_BIT_MASK(bits)`: 32 is `0xffffffff`).
+pub fn dma_mask_of_bits(bits: u32) -> Option<u64> {
+    match bits {
+        64 => Some(u64::MAX),
+        1..=63 => Some((1u64 << bits) - 1),
+        _ => None,
+    }
+}
+
 /// How to check.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
