@@ -18,6 +18,7 @@ __all__ = [
     "TraceError",
     "VirtError",
     "bench",
+    "cancel_runs",
     "mrc",
     "replay",
     "reproduce",
@@ -140,4 +141,5 @@ def run_batch(
     configs: list[dict[str, Any]], validate_only: bool = False
 ) -> dict[str, list[Any] | tuple[str, bytes]]: ...
 def validate(config: _Config = None) -> None: ...
+def cancel_runs() -> None: ...
 def version() -> str: ...

@@ -131,11 +131,32 @@ def _local(
     )
     with pool:
         futures = {pool.submit(run_chunk, c): i for i, c in enumerate(chunks)}
-        for f in as_completed(futures):
-            i = futures[f]
-            out[i] = f.result()
-            bar(len(chunks[i]))
+        try:
+            for f in as_completed(futures):
+                i = futures[f]
+                out[i] = f.result()
+                bar(len(chunks[i]))
+        except BaseException:
+            # Ctrl-C (or an error) reaches this thread only: stop the rest before leaving.
+            _stop(pool)
+            raise
     return [r for r in out if r is not None]
+
+
+def _stop(pool: Executor) -> None:
+    """Drops the chunks not started and stops the ones running: worker threads' runs stop at
+    their next progress report (`cancel_runs`; signals never reach those threads), worker
+    processes are terminated (a notebook's interrupt signals this process only)."""
+    pool.shutdown(wait=False, cancel_futures=True)
+    if isinstance(pool, ProcessPoolExecutor):
+        terminate = getattr(pool, "terminate_workers", None)  # Python 3.14
+        if terminate is not None:
+            terminate()
+        else:
+            for proc in list((getattr(pool, "_processes", None) or {}).values()):
+                proc.terminate()
+    else:
+        _native.cancel_runs()
 
 
 def _ray(

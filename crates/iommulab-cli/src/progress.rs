@@ -2,6 +2,7 @@
 //! stderr is not a TTY (so pipes, logs and tests see none).
 
 use std::io::IsTerminal;
+use std::ops::ControlFlow;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use iommulab::trace::{Event, EventColumns, EventSource, TraceError, TraceHeader};
@@ -66,9 +67,11 @@ impl Progress {
         self.bar.set_message(name.to_string());
     }
 
-    /// Called by the runner with I/Os done in the current run.
-    pub fn update(&self, done: u64) {
+    /// Called by the runner with I/Os done in the current run. The run goes on: the CLI is
+    /// stopped by Ctrl-C, which ends the process.
+    pub fn update(&self, done: u64) -> ControlFlow<()> {
         self.bar.set_position(self.done_before + done);
+        ControlFlow::Continue(())
     }
 
     /// Clears the bar.

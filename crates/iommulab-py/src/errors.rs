@@ -4,8 +4,8 @@
 use std::io::ErrorKind;
 
 use pyo3::exceptions::{
-    PyException, PyFileExistsError, PyFileNotFoundError, PyIsADirectoryError, PyOSError,
-    PyPermissionError,
+    PyException, PyFileExistsError, PyFileNotFoundError, PyIsADirectoryError, PyKeyboardInterrupt,
+    PyOSError, PyPermissionError,
 };
 use pyo3::prelude::*;
 use pyo3::{PyErr, create_exception};
@@ -118,6 +118,9 @@ impl From<PyErrWrap> for PyErr {
             // A cancelled reproduction re-raises the callback's own exception (see
             // `reproduce`); a failed self-check is a model bug, not a user error.
             E::Repro(_) => IommulabError::new_err(msg),
+            // A run stopped by `Interrupt` re-raises the signal's own exception; one stopped
+            // by `cancel_runs()` (a sweep's Ctrl-C, seen by another thread) lands here.
+            E::Cancelled => PyKeyboardInterrupt::new_err(msg),
         }
     }
 }

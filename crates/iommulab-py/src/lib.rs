@@ -5,6 +5,7 @@
 mod args;
 mod convert;
 mod errors;
+mod interrupt;
 mod reproduce;
 mod run;
 mod trace;
@@ -25,6 +26,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(run::replay, m)?)?;
     m.add_function(wrap_pyfunction!(run::validate, m)?)?;
     m.add_function(wrap_pyfunction!(run::run_batch, m)?)?;
+    m.add_function(wrap_pyfunction!(interrupt::cancel_runs, m)?)?;
     m.add_function(wrap_pyfunction!(trace::trace_stats, m)?)?;
     m.add_function(wrap_pyfunction!(trace::trace_check, m)?)?;
     m.add_function(wrap_pyfunction!(trace::trace_validate, m)?)?;

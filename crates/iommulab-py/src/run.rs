@@ -15,6 +15,7 @@ use crate::convert::{
     to_json, value_to_py,
 };
 use crate::errors::PyErrWrap;
+use crate::interrupt::Interrupt;
 
 /// What one run measured (the CLI's `--json` object).
 #[pyclass(module = "iommulab", name = "RunResult", frozen)]
@@ -166,8 +167,9 @@ impl PyRunResult {
 #[pyo3(signature = (config=None))]
 pub fn run(py: Python<'_>, config: Option<&Bound<'_, PyAny>>) -> PyResult<PyRunResult> {
     let cfg = bench_config(config)?;
-    let r = py.detach(|| run_bench(&cfg, &mut |_, _| {}));
-    Ok(PyRunResult(r.map_err(PyErrWrap::from)?))
+    let stop = Interrupt::new();
+    let r = py.detach(|| run_bench(&cfg, &mut |_, _| stop.check()));
+    Ok(PyRunResult(r.map_err(|e| stop.error(e))?))
 }
 
 /// `iommulab bench`: every named configuration in `configs` (default: all six), `repeats`
@@ -257,22 +259,24 @@ pub fn bench(
     };
     base.validate().map_err(PyErrWrap::from)?;
     let base = &*base;
+    let stop = Interrupt::new();
     let results = py.detach(|| -> Result<Vec<RunResult>, iommulab::Error> {
         let mut out = Vec::new();
         for &c in &names {
             for r in 0..repeats {
+                stop.between_runs()?;
                 let cfg = ExperimentConfig {
                     configuration: c,
                     ..base.with_seed_offset(u64::from(r))
                 };
-                out.push(run_bench(&cfg, &mut |_, _| {})?);
+                out.push(run_bench(&cfg, &mut |_, _| stop.check())?);
             }
         }
         RunResult::fill_relative(&mut out);
         Ok(out)
     });
     Ok(results
-        .map_err(PyErrWrap::from)?
+        .map_err(|e| stop.error(e))?
         .into_iter()
         .map(PyRunResult)
         .collect())
@@ -339,11 +343,12 @@ pub fn replay(
     }
     cfg.validate().map_err(PyErrWrap::from)?;
     let format = trace_format(format)?;
+    let stop = Interrupt::new();
     let r = py.detach(|| -> Result<RunResult, iommulab::Error> {
         let src = open(&trace, format, lenient)?;
-        Ok(iommulab::experiment::replay_trace(&cfg, src, &mut |_, _| {})?.0)
+        Ok(iommulab::experiment::replay_trace(&cfg, src, &mut |_, _| stop.check())?.0)
     });
-    Ok(PyRunResult(r.map_err(PyErrWrap::from)?))
+    Ok(PyRunResult(r.map_err(|e| stop.error(e))?))
 }
 
 /// Parses and validates a config without running it (raises `ConfigError`).
@@ -388,17 +393,19 @@ pub fn run_batch<'py>(
     if validate_only || cfgs.is_empty() {
         return Ok(columns);
     }
+    let stop = Interrupt::new();
     let results = py
         .detach(|| {
             cfgs.iter()
                 .map(|c| {
-                    let r = run_bench(c, &mut |_, _| {})?;
+                    stop.between_runs()?;
+                    let r = run_bench(c, &mut |_, _| stop.check())?;
                     serde_json::to_value(&r)
                         .map_err(|e| iommulab::experiment::ConfigError::Parse(e.to_string()).into())
                 })
                 .collect::<Result<Vec<serde_json::Value>, iommulab::Error>>()
         })
-        .map_err(PyErrWrap::from)?;
+        .map_err(|e| stop.error(e))?;
     // The optional parts (a guest's counters and its map cache, a trace's replay report)
     // change a result's columns; a batch of one shape takes the fast path (keys built once),
     // a mixed one (bare metal and guest, say) the union of the columns, null where absent.

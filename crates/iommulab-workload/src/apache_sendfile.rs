@@ -234,7 +234,7 @@ impl ApacheSendfile {
                 ios
             })
             .collect();
-        let total = (cfg.requests != u64::MAX).then(|| {
+        let total = (cfg.requests <= crate::COUNTED_TOTAL_MAX).then(|| {
             // The run draws requests from this very RNG state, in this order.
             let mut r = rng.clone();
             (0..cfg.requests)

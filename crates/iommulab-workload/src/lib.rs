@@ -196,6 +196,13 @@ pub trait Workload {
     fn total_ios(&self) -> Option<u64>;
 }
 
+/// The most packets or requests whose I/O count a generator works out before it runs (for
+/// [`Workload::total_ios`]: it walks every packet's or request's size once, about a tenth of
+/// a second at this size). Beyond it the total is unknown: a generator of 10^15 packets must
+/// start at once (a run is stopped through its progress callback, which counting would not
+/// reach), and so must validating its configuration.
+pub(crate) const COUNTED_TOTAL_MAX: u64 = 1 << 22;
+
 /// Which built-in generator to run, with its parameters: the `[workload]` table of an
 /// experiment, tagged by `kind`. Every field of every variant has a default, so
 /// `kind = "netperf-send"` alone is a complete configuration.

@@ -554,7 +554,7 @@ impl NetperfSend {
                 charged: 0,
             })
             .collect();
-        let total = (cfg.packets != u64::MAX).then(|| Self::count_ios(&cfg, goal));
+        let total = (cfg.packets <= crate::COUNTED_TOTAL_MAX).then(|| Self::count_ios(&cfg, goal));
         Ok(Self {
             mss,
             goal,
@@ -928,6 +928,26 @@ mod tests {
         while w.next_op().unwrap().is_some() {}
         // 400 000 bytes fill 97 pages and part of one more: only that one is still held.
         assert_eq!(w.sockets[0].pages.len(), 1, "every finished page freed");
+    }
+
+    /// The I/O count is worked out packet by packet, so only up to a bound: a run of 10^15
+    /// packets (or validating one) starts at once with its total unknown.
+    #[test]
+    fn the_total_is_counted_only_for_runs_of_countable_size() {
+        let small = NetperfSend::new(cfg(crate::COUNTED_TOTAL_MAX)).unwrap();
+        assert!(small.total_ios().is_some_and(|t| t >= crate::COUNTED_TOTAL_MAX));
+        let huge = NetperfSend::new(cfg(1_000_000_000_000_000)).unwrap();
+        assert_eq!(huge.total_ios(), None);
+        let apache = |requests| {
+            crate::ApacheSendfile::new(crate::ApacheSendfileConfig {
+                requests,
+                ..crate::ApacheSendfileConfig::default()
+            })
+            .unwrap()
+            .total_ios()
+        };
+        assert!(apache(1000).is_some());
+        assert_eq!(apache(1_000_000_000_000_000), None);
     }
 
     #[test]

@@ -10,7 +10,7 @@ use std::hint::black_box;
 
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
 use iommulab::experiment::record::record;
-use iommulab::experiment::{ExperimentConfig, NamedConfig, RunLabels, run_workload};
+use iommulab::experiment::{ExperimentConfig, NamedConfig, RunLabels, no_progress, run_workload};
 use iommulab::hw::cost::CostPreset;
 use iommulab::trace::{Event, EventSink, MemorySource, TraceError, TraceHeader};
 use iommulab::workload::TraceWorkload;
@@ -77,7 +77,8 @@ fn replay(c: &mut Criterion) {
                 || TraceWorkload::new(MemorySource::new(header.clone(), events.clone())),
                 |mut w| {
                     black_box(
-                        run_workload(&cfg, &mut w, labels(), false, None, &mut |_, _| {}).unwrap(),
+                        run_workload(&cfg, &mut w, labels(), false, None, &mut no_progress)
+                            .unwrap(),
                     )
                 },
                 BatchSize::LargeInput,

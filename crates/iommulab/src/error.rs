@@ -45,6 +45,10 @@ pub enum Error {
     /// A trace too large for a curve's 32-bit page numbering.
     #[error(transparent)]
     Curve(crate::mrc::CurveError),
+    /// The run's progress callback stopped it before its end (Ctrl-C in Python), so it has
+    /// no result.
+    #[error("the run was stopped before its end by its progress callback")]
+    Cancelled,
 }
 
 impl From<ParamError> for Error {

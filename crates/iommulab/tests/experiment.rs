@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use iommulab::experiment::{
-    ConfigError, ExperimentConfig, SystemConfig, WorkloadSpec, replay_trace, run_experiment,
-    run_workload,
+    ConfigError, ExperimentConfig, SystemConfig, WorkloadSpec, no_progress, replay_trace,
+    run_experiment, run_workload,
 };
 use iommulab::hw::{CostModel, CostPreset};
 use iommulab::trace::{TraceFormat, open};
@@ -120,7 +120,7 @@ fn a_guest_experiment_is_the_guest_model() {
          [hardware]\ncost = \"kvm-2010\"\n\
          [workload]\nkind = \"netperf-send\"\npackets = 3000\n",
     );
-    let run = run_experiment(&c, &mut |_, _| {}).unwrap();
+    let run = run_experiment(&c, &mut no_progress).unwrap();
     let g = run.guest.clone().expect("a guest run has the guest part");
     assert!(run.replay.is_none());
     let SystemConfig::Guest(s) = &c.system else {
@@ -165,14 +165,14 @@ fn a_guest_experiment_is_the_guest_model() {
 fn bare_metal_runs_are_the_entry_points_they_replace() {
     let c =
         parse("configuration = \"strict\"\n[workload]\nkind = \"netperf-send\"\npackets = 2000\n");
-    let run = run_experiment(&c, &mut |_, _| {}).unwrap();
+    let run = run_experiment(&c, &mut no_progress).unwrap();
     let mut w = NetperfSend::new(NetperfSendConfig {
         packets: 2000,
         ..NetperfSendConfig::default()
     })
     .unwrap();
     let labels = iommulab::experiment::build::labels_of(&c);
-    let direct = run_workload(&c, &mut w, labels, false, None, &mut |_, _| {}).unwrap();
+    let direct = run_workload(&c, &mut w, labels, false, None, &mut no_progress).unwrap();
     let strip = |mut r: iommulab::experiment::RunResult| {
         r.software_ns_per_op = 0.0;
         r.wall_seconds = 0.0;
@@ -187,9 +187,9 @@ fn bare_metal_runs_are_the_entry_points_they_replace() {
         trace_path().display().to_string()
     );
     let c = parse(&text);
-    let run = run_experiment(&c, &mut |_, _| {}).unwrap();
+    let run = run_experiment(&c, &mut no_progress).unwrap();
     let src = open(&trace_path(), TraceFormat::Auto, false).unwrap();
-    let (direct, report) = replay_trace(&c, src, &mut |_, _| {}).unwrap();
+    let (direct, report) = replay_trace(&c, src, &mut no_progress).unwrap();
     assert_eq!(run.replay, Some(report));
     assert!(report.maps > 3000, "{report:?}");
     assert_eq!(strip(run), strip(direct));
@@ -203,7 +203,7 @@ fn a_guest_replays_a_trace() {
          [workload]\ntrace = {:?}\n",
         trace_path().display().to_string()
     );
-    let run = run_experiment(&parse(&text), &mut |_, _| {}).unwrap();
+    let run = run_experiment(&parse(&text), &mut no_progress).unwrap();
     let g = run.guest.as_ref().unwrap();
     let p = run.replay.unwrap();
     // single-use: no page map is ever a hit (S1.1).
@@ -227,7 +227,7 @@ fn a_xen_pv_experiment_is_the_pv_dma_layer() {
                 unit.name()
             );
             let cfg = parse(&text);
-            let run = run_experiment(&cfg, &mut |_, _| {}).unwrap();
+            let run = run_experiment(&cfg, &mut no_progress).unwrap();
             let x = run.xen_pv.clone().unwrap();
             let spec = PvDmaSpec {
                 option,
@@ -288,7 +288,7 @@ fn a_xen_pv_domain_replays_a_trace() {
         trace_path().display().to_string()
     );
     // The trace's machine has more memory than the default domain: said by key.
-    let e = run_experiment(&parse(&text), &mut |_, _| {})
+    let e = run_experiment(&parse(&text), &mut no_progress)
         .unwrap_err()
         .to_string();
     assert!(
@@ -299,7 +299,7 @@ fn a_xen_pv_domain_replays_a_trace() {
         "kind = \"xen-pv\"\n",
         "kind = \"xen-pv\"\ndomain_mib = 16384\n",
     );
-    let run = run_experiment(&parse(&text), &mut |_, _| {}).unwrap();
+    let run = run_experiment(&parse(&text), &mut no_progress).unwrap();
     let x = run.xen_pv.as_ref().unwrap();
     let p = run.replay.as_ref().unwrap();
     assert_eq!(x.pairs, p.unmaps - p.unmatched_unmaps, "{x:?} {p:?}");
@@ -321,7 +321,7 @@ fn the_gap_tree_allocator_runs_as_the_rbtree_does() {
             "[mechanisms]\ntranslation = \"iommu\"\nallocator = \"{allocator}\"\nflush = {{ kind = \"strict\" }}\n\
              [workload]\n{workload}\n"
         );
-        run_experiment(&parse(&text), &mut |_, _| {}).unwrap()
+        run_experiment(&parse(&text), &mut no_progress).unwrap()
     };
     for workload in [
         format!("trace = {:?}", trace_path().display().to_string()),
@@ -345,7 +345,7 @@ fn a_duration_ends_the_run_at_the_first_io_past_it() {
         let c = parse(&format!(
             "configuration = \"disabled\"\nduration_s = {seconds}\n[hardware]\ncost = \"vtd-2008\"\n"
         ));
-        let run = run_experiment(&c, &mut |_, _| {}).unwrap();
+        let run = run_experiment(&c, &mut no_progress).unwrap();
         let cost = CostPreset::Vtd2008.model();
         let stop = cost.clock.cycles_from_secs(seconds).get();
         assert_eq!(run.ops, stop.div_ceil(cost.io_path), "{seconds} s");
@@ -353,7 +353,7 @@ fn a_duration_ends_the_run_at_the_first_io_past_it() {
     // With an IOMMU the I/Os cost more, so fewer fit; the modeled time covers the duration.
     let c =
         parse("configuration = \"modern\"\nduration_s = 0.001\n[hardware]\ncost = \"vtd-2008\"\n");
-    let run = run_experiment(&c, &mut |_, _| {}).unwrap();
+    let run = run_experiment(&c, &mut no_progress).unwrap();
     assert!(run.ops > 0 && run.modeled_seconds >= 0.001, "{run:?}");
     let per_io = run.modeled_seconds / run.ops as f64;
     assert!(run.modeled_seconds - per_io < 0.001, "{run:?}");
@@ -383,7 +383,7 @@ fn an_op_that_fails_ends_the_run_with_its_error() {
         source: "test".into(),
     };
     let c = parse("configuration = \"modern\"\n");
-    let err = replay_trace(&c, MemorySource::new(header, events), &mut |_, _| {}).unwrap_err();
+    let err = replay_trace(&c, MemorySource::new(header, events), &mut no_progress).unwrap_err();
     match err {
         iommulab::Error::Dma(DmaError::BadLength { phys, len }) => {
             assert_eq!((phys, len), (u64::MAX - 100, 4096));
@@ -492,7 +492,7 @@ fn replay_trace_refuses_what_it_would_ignore() {
         ("[system]\nkind = \"xen-pv\"\n", "system.kind"),
         ("duration_s = 0.5\n", "duration_s"),
     ] {
-        match replay_trace(&parse(text), empty(), &mut |_, _| {}) {
+        match replay_trace(&parse(text), empty(), &mut no_progress) {
             Err(iommulab::Error::Config(ConfigError::Invalid { key: k, .. })) => {
                 assert_eq!(k, key, "{text}");
             }
@@ -504,7 +504,7 @@ fn replay_trace_refuses_what_it_would_ignore() {
         "[system]\nkind = \"guest\"\n[hardware]\ncost = \"kvm-2010\"\n[workload]\ntrace = {:?}\n",
         trace_path().display().to_string()
     );
-    let r = run_experiment(&parse(&text), &mut |_, _| {}).unwrap();
+    let r = run_experiment(&parse(&text), &mut no_progress).unwrap();
     assert!(r.guest.is_some() && r.replay.is_some());
     // A generator other than the pseudo driver runs to its own end: no `duration_s`.
     let e = parse("duration_s = 0.5\n[workload]\nkind = \"netperf-send\"\npackets = 100\n")
@@ -514,4 +514,73 @@ fn replay_trace_refuses_what_it_would_ignore() {
         matches!(&e, ConfigError::Invalid { key, .. } if key == "duration_s"),
         "{e}"
     );
+}
+
+/// A progress callback that says `Break` stops any run with `Error::Cancelled` (Python's
+/// Ctrl-C), on every system, from a generator or a trace, and in the offline policies'
+/// first pass; one that goes on sees the I/Os counted up to the end.
+#[test]
+fn a_progress_callback_can_stop_every_kind_of_run() {
+    use std::ops::ControlFlow;
+
+    use iommulab::Error;
+    use iommulab::experiment::PROGRESS_EVERY;
+    use iommulab::experiment::record::generate;
+    use iommulab::trace::TraceHeader;
+    use iommulab::workload::UniformRandomConfig;
+
+    let n = 3 * PROGRESS_EVERY;
+    // A trace of more I/Os than the runs report at (the committed ones are smaller).
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("u.iot");
+    let mut sink = iommulab::create_trace(&path, &TraceHeader::default()).unwrap();
+    let random = WorkloadConfig::UniformRandom(UniformRandomConfig::default());
+    generate(&random, &mut *sink, 4 * n).unwrap();
+    sink.finish().unwrap();
+    let trace = path.display().to_string().replace('\\', "/");
+    let cases = [
+        format!("[workload]\nkind = \"pseudo-scsi\"\nios = {n}\n"),
+        format!("[workload]\nkind = \"uniform-random\"\nios = {n}\n"),
+        format!("[workload]\ntrace = \"{trace}\"\n"),
+        format!(
+            "[system]\nkind = \"guest\"\nstrategy = \"on-demand\"\nquota = 64\n\
+             [hardware]\ncost = \"kvm-2010\"\n[workload]\nkind = \"netperf-send\"\npackets = {n}\n"
+        ),
+        format!(
+            "[system]\nkind = \"guest\"\nstrategy = \"on-demand\"\nquota = 64\n\
+             eviction = {{ kind = \"opt\" }}\n\
+             [hardware]\ncost = \"kvm-2010\"\n[workload]\nkind = \"netperf-send\"\npackets = {n}\n"
+        ),
+        format!(
+            "[system]\nkind = \"guest\"\nstrategy = \"on-demand\"\nquota = 64\n\
+             eviction = {{ kind = \"opt\" }}\n\
+             [hardware]\ncost = \"kvm-2010\"\n[workload]\ntrace = \"{trace}\"\n"
+        ),
+        format!(
+            "[system]\nkind = \"xen-pv\"\n\
+             [workload]\nkind = \"net-rx\"\npackets = {n}\n"
+        ),
+        format!("[system]\nkind = \"xen-pv\"\n[workload]\ntrace = \"{trace}\"\n"),
+    ];
+    for text in &cases {
+        let cfg = parse(text);
+        let mut reports = Vec::new();
+        let whole = run_experiment(&cfg, &mut |done, _| {
+            reports.push(done);
+            ControlFlow::Continue(())
+        })
+        .unwrap();
+        assert!(reports.len() >= 2, "{text}: {reports:?}");
+        let mut stops = 0;
+        let e = run_experiment(&cfg, &mut |_, _| {
+            stops += 1;
+            ControlFlow::Break(())
+        })
+        .unwrap_err();
+        assert!(matches!(e, Error::Cancelled), "{text}: {e}");
+        assert_eq!(stops, 1, "{text}: the run ends at the first Break");
+        // Stopping changes nothing that persists: the same config runs whole again.
+        let again = run_experiment(&cfg, &mut no_progress).unwrap();
+        assert_eq!(again.modeled_seconds, whole.modeled_seconds, "{text}");
+    }
 }

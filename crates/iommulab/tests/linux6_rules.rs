@@ -6,7 +6,7 @@ use iommulab::addr::Pfn;
 use iommulab::addr::{Bdf, CpuId, DmaDirection, Hpa};
 use iommulab::clock::{ClockRate, Cycles};
 use iommulab::dma::{DmaApi, DmaConfig, Native};
-use iommulab::experiment::{ExperimentConfig, replay_trace};
+use iommulab::experiment::{ExperimentConfig, no_progress, replay_trace};
 use iommulab::flush::{FlushQueue, FlushQueueConfig};
 use iommulab::hw::vtd::{Vtd, VtdConfig};
 use iommulab::iova::{IovaAllocator, Magazine, MagazineConfig, RbTree};
@@ -227,7 +227,7 @@ fn replay_takes_the_cpu_count_from_the_trace() {
             "t.txt".into(),
             FtraceOptions::default(),
         );
-        let (run, _) = replay_trace(&cfg, r, &mut |_, _| {}).unwrap();
+        let (run, _) = replay_trace(&cfg, r, &mut no_progress).unwrap();
         (run.stats.iova.cache_hits, run.stats.iova.cache_misses)
     };
     assert_eq!(hits(Some(2)), (0, 2), "two CPUs: CPU 1 misses");

@@ -512,7 +512,8 @@ fn replay_replays_each_device_call_once() {
         ..Default::default()
     };
     let (run, report) =
-        iommulab::experiment::replay_trace(&cfg, src, &mut |_, _| {}).expect("replay");
+        iommulab::experiment::replay_trace(&cfg, src, &mut iommulab::experiment::no_progress)
+            .expect("replay");
     let (_, _, by_event) = count_lines_by_event();
     let n = |k: &str| by_event.get(k).copied().unwrap_or(0);
     assert_eq!(

@@ -6,7 +6,7 @@
 use iommulab::addr::{Access, Bdf, CpuId, DmaDirection, Hpa, Iova, Pfn};
 use iommulab::clock::Cycles;
 use iommulab::dma::{DmaApi, DmaConfig, Native};
-use iommulab::experiment::{ExperimentConfig, UnitKind, run_experiment};
+use iommulab::experiment::{ExperimentConfig, UnitKind, no_progress, run_experiment};
 use iommulab::flush::{FlushPolicy, PerLap, Strict};
 use iommulab::hw::tce::{Tce, TceFormat};
 use iommulab::hw::{Calgary, Dart, IommuStats, RemapUnit, TceConfig};
@@ -21,7 +21,7 @@ fn run(configuration: &str, unit: UnitKind) -> iommulab::experiment::RunResult {
         unit.name()
     );
     let c = ExperimentConfig::from_toml(&toml).unwrap();
-    run_experiment(&c, &mut |_, _| {}).unwrap()
+    run_experiment(&c, &mut no_progress).unwrap()
 }
 
 /// Every named configuration runs on the three units; Calgary performs only whole flushes,

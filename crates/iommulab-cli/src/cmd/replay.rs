@@ -6,7 +6,7 @@ use anyhow::{Context, Result, anyhow};
 use iommulab::device::DeviceMode;
 use iommulab::experiment::{
     ExperimentConfig, GuestSystemConfig, HardwareConfig, NamedConfig, ResolvedSystem, RunResult,
-    SystemConfig, TraceSpec, WorkloadSpec, replay_trace, run_experiment,
+    SystemConfig, TraceSpec, WorkloadSpec, no_progress, replay_trace, run_experiment,
 };
 use iommulab::hw::cost::CostPreset;
 use iommulab::trace::check::{CheckOptions, CheckReport, check};
@@ -128,7 +128,7 @@ fn run_guest_model(args: &ReplayArgs, strategy: StrategyArg) -> Result<()> {
             "internal: a guest experiment resolved to bare metal"
         ));
     };
-    let run = run_experiment(&exp, &mut |_, _| {})
+    let run = run_experiment(&exp, &mut no_progress)
         .with_context(|| format!("replaying {} through the guest model", args.trace.display()))?;
     let (Some(r), Some(replay)) = (run.guest, run.replay) else {
         return Err(anyhow!(
@@ -209,7 +209,7 @@ fn run_system(args: &ReplayArgs, base: ExperimentConfig) -> Result<()> {
         }),
         ..base
     };
-    let run = run_experiment(&exp, &mut |_, _| {}).with_context(|| {
+    let run = run_experiment(&exp, &mut no_progress).with_context(|| {
         format!(
             "replaying {} through the {} system of the --config-file",
             args.trace.display(),

@@ -22,6 +22,7 @@ use crate::workload::{
 use super::config::{
     ExperimentConfig, HardwareConfig, Kernel, Resolved, ResolvedSystem, UnitKind, WorkloadSpec,
 };
+use super::progress::Progress;
 use super::result::RunResult;
 use super::runner::{self, RunLabels};
 
@@ -45,10 +46,11 @@ pub fn iova_space_end(dma_bits: u8) -> Pfn<Iova> {
 /// | bare metal | trace | [`replay_trace`] (`replay` filled) |
 /// | guest | generator or trace | the guest model, `virt::run_guest` (`guest` filled; a trace also fills `replay`) |
 ///
-/// `progress(done, total)` is called as I/Os complete (bare metal).
+/// `progress(done, total)` is called as I/Os complete; when it says `Break` the run ends
+/// with [`Error::Cancelled`].
 pub fn run_experiment(
     cfg: &ExperimentConfig,
-    progress: &mut dyn FnMut(u64, u64),
+    progress: &mut Progress<'_>,
 ) -> Result<RunResult, Error> {
     let resolved = cfg.resolve()?;
     match (&resolved.system, &cfg.workload) {
@@ -59,7 +61,7 @@ pub fn run_experiment(
             struct Run<'a> {
                 cfg: &'a ExperimentConfig,
                 resolved: &'a Resolved,
-                progress: &'a mut dyn FnMut(u64, u64),
+                progress: &'a mut Progress<'a>,
             }
             impl WorkloadVisitor for Run<'_> {
                 type Output = RunResult;
@@ -91,14 +93,16 @@ pub fn run_experiment(
             Ok(replay_resolved(cfg, &resolved, src, progress)?.0)
         }
         (ResolvedSystem::Guest(g), WorkloadSpec::Generator(w)) => {
-            super::guest::run_on_generator(cfg, g, w)
+            super::guest::run_on_generator(cfg, g, w, progress)
         }
-        (ResolvedSystem::Guest(g), WorkloadSpec::Trace(t)) => super::guest::run_on_trace(cfg, g, t),
+        (ResolvedSystem::Guest(g), WorkloadSpec::Trace(t)) => {
+            super::guest::run_on_trace(cfg, g, t, progress)
+        }
         (ResolvedSystem::XenPv(x), WorkloadSpec::Generator(w)) => {
-            super::pv_dma::run_on_generator(cfg, &resolved, x, w)
+            super::pv_dma::run_on_generator(cfg, &resolved, x, w, progress)
         }
         (ResolvedSystem::XenPv(x), WorkloadSpec::Trace(t)) => {
-            super::pv_dma::run_on_trace(cfg, &resolved, x, t)
+            super::pv_dma::run_on_trace(cfg, &resolved, x, t, progress)
         }
     }
 }
@@ -106,11 +110,8 @@ pub fn run_experiment(
 /// Runs the pseudo-driver benchmark (S0.8) for one configuration (any other workload or
 /// system in `cfg` is run by [`run_experiment`] as well).
 ///
-/// `progress(done, total)` is called as I/Os complete.
-pub fn run_bench(
-    cfg: &ExperimentConfig,
-    progress: &mut dyn FnMut(u64, u64),
-) -> Result<RunResult, Error> {
+/// `progress(done, total)` is called as I/Os complete; `Break` stops the run.
+pub fn run_bench(cfg: &ExperimentConfig, progress: &mut Progress<'_>) -> Result<RunResult, Error> {
     run_experiment(cfg, progress)
 }
 
@@ -118,7 +119,7 @@ fn bench(
     cfg: &ExperimentConfig,
     resolved: &Resolved,
     workload: PseudoScsiConfig,
-    progress: &mut dyn FnMut(u64, u64),
+    progress: &mut Progress<'_>,
 ) -> Result<RunResult, Error> {
     let (workload, stop_at) = match cfg.duration_s {
         Some(d) => (
@@ -180,7 +181,7 @@ pub fn run_workload<W: Workload<Phys = Hpa>>(
     labels: RunLabels,
     oracle: bool,
     stop_at: Option<Cycles>,
-    progress: &mut dyn FnMut(u64, u64),
+    progress: &mut Progress<'_>,
 ) -> Result<RunResult, Error> {
     let resolved = cfg.resolve()?;
     let go = Go {
@@ -203,7 +204,7 @@ struct Go<'a, W> {
     labels: RunLabels,
     oracle: bool,
     stop_at: Option<Cycles>,
-    progress: &'a mut dyn FnMut(u64, u64),
+    progress: &'a mut Progress<'a>,
     /// The CPUs a trace replay models (the trace's count); `None` for a generator.
     cpus: Option<usize>,
 }
@@ -360,7 +361,7 @@ pub fn with_workload<V: WorkloadVisitor>(
 pub fn replay_trace<S: crate::trace::EventSource>(
     cfg: &ExperimentConfig,
     src: S,
-    progress: &mut dyn FnMut(u64, u64),
+    progress: &mut Progress<'_>,
 ) -> Result<(RunResult, ReplayReport), Error> {
     let resolved = cfg.resolve()?;
     if !matches!(resolved.system, ResolvedSystem::BareMetal) {
@@ -391,7 +392,7 @@ fn replay_resolved<S: crate::trace::EventSource>(
     cfg: &ExperimentConfig,
     resolved: &Resolved,
     src: S,
-    progress: &mut dyn FnMut(u64, u64),
+    progress: &mut Progress<'_>,
 ) -> Result<(RunResult, ReplayReport), Error> {
     let mut w = TraceWorkload::new(src);
     // The magazines' and flush queues' CPUs: the trace's own (`#P:N`), else the config's.

@@ -14,6 +14,7 @@ use crate::workload::{InGuest, TraceWorkload, Workload, WorkloadConfig};
 
 use super::build::{WorkloadVisitor, labels_of, with_workload};
 use super::config::{ExperimentConfig, TraceSpec};
+use super::progress::{Progress, Watched};
 use super::result::RunResult;
 
 /// Whether `g` needs the future (an offline policy on a caching strategy).
@@ -26,16 +27,18 @@ pub(super) fn run_on_generator(
     cfg: &ExperimentConfig,
     g: &GuestConfig,
     w: &WorkloadConfig,
+    progress: &mut Progress<'_>,
 ) -> Result<RunResult, Error> {
-    struct Refs<'a>(&'a GuestConfig);
+    struct Refs<'a> {
+        g: &'a GuestConfig,
+        progress: &'a mut Progress<'a>,
+    }
     impl WorkloadVisitor for Refs<'_> {
         type Output = Arc<Lookahead>;
         fn visit<W: Workload<Phys = Hpa>>(self, w: W) -> Result<Arc<Lookahead>, Error> {
-            let la = Lookahead::from_guest_maps(
-                &mut InGuest::new(w),
-                self.0.cache_only,
-                self.0.guest_pages,
-            )?;
+            let mut w = InGuest::new(Watched::new(w, self.progress));
+            let la = Lookahead::from_guest_maps(&mut w, self.g.cache_only, self.g.guest_pages);
+            let (la, _) = w.into_inner().finish(la.map_err(Error::from))?;
             Ok(Arc::new(la))
         }
     }
@@ -43,19 +46,38 @@ pub(super) fn run_on_generator(
         cfg: &'a ExperimentConfig,
         g: &'a GuestConfig,
         lookahead: Option<Arc<Lookahead>>,
+        progress: &'a mut Progress<'a>,
     }
     impl WorkloadVisitor for Run<'_> {
         type Output = RunResult;
         fn visit<W: Workload<Phys = Hpa>>(self, w: W) -> Result<RunResult, Error> {
-            run(self.cfg, self.g, &mut InGuest::new(w), self.lookahead)
+            let mut w = InGuest::new(Watched::new(w, self.progress));
+            let r = run(self.cfg, self.g, &mut w, self.lookahead);
+            Ok(w.into_inner().finish(r)?.0)
         }
     }
     let lookahead = if needs_lookahead(g) {
-        Some(with_workload(w, Refs(g))?)
+        // The first pass only reads the future: it reports no I/Os done, but a stop ends it.
+        let mut first = |_: u64, total: u64| progress(0, total);
+        Some(with_workload(
+            w,
+            Refs {
+                g,
+                progress: &mut first,
+            },
+        )?)
     } else {
         None
     };
-    with_workload(w, Run { cfg, g, lookahead })
+    with_workload(
+        w,
+        Run {
+            cfg,
+            g,
+            lookahead,
+            progress,
+        },
+    )
 }
 
 /// Replays a trace through the guest (`replay` filled).
@@ -63,22 +85,28 @@ pub(super) fn run_on_trace(
     cfg: &ExperimentConfig,
     g: &GuestConfig,
     t: &TraceSpec,
+    progress: &mut Progress<'_>,
 ) -> Result<RunResult, Error> {
     let open = || -> Result<_, Error> {
-        Ok(InGuest::new(TraceWorkload::new(crate::trace::open(
+        Ok(TraceWorkload::new(crate::trace::open(
             &t.trace, t.format, t.lenient,
-        )?)))
+        )?))
     };
     let lookahead = if needs_lookahead(g) {
-        // Read straight into the 8-byte-per-map index: the stream is never held whole.
-        let la = Lookahead::from_guest_maps(&mut open()?, g.cache_only, g.guest_pages)?;
+        // Read straight into the 8-byte-per-map index: the stream is never held whole. The
+        // first pass reports no I/Os done, but a stop ends it.
+        let mut first = |_: u64, total: u64| progress(0, total);
+        let mut w = InGuest::new(Watched::new(open()?, &mut first));
+        let la = Lookahead::from_guest_maps(&mut w, g.cache_only, g.guest_pages);
+        let (la, _) = w.into_inner().finish(la.map_err(Error::from))?;
         Some(Arc::new(la))
     } else {
         None
     };
-    let mut w = open()?;
-    let mut r = run(cfg, g, &mut w, lookahead)?;
-    r.replay = Some(w.inner().report());
+    let mut w = InGuest::new(Watched::new(open()?, progress));
+    let r = run(cfg, g, &mut w, lookahead);
+    let (mut r, w) = w.into_inner().finish(r)?;
+    r.replay = Some(w.report());
     Ok(r)
 }
 

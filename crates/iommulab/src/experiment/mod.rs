@@ -6,6 +6,7 @@
 pub mod build;
 pub mod config;
 mod guest;
+pub mod progress;
 pub mod pv_dma;
 pub mod record;
 pub mod result;
@@ -19,6 +20,7 @@ pub use config::{
     Resolved, ResolvedSystem, SoftwareClock, SystemConfig, TraceSpec, UnitKind, WorkloadSpec,
     XenPvSystemConfig,
 };
+pub use progress::{PROGRESS_EVERY, Progress, no_progress};
 pub use pv_dma::{PvDmaKind, PvDmaRun, PvDmaSpec, run_pv_dma, xen_2007_unit};
 pub use result::{ComponentStats, RunResult};
 pub use runner::RunLabels;

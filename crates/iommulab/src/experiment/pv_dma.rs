@@ -29,6 +29,7 @@ use std::time::Instant;
 
 use super::build::{IOVA_START_PFN, WorkloadVisitor, iova_space_end, labels_of, with_workload};
 use super::config::{ExperimentConfig, HardwareConfig, Resolved, TraceSpec, UnitKind};
+use super::progress::{Progress, Watched};
 use super::result::RunResult;
 use super::runner::modeled_software;
 
@@ -197,17 +198,20 @@ pub(super) fn run_on_generator(
     resolved: &Resolved,
     spec: &PvDmaSpec,
     w: &WorkloadConfig,
+    progress: &mut Progress<'_>,
 ) -> Result<RunResult, Error> {
     struct Run<'a> {
         cfg: &'a ExperimentConfig,
         resolved: &'a Resolved,
         spec: &'a PvDmaSpec,
+        progress: &'a mut Progress<'a>,
     }
     impl WorkloadVisitor for Run<'_> {
         type Output = RunResult;
         fn visit<W: Workload<Phys = Hpa>>(self, w: W) -> Result<RunResult, Error> {
             let start = Instant::now();
-            let run = run_pv_dma(self.spec, &self.resolved.unit, self.cfg.dma_bits, w)?;
+            let w = Watched::new(w, self.progress);
+            let (run, _) = watched_run(self.spec, &self.resolved.unit, self.cfg.dma_bits, w)?;
             Ok(RunResult::from_xen_pv(
                 labels_of(self.cfg),
                 self.resolved.unit.cost.clock,
@@ -222,6 +226,7 @@ pub(super) fn run_on_generator(
             cfg,
             resolved,
             spec,
+            progress,
         },
     )
 }
@@ -232,10 +237,16 @@ pub(super) fn run_on_trace(
     resolved: &Resolved,
     spec: &PvDmaSpec,
     t: &TraceSpec,
+    progress: &mut Progress<'_>,
 ) -> Result<RunResult, Error> {
     let start = Instant::now();
     let w = TraceWorkload::new(crate::trace::open(&t.trace, t.format, t.lenient)?);
-    let (run, w) = run_keeping(spec, &resolved.unit, cfg.dma_bits, w)?;
+    let (run, w) = watched_run(
+        spec,
+        &resolved.unit,
+        cfg.dma_bits,
+        Watched::new(w, progress),
+    )?;
     let mut r = RunResult::from_xen_pv(
         labels_of(cfg),
         resolved.unit.cost.clock,
@@ -244,6 +255,19 @@ pub(super) fn run_on_trace(
     );
     r.replay = Some(w.report());
     Ok(r)
+}
+
+/// [`run_keeping`] of a watched workload: [`Error::Cancelled`] if its progress callback
+/// stopped it.
+fn watched_run<W: Workload<Phys = Hpa>>(
+    spec: &PvDmaSpec,
+    unit: &VtdConfig,
+    dma_bits: u8,
+    w: Watched<'_, '_, W>,
+) -> Result<(PvDmaRun, W), Error> {
+    // The run takes the workload and hands it back; the watch's verdict is read after it.
+    let (run, w) = run_keeping(spec, unit, dma_bits, w)?;
+    w.finish(Ok(run))
 }
 
 fn with_option<U: RemapUnit, W: Workload<Phys = Hpa>>(

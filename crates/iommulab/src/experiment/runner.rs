@@ -19,6 +19,7 @@ use crate::iova::{IovaAllocator, IovaStats};
 use crate::workload::{DmaOp, OpSink, Segment, Workload};
 
 use super::config::SoftwareClock;
+use super::progress::{PROGRESS_EVERY, Progress};
 use super::result::{ComponentStats, RunResult};
 
 /// The modeled kernel-software cycles implied by the counters so far: every lock hand-off,
@@ -84,9 +85,6 @@ fn cache_cycles(cost: &CostModel, c: &CpuCacheStats) -> u64 {
     c.l1_hits * cost.l1_hit + c.l2_hits * cost.l2_hit + c.misses * cost.memory_access
 }
 
-/// How often (in I/Os) the runner reports progress.
-pub const PROGRESS_EVERY: u64 = 1 << 14;
-
 /// Labels that go into the result but do not change the run.
 #[derive(Debug, Clone)]
 pub struct RunLabels {
@@ -138,8 +136,9 @@ fn slot_mut(slots: &mut Vec<Slot>, slot: u32) -> &mut Slot {
 
 /// Runs `workload` through `api` and returns the result.
 ///
-/// `progress(done, total)` is called every [`PROGRESS_EVERY`] I/Os. With `stop_at`, the run
-/// ends at the first I/O completed at or after that modeled time.
+/// `progress(done, total)` is called every [`PROGRESS_EVERY`] I/Os; when it says `Break`
+/// the run ends with [`Error::Cancelled`]. With `stop_at`, the run ends at the first I/O
+/// completed at or after that modeled time.
 #[allow(clippy::too_many_arguments)]
 pub fn run<A, F, U, W>(
     api: &mut DmaApi<A, F, Native<U>>,
@@ -149,7 +148,7 @@ pub fn run<A, F, U, W>(
     labels: RunLabels,
     stop_at: Option<Cycles>,
     cpu_cache: Option<CpuCacheConfig>,
-    progress: &mut dyn FnMut(u64, u64),
+    progress: &mut Progress<'_>,
 ) -> Result<RunResult, Error>
 where
     A: IovaAllocator,
@@ -246,7 +245,8 @@ where
         play_touched_lines(api, c);
     }
     let wall = start.elapsed().as_secs_f64();
-    progress(ios, total);
+    // The run is over: the last report's answer changes nothing.
+    let _ = progress(ios, total);
 
     Ok(summarise(
         api,
@@ -287,7 +287,7 @@ struct Driver<'a, A: IovaAllocator, F: FlushPolicy, U: RemapUnit> {
     cache: Option<CpuCache>,
     total: u64,
     stop_at: Option<Cycles>,
-    progress: &'a mut dyn FnMut(u64, u64),
+    progress: &'a mut Progress<'a>,
     /// The run ends: the end time was reached, or an op failed (`error`).
     stopped: bool,
     error: Option<Error>,
@@ -404,8 +404,10 @@ impl<A: IovaAllocator, F: FlushPolicy, U: RemapUnit> Driver<'_, A, F, U> {
                 }
                 let now = self.now();
                 self.api.tick(now)?;
-                if self.ios.is_multiple_of(PROGRESS_EVERY) {
-                    (self.progress)(self.ios, self.total);
+                if self.ios.is_multiple_of(PROGRESS_EVERY)
+                    && (self.progress)(self.ios, self.total).is_break()
+                {
+                    return Err(Error::Cancelled);
                 }
                 if self.stop_at.is_some_and(|stop| now >= stop) {
                     self.stopped = true;

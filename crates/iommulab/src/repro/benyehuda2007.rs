@@ -44,8 +44,8 @@ use serde::Serialize;
 
 use crate::Error;
 use crate::experiment::{
-    ExperimentConfig, PvDmaKind, PvDmaRun, PvDmaSpec, UnitKind, run_experiment, run_pv_dma,
-    xen_2007_unit,
+    ExperimentConfig, PvDmaKind, PvDmaRun, PvDmaSpec, UnitKind, no_progress, run_experiment,
+    run_pv_dma, xen_2007_unit,
 };
 use crate::hw::cost::CostModel;
 use crate::virt::xen::pv_dma::SizeBucket;
@@ -389,7 +389,7 @@ pub fn measure_dma(unit: UnitKind, pairs: u64) -> Result<DmaLayerCost, Error> {
         unit.name()
     );
     let cfg = ExperimentConfig::from_toml(&toml)?;
-    let r = run_experiment(&cfg, &mut |_, _| {})?;
+    let r = run_experiment(&cfg, &mut no_progress)?;
     let ghz = CostModel::VTD_2008.clock.as_ghz();
     let sw = r.modeled_sw_ns_per_op * ghz;
     let hw = r.modeled_hw_ns_per_op * ghz;

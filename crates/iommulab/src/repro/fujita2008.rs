@@ -9,7 +9,9 @@ use super::{ReproOptions, Reproduction, Steps};
 use crate::Error;
 use crate::device::DeviceMode;
 use crate::experiment::config::Kernel;
-use crate::experiment::{ExperimentConfig, HardwareConfig, NamedConfig, RunResult, run_bench};
+use crate::experiment::{
+    ExperimentConfig, HardwareConfig, NamedConfig, RunResult, no_progress, run_bench,
+};
 use crate::hw::cost::{CostModel, CostPreset, PriceSource, VTD_2008_PRICES};
 use crate::hw::cpu_cache::CpuCacheConfig;
 
@@ -515,7 +517,7 @@ fn sweep_point(
                 configuration: c,
                 ..cfg.clone()
             },
-            &mut |_, _| {},
+            &mut no_progress,
         )?;
         iops[i] = run.iops;
     }
@@ -565,7 +567,7 @@ fn run_configs(
             };
             let seed = cfg.seed().unwrap_or_default();
             steps.start(|| format!("{}, seed {seed}{what}", c.name()))?;
-            results.push(run_bench(&cfg, &mut |_, _| {})?);
+            results.push(run_bench(&cfg, &mut no_progress)?);
         }
     }
     RunResult::fill_relative(&mut results);

@@ -12,7 +12,7 @@ use serde::Serialize;
 
 use super::{ReproOptions, Reproduction, Steps};
 use crate::Error;
-use crate::experiment::{ExperimentConfig, NamedConfig, run_bench};
+use crate::experiment::{ExperimentConfig, NamedConfig, no_progress, run_bench};
 use crate::hw::cost::CostPreset;
 use crate::virt::xen::{
     ChurnConfig, ChurnResult, PoolMode, PtLevel, PvChurn, XenPvCosts, XenPvSetup,
@@ -263,7 +263,7 @@ fn netperf(
             ..ExperimentConfig::default()
         };
         cfg.hardware.cost = CostPreset::Modern;
-        let r = run_bench(&cfg, &mut |_, _| {})?;
+        let r = run_bench(&cfg, &mut no_progress)?;
         map_unmap_ns.push((
             c.name().to_string(),
             r.modeled_hw_ns_per_op + r.modeled_sw_ns_per_op,
