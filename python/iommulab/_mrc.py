@@ -36,7 +36,8 @@ def mrc(
     that.)
 
     Quotas: every quota `0..=max_quota` pages (default: the trace's distinct pages, past which
-    nothing changes), or only the listed `quotas` (sorted, duplicates dropped); not both.
+    nothing changes: a larger `max_quota` adds only its own row), or only the listed `quotas`
+    (sorted, duplicates dropped); not both.
 
     The result has `policy`, `policy_config`, `pinning`, `method` (`"stack_distance"`: one pass,
     LRU and OPT without pinning over every quota; `"simulation"`: one cache run per quota,

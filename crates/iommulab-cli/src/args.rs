@@ -287,7 +287,8 @@ pub struct TraceGenerateArgs {
     /// The built-in workload.
     #[arg(value_enum)]
     pub workload: WorkloadArg,
-    /// Stop after this many events.
+    /// Stop after this many events, then unmap what is still mapped (so the trace ends with
+    /// every mapping closed; a few more events may follow).
     #[arg(long, default_value_t = 1_000_000)]
     pub events: u64,
     /// Workload seed.
@@ -473,7 +474,8 @@ pub struct MrcArgs {
     /// refused). Default: the page sequence, every page map an independent reference (S1.9).
     #[arg(long)]
     pub pinning: bool,
-    /// Every quota from 0 to this many pages [default: the trace's distinct pages].
+    /// Every quota from 0 to this many pages [default: the trace's distinct pages]; past the
+    /// distinct pages, where nothing changes, only this one.
     #[arg(long, value_name = "PAGES", conflicts_with = "quotas")]
     pub max_quota: Option<usize>,
     /// Only these quotas, in pages, comma separated.

@@ -242,5 +242,12 @@ fn replay_with_a_system_config_file_runs_that_system() {
             .assert()
             .failure()
             .stderr(predicate::str::contains("describes a"));
+        // `bench` too: it used to drop the names and run the file's system.
+        iommulab()
+            .args(["bench", "-q", "--config", "strict", "--config-file"])
+            .arg(&f)
+            .assert()
+            .failure()
+            .stderr(predicate::str::contains("describes a"));
     }
 }

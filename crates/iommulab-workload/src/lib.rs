@@ -319,6 +319,7 @@ impl WorkloadConfig {
     /// Checks the parameters by building the generator once (cheap for every default; the
     /// Apache generator lays out its files), so a bad field is reported before a run.
     pub fn validate(&self) -> Result<(), ParamError> {
+        self.check_sizes()?;
         match *self {
             WorkloadConfig::PseudoScsi(c) if c.io_size == 0 => {
                 Err(invalid("workload.io_size", 0, "at least 1 byte"))
@@ -368,6 +369,105 @@ impl WorkloadConfig {
             )),
             WorkloadConfig::NetRx(_) => Ok(()),
             WorkloadConfig::NicDuplex(c) => c.with(drop),
+        }
+    }
+}
+
+/// The most pages a buffer pool may hold (`pool_pages`): 2^36, 256 TiB, so every buffer's
+/// address stays below 2^52, the widest physical address a VT-d entry holds.
+pub const MAX_POOL_PAGES: u64 = 1 << 36;
+
+/// The most pages a generator's page allocator may manage (`memory.pages`): 2^26, 256 GiB. It
+/// keeps 8 bytes per free page.
+pub const MAX_MEMORY_PAGES: u64 = 1 << 26;
+
+/// The most devices a generator may drive: a run places device `i` at bus `i / 31`, device
+/// `i % 31 + 1`, so 31 × 256 fit on the buses there are.
+pub const MAX_DEVICES: u16 = 31 * 256;
+
+/// The largest buffer or per-frame byte count (`buf_size`, `tx_bytes_per_rx_frame`): 1 GiB.
+pub const MAX_BUFFER_BYTES: u64 = 1 << 30;
+
+impl WorkloadConfig {
+    /// The sizes every generator shares: a run of at least one packet, request or I/O, and
+    /// pools, memories and buffers whose addresses and byte counts the model can hold.
+    fn check_sizes(&self) -> Result<(), ParamError> {
+        let at_least_one = |key: &str, n: u64| {
+            if n == 0 {
+                Err(invalid(
+                    key,
+                    0,
+                    "at least 1 (a run of nothing has no result)",
+                ))
+            } else {
+                Ok(())
+            }
+        };
+        let at_most = |key: &str, n: u64, max: u64, what: &str| {
+            if n > max {
+                Err(invalid(key, n, &format!("at most {max} ({what})")))
+            } else {
+                Ok(())
+            }
+        };
+        let pool = |key: &str, n: u64| {
+            at_least_one(key, n)?;
+            at_most(key, n, MAX_POOL_PAGES, "256 TiB of 4 KiB pages")
+        };
+        let memory = |m: &page_alloc::PageAllocConfig| {
+            at_least_one("workload.memory.pages", m.pages)?;
+            at_most(
+                "workload.memory.pages",
+                m.pages,
+                MAX_MEMORY_PAGES,
+                "256 GiB of 4 KiB pages",
+            )
+        };
+        let buffer = |key: &str, n: u64| at_most(key, n, MAX_BUFFER_BYTES, "1 GiB");
+        match self {
+            WorkloadConfig::PseudoScsi(c) => pool("workload.pool_pages", c.pool_pages),
+            WorkloadConfig::NetperfSend(c) => {
+                at_least_one("workload.packets", c.packets)?;
+                memory(&c.memory)
+            }
+            WorkloadConfig::ApacheSendfile(c) => {
+                at_least_one("workload.requests", c.requests)?;
+                memory(&c.memory)
+            }
+            WorkloadConfig::Block(c) => {
+                at_least_one("workload.requests", c.requests)?;
+                memory(&c.memory)
+            }
+            WorkloadConfig::UniformRandom(c) => {
+                at_least_one("workload.ios", c.ios)?;
+                pool("workload.pool_pages", c.pool_pages)?;
+                at_most(
+                    "workload.devices",
+                    u64::from(c.devices),
+                    u64::from(MAX_DEVICES),
+                    "31 devices on each of 256 buses",
+                )
+            }
+            WorkloadConfig::NetRx(c) => {
+                at_least_one("workload.packets", c.packets)?;
+                pool("workload.pool_pages", c.pool_pages)?;
+                buffer("workload.buf_size", c.buf_size)
+            }
+            WorkloadConfig::NicDuplex(c) => {
+                match c.tx {
+                    DuplexTx::NetperfSend(t) => {
+                        at_least_one("workload.tx.packets", t.packets)?;
+                        memory(&t.memory)?;
+                    }
+                    DuplexTx::ApacheSendfile(t) => {
+                        at_least_one("workload.tx.requests", t.requests)?;
+                        memory(&t.memory)?;
+                    }
+                }
+                pool("workload.rx.pool_pages", c.rx.pool_pages)?;
+                buffer("workload.rx.buf_size", c.rx.buf_size)?;
+                buffer("workload.tx_bytes_per_rx_frame", c.tx_bytes_per_rx_frame)
+            }
         }
     }
 }
@@ -548,6 +648,67 @@ pub(crate) mod check {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Runs of nothing, and pools, memories, device counts and buffers past what the model
+    /// can address or hold, are refused by key (they used to run as nothing, overflow an
+    /// address or exhaust memory); the largest allowed still validates.
+    #[test]
+    fn sizes_a_run_cannot_hold_are_refused_by_key() {
+        let parse = |t: &str| -> WorkloadConfig { toml::from_str(t).unwrap() };
+        for (text, key) in [
+            ("kind = \"netperf-send\"\npackets = 0", "workload.packets"),
+            (
+                "kind = \"apache-sendfile\"\nrequests = 0",
+                "workload.requests",
+            ),
+            ("kind = \"block\"\nrequests = 0", "workload.requests"),
+            ("kind = \"uniform-random\"\nios = 0", "workload.ios"),
+            ("kind = \"net-rx\"\npackets = 0", "workload.packets"),
+            (
+                "kind = \"pseudo-scsi\"\npool_pages = 0",
+                "workload.pool_pages",
+            ),
+            (
+                "kind = \"pseudo-scsi\"\npool_pages = 9223372036854775807",
+                "workload.pool_pages",
+            ),
+            (
+                "kind = \"uniform-random\"\npool_pages = 68719476737",
+                "workload.pool_pages",
+            ),
+            (
+                "kind = \"uniform-random\"\ndevices = 7937",
+                "workload.devices",
+            ),
+            (
+                "kind = \"net-rx\"\nbuf_size = 9223372036854775807",
+                "workload.buf_size",
+            ),
+            (
+                "kind = \"netperf-send\"\nmemory = { pages = 2147483648 }",
+                "workload.memory.pages",
+            ),
+            (
+                "kind = \"nic-duplex\"\ntx_bytes_per_rx_frame = 9223372036854775807",
+                "workload.tx_bytes_per_rx_frame",
+            ),
+            (
+                "kind = \"nic-duplex\"\ntx = { kind = \"netperf-send\", packets = 0 }",
+                "workload.tx.packets",
+            ),
+        ] {
+            match parse(text).validate() {
+                Err(e) => assert_eq!(e.key, key, "{text}: {e}"),
+                Ok(()) => panic!("{text}: accepted"),
+            }
+        }
+        for text in [
+            "kind = \"uniform-random\"\nios = 10\npool_pages = 68719476736\ndevices = 7936",
+            "kind = \"pseudo-scsi\"\npool_pages = 68719476736",
+        ] {
+            parse(text).validate().unwrap();
+        }
+    }
 
     /// Every kind round-trips through TOML, tagged by its `name()`.
     #[test]

@@ -935,7 +935,11 @@ mod tests {
     #[test]
     fn the_total_is_counted_only_for_runs_of_countable_size() {
         let small = NetperfSend::new(cfg(crate::COUNTED_TOTAL_MAX)).unwrap();
-        assert!(small.total_ios().is_some_and(|t| t >= crate::COUNTED_TOTAL_MAX));
+        assert!(
+            small
+                .total_ios()
+                .is_some_and(|t| t >= crate::COUNTED_TOTAL_MAX)
+        );
         let huge = NetperfSend::new(cfg(1_000_000_000_000_000)).unwrap();
         assert_eq!(huge.total_ios(), None);
         let apache = |requests| {

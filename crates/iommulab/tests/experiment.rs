@@ -97,6 +97,24 @@ fn a_guest_refuses_the_keys_it_cannot_honour() {
         ),
         ("dma_debug = true\n", "dma_debug"),
         ("[device]\nkind = \"malicious\"\nneighbours = 1\n", "device"),
+        // Bare metal's kernel and cache model, and the host unit's structure: a guest used
+        // to run without them under the same label.
+        ("kernel = \"2.6.26\"\n", "kernel"),
+        ("reserved = [{ start = 0, end = 0xfff }]\n", "reserved"),
+        ("[hardware.cpu_cache]\n", "hardware.cpu_cache"),
+        ("[hardware]\nlevels = 4\n", "hardware.levels"),
+        (
+            "[hardware]\niotlb = { sets = 64, ways = 8 }\n",
+            "hardware.iotlb",
+        ),
+        (
+            "[hardware]\ninvalidation = \"queued\"\n",
+            "hardware.invalidation",
+        ),
+        (
+            "[hardware]\nwrite_buffer_flush = false\n",
+            "hardware.write_buffer_flush",
+        ),
     ] {
         let c = parse(&format!("{extra}[system]\nkind = \"guest\"\n"));
         match c.resolve() {
@@ -265,6 +283,9 @@ fn a_xen_pv_domain_refuses_the_keys_it_cannot_honour() {
         ),
         ("", "domain_mib = 0\n", "system.domain_mib"),
         ("", "batch = 0\n", "system.batch"),
+        ("kernel = \"2.6.26\"\n", "", "kernel"),
+        ("reserved = [{ start = 0, end = 0xfff }]\n", "", "reserved"),
+        ("[hardware.cpu_cache]\n", "", "hardware.cpu_cache"),
     ] {
         let c = parse(&format!("{extra}[system]\nkind = \"xen-pv\"\n{sys}"));
         match c.resolve() {
@@ -447,6 +468,22 @@ fn sizes_beyond_what_a_run_can_hold_are_refused_by_key() {
             "system.guest_mib",
             "1..=1048576",
         ),
+        (
+            "[hardware.cost_overrides]\nio_path = 9223372036854775807\n",
+            "hardware.cost_overrides.io_path",
+            "0..=100000000 cycles",
+        ),
+        (
+            "[hardware.cost_overrides]\nghz = 1e-300\n",
+            "hardware.cost_overrides.ghz",
+            "0.1..=100 GHz",
+        ),
+        (
+            "[mechanisms]\ntranslation = \"iommu\"\nallocator = \"rbtree\"\n\
+             flush = { kind = \"strict\" }\nmagazine = { mag_size = 0 }\n",
+            "mechanisms.magazine.mag_size",
+            "1..=65536",
+        ),
     ] {
         match parse(text).resolve() {
             Err(ConfigError::Invalid {
@@ -465,6 +502,7 @@ fn sizes_beyond_what_a_run_can_hold_are_refused_by_key() {
         "[hardware]\niotlb = { sets = 1048576, ways = 1 }\n",
         "dma_bits = 35\n[hardware]\nunit = \"calgary\"\n",
         "[system]\nkind = \"guest\"\nguest_mib = 1048576\n[hardware]\ncost = \"kvm-2010\"\n",
+        "[hardware.cost_overrides]\nio_path = 100000000\nghz = 100.0\n",
     ] {
         parse(text).resolve().unwrap();
     }

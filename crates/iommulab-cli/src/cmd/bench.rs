@@ -93,6 +93,14 @@ pub fn base_config(args: &BenchArgs) -> Result<ExperimentConfig> {
     }
     cfg.dma_debug |= args.dma_debug;
     if !args.configs.is_empty() {
+        if !matches!(cfg.system, iommulab::experiment::SystemConfig::BareMetal) {
+            // A guest or a Xen PV domain has its own fixed stack: the names would be dropped.
+            bail!(
+                "--config names bare-metal configurations, but the --config-file describes a {} \
+                 system: give one or the other",
+                cfg.system.kind_name()
+            );
+        }
         // Named configurations on the command line win over explicit mechanisms in the file.
         cfg.mechanisms = None;
     }

@@ -206,7 +206,9 @@ impl RbTree2626 {
         } else {
             let c = self.cached32;
             self.touch(c);
-            limit_pfn = self.tree.core_range(c).0 - 1;
+            // A range reserved from page 0 leaves nothing below it (2.6.26 would wrap here:
+            // Linux never reserves page 0, a configured window may).
+            limit_pfn = self.tree.core_range(c).0.checked_sub(1)?;
             self.prev(c)
         };
         let mut prev = curr;
@@ -215,13 +217,13 @@ impl RbTree2626 {
             if limit_pfn < lo {
                 // goto move_left
             } else if limit_pfn < hi {
-                limit_pfn = lo - 1; // adjust_limit_pfn
+                limit_pfn = lo.checked_sub(1)?; // adjust_limit_pfn
             } else {
                 let pad = Self::pad(size, limit_pfn);
                 if hi + size + pad <= limit_pfn {
                     break; // found a free slot
                 }
-                limit_pfn = lo - 1;
+                limit_pfn = lo.checked_sub(1)?;
             }
             prev = curr;
             curr = self.prev(curr);
@@ -576,6 +578,24 @@ mod tests {
             alloc(&mut t, 1);
         }
         assert_eq!(alloc(&mut t, 1), 0xfedff);
+    }
+
+    /// A window reserved from page 0 leaves nothing below it: the walk reports the space
+    /// exhausted instead of wrapping its limit below page 0 (a debug build panicked, a release
+    /// build handed out a page near 2^64).
+    #[test]
+    fn a_window_from_page_zero_exhausts_the_space_below_it() {
+        let mut t = RbTree2626::new(Pfn::new(1), Pfn::new(END)).unwrap();
+        t.reserve(Pfn::new(0), END).unwrap();
+        assert!(matches!(
+            t.alloc(C, 1, Pfn::new(END)),
+            Err(IovaError::Exhausted { .. })
+        ));
+        // The cached node's path too: a window from 0 below a live range.
+        let mut t = RbTree2626::new(Pfn::new(1), Pfn::new(END)).unwrap();
+        t.reserve(Pfn::new(0), END - 1).unwrap();
+        assert_eq!(alloc(&mut t, 1), END - 1);
+        assert!(t.alloc(C, 1, Pfn::new(END)).is_err());
     }
 
     /// The unmap-time `find_iova` and the free count 1 + 1 locks, the allocation 2.

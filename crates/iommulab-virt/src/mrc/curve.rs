@@ -48,7 +48,9 @@ pub const MAX_QUOTA: usize = 1 << 24;
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Quotas {
-    /// Every quota `0..=N`.
+    /// Every quota `0..=N` up to the trace's distinct pages, then `N` itself: every quota
+    /// past the distinct pages gives the distinct count's point, so listing each of them
+    /// (up to 2^24 rows for a trace of a few pages) would say nothing more.
     UpTo(usize),
     /// These quotas (sorted and deduplicated by [`hit_rate_curve`]).
     List(Vec<usize>),
@@ -260,7 +262,9 @@ fn resolve_quotas(quotas: Option<&Quotas>, distinct: usize) -> Result<Vec<usize>
             if *n > MAX_QUOTA {
                 return Err(too_large("max_quota", *n));
             }
-            Ok((0..=*n).collect())
+            Ok((0..=(*n).min(distinct))
+                .chain((*n > distinct).then_some(*n))
+                .collect())
         }
         Some(Quotas::List(list)) => {
             if list.is_empty() {
@@ -519,6 +523,19 @@ mod tests {
             .unwrap_err()
             .to_string()
         };
+        // Up to a quota past the distinct pages: every quota up to them, then the one asked
+        // for (it used to list all 2^24 + 1, for minutes and a gigabyte of JSON).
+        let c = hit_rate_curve(
+            &refs,
+            &CurveRequest {
+                quotas: Some(Quotas::UpTo(MAX_QUOTA)),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let d = c.distinct_pages;
+        assert_eq!(c.quota, (0..=d).chain([MAX_QUOTA]).collect::<Vec<_>>());
+        assert_eq!(c.hits[d + 1], c.hits[d]);
         let e = err(Quotas::UpTo(MAX_QUOTA + 1));
         assert!(e.contains("max_quota") && e.contains("16777216"), "{e}");
         let e = err(Quotas::List(vec![3, 1 << 40]));

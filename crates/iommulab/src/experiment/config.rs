@@ -61,7 +61,7 @@ use crate::hw::invalidate::InvalidationInterface;
 use crate::hw::iotlb::IotlbConfig;
 use crate::hw::vtd::VtdConfig;
 use crate::iova::domain::{ByteRange, RESERVED_2626_Q35};
-use crate::iova::{AllocatorKind, MagazineConfig};
+use crate::iova::{AllocatorKind, MagazineConfig, MagazineConfigError};
 use crate::trace::TraceFormat;
 use crate::virt::{
     Batching, CacheOnly, EvictionConfig, GuestConfig, InvalidationScope, QuotaPolicy, Strategy,
@@ -323,6 +323,25 @@ impl Mechanisms {
                     .into(),
             });
         }
+        // The other knobs too, whichever allocator runs: a value no run could use is refused
+        // before any run, not at the start of one with the magazine allocator.
+        match self.magazine.validate() {
+            Err(MagazineConfigError::MagSize(n)) => {
+                return Err(ConfigError::Invalid {
+                    key: "mechanisms.magazine.mag_size".into(),
+                    value: n.to_string(),
+                    expected: "1..=65536 (Linux: 127)".into(),
+                });
+            }
+            Err(MagazineConfigError::MaxCached(n)) => {
+                return Err(ConfigError::Invalid {
+                    key: "mechanisms.magazine.max_cached_pages_log2".into(),
+                    value: n.to_string(),
+                    expected: "0..=20 (Linux: 5)".into(),
+                });
+            }
+            Err(MagazineConfigError::Cpus(_)) | Ok(()) => {}
+        }
         if matches!(self.flush, FlushConfig::PerLap) && self.allocator != AllocatorKind::Bitmap {
             return Err(ConfigError::Invalid {
                 key: "flush.kind".into(),
@@ -448,6 +467,24 @@ impl HardwareConfig {
                     ),
                 });
             }
+            let bounded = if k == "ghz" {
+                v.as_float()
+                    .or_else(|| v.as_integer().map(|i| i as f64))
+                    .is_none_or(|g| GHZ_RANGE.contains(&g))
+            } else {
+                v.as_integer().is_none_or(|c| c <= MAX_PRICE_CYCLES as i64)
+            };
+            if !bounded {
+                return Err(ConfigError::Invalid {
+                    key: format!("hardware.cost_overrides.{k}"),
+                    value: v.to_string(),
+                    expected: if k == "ghz" {
+                        format!("{}..={} GHz", GHZ_RANGE.start(), GHZ_RANGE.end())
+                    } else {
+                        format!("0..={MAX_PRICE_CYCLES} cycles")
+                    },
+                });
+            }
             table.insert(k.clone(), v.clone());
         }
         table
@@ -553,6 +590,15 @@ pub const MAX_GUEST_MIB: u64 = 1 << 20;
 
 /// The most requests per Xen multicall (`system.batch`).
 pub const MAX_XEN_BATCH: u32 = 65_536;
+
+/// The highest price a `hardware.cost_overrides` field may name: 10^8 cycles, a thirtieth of
+/// a second at 3 GHz, about 10^4 times the dearest measured price (a hypercall). The model
+/// multiplies prices by counts without overflow checks on its hot paths; this keeps
+/// `price × count` in 64 bits for runs of up to 10^11 operations.
+pub const MAX_PRICE_CYCLES: u64 = 100_000_000;
+
+/// The clock rates a `hardware.cost_overrides.ghz` may name: 0.1–100 GHz.
+pub const GHZ_RANGE: std::ops::RangeInclusive<f64> = 0.1..=100.0;
 
 /// Everything one run needs: hardware × system × workload × device (see the module doc).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -939,6 +985,28 @@ impl ExperimentConfig {
                 "the modeled clock (the model prices hypercalls and hypervisor work)",
             ));
         }
+        // The bare-metal kernel's allocator settings and the cache model of its metadata.
+        if !self.kernel.is_default() {
+            return Err(refuse(
+                "kernel",
+                self.kernel.name().into(),
+                "the default kernel (its allocator rules are bare metal's)",
+            ));
+        }
+        if self.reserved.is_some() {
+            return Err(refuse(
+                "reserved",
+                "set".into(),
+                "no `reserved` windows (they are a bare-metal kernel's IOVA domains')",
+            ));
+        }
+        if self.hardware.cpu_cache.is_some() {
+            return Err(refuse(
+                "hardware.cpu_cache",
+                "set".into(),
+                "no CPU cache model (it prices a bare-metal allocator's metadata)",
+            ));
+        }
         Ok(())
     }
 
@@ -955,6 +1023,29 @@ impl ExperimentConfig {
              invalidates at every unmap (S1.1)",
             "the guest model's oracle probes every unmapped page, `system.protection_oracle`",
         )?;
+        // The host's unit is Yassour's (S1.10): `[hardware]` gives it only its prices, and
+        // its invalidation interface is `system.host_invalidation`.
+        let h = &self.hardware;
+        for (key, set) in [
+            ("hardware.levels", h.levels.is_some()),
+            ("hardware.iotlb", h.iotlb.is_some()),
+            ("hardware.invalidation", h.invalidation.is_some()),
+            (
+                "hardware.write_buffer_flush",
+                h.write_buffer_flush.is_some(),
+            ),
+        ] {
+            if set {
+                return Err(ConfigError::Invalid {
+                    key: key.into(),
+                    value: "set".into(),
+                    expected: "not set with `system.kind = \"guest\"`: the host's unit is \
+                               Yassour's (S1.10), `[hardware]` sets only its prices (`cost`, \
+                               `cost_overrides`); its invalidation is `system.host_invalidation`"
+                        .into(),
+                });
+            }
+        }
         if g.guest_mib == 0 || g.link_mbps == 0 || g.cpus == 0 {
             return Err(ConfigError::Invalid {
                 key: if g.guest_mib == 0 {
@@ -1245,18 +1336,20 @@ mod tests {
         assert_eq!(m.pte_set, CostModel::VTD_2008.pte_set);
     }
 
-    /// The clock rate is `ghz` in TOML, a float; one that is not positive is refused.
+    /// The clock rate is `ghz` in TOML, a float; one outside 0.1–100 GHz (0, NaN) is refused.
     #[test]
     fn cost_override_of_the_clock_rate() {
         let mut hw = HardwareConfig::default();
         hw.cost_overrides
             .insert("ghz".into(), toml::Value::Float(2.0));
         assert_eq!(hw.cost_model().unwrap().clock.as_ghz(), 2.0);
-        hw.cost_overrides
-            .insert("ghz".into(), toml::Value::Float(0.0));
-        let msg = hw.cost_model().unwrap_err().to_string();
-        assert!(msg.contains("hardware.cost_overrides"), "{msg}");
-        assert!(msg.contains("positive, finite"), "{msg}");
+        for bad in [0.0, f64::NAN, 100.5] {
+            hw.cost_overrides
+                .insert("ghz".into(), toml::Value::Float(bad));
+            let msg = hw.cost_model().unwrap_err().to_string();
+            assert!(msg.contains("hardware.cost_overrides.ghz"), "{msg}");
+            assert!(msg.contains("0.1..=100 GHz"), "{msg}");
+        }
     }
 
     #[test]

@@ -158,8 +158,21 @@ where
     W: Workload<Phys = Hpa>,
 {
     let cost = *api.unit().cost();
-    let mut devs: Vec<DeviceHandle> = Vec::with_capacity(workload.devices().max(1));
-    for i in 0..workload.devices().max(1) {
+    let n_devs = workload.devices().max(1);
+    if n_devs > usize::from(crate::workload::MAX_DEVICES) {
+        // Past the last bus two devices would share a requester ID (and one's mappings).
+        return Err(crate::experiment::ConfigError::Invalid {
+            key: "workload.devices".into(),
+            value: n_devs.to_string(),
+            expected: format!(
+                "at most {} (31 devices on each of 256 buses)",
+                crate::workload::MAX_DEVICES
+            ),
+        }
+        .into());
+    }
+    let mut devs: Vec<DeviceHandle> = Vec::with_capacity(n_devs);
+    for i in 0..n_devs {
         // Device i sits at 00:(i+1).0, then further buses when a bus is full.
         let n = u16::try_from(i).unwrap_or(u16::MAX);
         let bus = u8::try_from(n / 31).unwrap_or(u8::MAX);
