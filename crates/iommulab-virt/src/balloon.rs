@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 
 /// How the host sets a guest's quota over time.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
 pub enum QuotaPolicy {
     /// Q(t) = min(requested, Mmax − B(t)).
     Cooperative {

@@ -293,6 +293,14 @@ fn a_xen_pv_domain_refuses_the_keys_it_cannot_honour() {
             other => panic!("{key}: {other:?}"),
         }
     }
+    // A misspelt key inside a reserved window or a quota policy is an error, not ignored.
+    for text in [
+        "reserved = [{ start = 0x1000, end = 0x1fff, size = 5 }]\n",
+        "[system]\nkind = \"guest\"\nquota_policy = { kind = \"selfish\", quota = 16, bogus = 1 }\n",
+    ] {
+        let e = ExperimentConfig::from_toml(text).unwrap_err().to_string();
+        assert!(e.contains("unknown field"), "{text}: {e}");
+    }
     // An unknown option is named with the ones there are.
     let e = ExperimentConfig::from_toml("[system]\nkind = \"xen-pv\"\noption = \"sometimes\"\n")
         .unwrap_err()

@@ -118,6 +118,7 @@ pub const RESERVED_2626_Q35: [ByteRange; 9] = [
 
 /// An inclusive byte range `[start, end]`, as Linux prints resources.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct ByteRange {
     /// First byte.
     pub start: u64,
