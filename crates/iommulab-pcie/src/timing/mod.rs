@@ -223,6 +223,23 @@ impl ExpEtherParams {
     }
 }
 
+/// Bridge passes on a DMA read's round trip as [`sim`] issues it: the I/O-side bridge up,
+/// the host bridge in and out, the I/O-side bridge down.
+pub const READ_BRIDGE_PASSES: u32 = 4;
+
+/// Switch hops on a DMA read's round trip: one each way (the two bridges hang off one
+/// switch per path).
+pub const READ_SWITCH_HOPS: u32 = 2;
+
+/// The fixed latencies of one read's round trip, ns: [`READ_BRIDGE_PASSES`] bridge
+/// passes, [`READ_SWITCH_HOPS`] switch hops and the memory read; the rest of an unloaded
+/// round trip is serialization on the links.
+pub fn read_fixed_latency_ns(p: &ExpEtherParams) -> f64 {
+    f64::from(READ_BRIDGE_PASSES) * p.bridge_ns
+        + f64::from(READ_SWITCH_HOPS) * p.switch_ns
+        + p.host_memory_ns
+}
+
 /// DMA reads per packet: each read is at most Max_Read_Request_Size.
 pub fn reads_per_packet(p: &ExpEtherParams) -> u32 {
     p.dma_bytes_per_packet().div_ceil(p.max_read_request_bytes)

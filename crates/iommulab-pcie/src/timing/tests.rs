@@ -75,6 +75,46 @@ fn receive_is_n_reads_per_round_trip_until_the_ethernet_limits_it() {
     );
 }
 
+/// The page's account of a read's round trip (bridge passes, switch hops) is the
+/// simulator's: moving one latency moves the unloaded round trip by its count times.
+#[test]
+fn a_reads_round_trip_has_four_bridge_passes_and_one_switch_hop_each_way() {
+    let p = ExpEtherParams::default();
+    let rtt = |p: &ExpEtherParams| run(p, Direction::Receive, vec![1], false).unloaded_read_rtt_ns;
+    let base = rtt(&p);
+    let bridge = ExpEtherParams {
+        bridge_ns: p.bridge_ns + 100.0,
+        ..p.clone()
+    };
+    let switch = ExpEtherParams {
+        switch_ns: p.switch_ns + 100.0,
+        ..p.clone()
+    };
+    let memory = ExpEtherParams {
+        host_memory_ns: p.host_memory_ns + 100.0,
+        ..p.clone()
+    };
+    assert!(close(
+        rtt(&bridge) - base,
+        100.0 * f64::from(READ_BRIDGE_PASSES),
+        1e-6
+    ));
+    assert!(close(
+        rtt(&switch) - base,
+        100.0 * f64::from(READ_SWITCH_HOPS),
+        1e-6
+    ));
+    assert!(close(rtt(&memory) - base, 100.0, 1e-6));
+    // What is left is serialization, the same whatever the latencies.
+    let rest = base - read_fixed_latency_ns(&p);
+    assert!(rest > 0.0);
+    assert!(close(
+        rtt(&bridge) - read_fixed_latency_ns(&bridge),
+        rest,
+        1e-6
+    ));
+}
+
 #[test]
 fn qos_gives_each_vf_one_share_whatever_its_demand() {
     let p = ExpEtherParams::default();

@@ -58,8 +58,9 @@ pub struct ChurnConfig {
     pub pte_pages: (u32, u32),
     /// The pool.
     pub pool: PoolMode,
-    /// Its shrinking thresholds.
-    pub shrink: ShrinkConfig,
+    /// When the pool gives pages back; `None`: never. S3.5 adds the freeing to the
+    /// `cache-dynamic-enabled` group only (its pre-enabled group keeps every page).
+    pub shrink: Option<ShrinkConfig>,
     /// Guest memory in 4 KiB frames.
     pub guest_frames: u64,
     /// NIC receive stream in Mb/s (S3.5's netperf: 87.9).
@@ -82,7 +83,7 @@ impl Default for ChurnConfig {
             lifetime_s: 30.0,
             pte_pages: (8, 40),
             pool: PoolMode::Disabled,
-            shrink: ShrinkConfig::default(),
+            shrink: None,
             guest_frames: 1 << 18,
             stream_mbps: 87.9,
             packet_bytes: 1448,
@@ -110,6 +111,12 @@ pub struct MinuteStats {
     pub free_ns: [f64; 3],
     /// Pages in each level's pool at the end of the minute (Figs. 8–9).
     pub pooled: [u64; 3],
+    /// Tables of each level in use at the end of the minute.
+    pub in_use: [u64; 3],
+    /// Tables allocated per level (from a pool or from the page allocator).
+    pub allocs: [u64; 3],
+    /// Tables freed per level (into a pool or to the page allocator).
+    pub frees: [u64; 3],
     /// Packets the NIC received.
     pub packets: u64,
     /// Its IOTLB lookups that missed.
@@ -133,6 +140,9 @@ pub struct ChurnResult {
     pub buddy_allocs: u64,
     /// Pages the pools gave back by shrinking.
     pub shrunk: u64,
+    /// Per level, the largest `in_pool / in_use` right after a free into the pool (what the
+    /// shrink rule compares with its proportion).
+    pub max_proportion: [f64; 3],
     /// Processes alive at the end.
     pub alive_at_end: u64,
 }
@@ -275,6 +285,7 @@ impl<U: RemapUnit> PvChurn<U> {
     fn alloc_table(&mut self, level: PtLevel, m: &mut MinuteStats) -> Result<Pfn<Gpa>, XenError> {
         let c = self.cfg.costs;
         let ctor = if level == PtLevel::Pgd { c.pgd_ctor } else { 0 };
+        m.allocs[level.index()] += 1;
         if let Some(f) = self.pool.take(level) {
             self.stats.pool_hits += 1;
             m.alloc_ns[level.index()] += self.ns(c.pool_op + ctor);
@@ -306,6 +317,7 @@ impl<U: RemapUnit> PvChurn<U> {
         m: &mut MinuteStats,
     ) -> Result<(), XenError> {
         let c = self.cfg.costs;
+        m.frees[level.index()] += 1;
         if self.pool.give(level, f) {
             m.free_ns[level.index()] += self.ns(c.pool_op);
             self.shrunk.clear();
@@ -434,6 +446,7 @@ impl<U: RemapUnit> PvChurn<U> {
         m.device_walk_ns = self.ns(self.io.unit().device_cycles().get() - dev);
         for l in PtLevel::ALL {
             m.pooled[l.index()] = self.pool.pooled(l);
+            m.in_use[l.index()] = self.pool.in_use(l);
         }
         self.stats.peak_pooled = self.stats.peak_pooled.max(m.pooled.iter().sum());
         self.stats.minutes.push(m.clone());
@@ -444,6 +457,7 @@ impl<U: RemapUnit> PvChurn<U> {
     /// Everything so far.
     pub fn finish(mut self) -> ChurnResult {
         self.stats.alive_at_end = self.clock.alive.len() as u64;
+        self.stats.max_proportion = PtLevel::ALL.map(|l| self.pool.max_proportion(l));
         self.stats
     }
 
@@ -542,6 +556,38 @@ mod tests {
         let alloc = |r: &ChurnResult| r.minutes[2].alloc_ns.iter().sum::<f64>();
         assert!(alloc(&on) < alloc(&off));
         assert!(on.minutes[2].packets > 400_000 && on.minutes[2].iotlb_lookups > 0);
+    }
+
+    /// The shrink rule runs only where a group is given one (S3.5: the dynamic group). It
+    /// frees `in_pool − in_use` pages, so it needs a pool larger than the tables in use; a
+    /// steady churn's pool holds only the swing of live tables, so it never fires, and the
+    /// largest proportion seen says so (the rule itself: `iosup.rs`'s test).
+    #[test]
+    fn the_pool_gives_pages_back_only_with_a_shrink_config_past_its_thresholds() {
+        let setup = XenPvSetup::default();
+        let run = |shrink| {
+            let cfg = ChurnConfig {
+                minutes: 2,
+                shrink,
+                ..small(PoolMode::PreEnabled)
+            };
+            PvChurn::new(cfg, &setup).unwrap().run().unwrap()
+        };
+        let keep = run(None);
+        assert_eq!(keep.shrunk, 0);
+        let default = run(Some(ShrinkConfig::default()));
+        assert_eq!(default.shrunk, 0);
+        assert!(
+            default.max_proportion.iter().all(|&p| p > 0.0 && p < 1.0),
+            "{:?}",
+            default.max_proportion
+        );
+        assert_eq!(default.peak_pooled, keep.peak_pooled);
+        let m = &keep.minutes[1];
+        assert!(
+            m.frees.iter().all(|&f| f > 0) && m.in_use[1] == 4 * m.in_use[0],
+            "{m:?}"
+        );
     }
 
     proptest! {

@@ -1,10 +1,11 @@
 //! IOSUP (S3.4): per-level pools of freed page-table pages (PGD, PMD, PTE). A page-table
 //! page freed into its pool keeps its Xen type (and its pin), so the next page table of
 //! that level takes it without a type change: no I/O unmap, no IOTLB invalidation, no
-//! validation. A level's pool shrinks when both the proportion pool / in use and the total
-//! pool + in use exceed their thresholds: `num_in_pool − num_in_use` pages go back to the
-//! buddy allocator (S3.4's Δnum_to_free). The pool can be on from boot or switched on at
-//! run time.
+//! validation. With a [`ShrinkConfig`], a level's pool shrinks when both the proportion
+//! pool / in use and the total pool + in use exceed its thresholds: `num_in_pool −
+//! num_in_use` pages go back to the buddy allocator (S3.4's Δnum_to_free); without one it
+//! keeps every page (S3.5 adds the freeing to the dynamic group only). The pool can be on
+//! from boot or switched on at run time.
 
 use serde::{Deserialize, Serialize};
 
@@ -79,13 +80,15 @@ pub struct PtPool {
     pools: [Vec<Pfn<Gpa>>; 3],
     in_use: [u64; 3],
     enabled: bool,
-    shrink: ShrinkConfig,
+    shrink: Option<ShrinkConfig>,
     peak: [u64; 3],
+    max_proportion: [f64; 3],
 }
 
 impl PtPool {
-    /// Pools that are off until [`PtPool::enable`].
-    pub fn new(shrink: ShrinkConfig) -> Self {
+    /// Pools that are off until [`PtPool::enable`]; `shrink`: when they give pages back
+    /// (`None`: never).
+    pub fn new(shrink: Option<ShrinkConfig>) -> Self {
         Self {
             shrink,
             ..Self::default()
@@ -123,18 +126,28 @@ impl PtPool {
             return false;
         }
         self.pools[i].push(frame);
-        self.peak[i] = self.peak[i].max(self.pools[i].len() as u64);
+        let pool = self.pools[i].len() as u64;
+        self.peak[i] = self.peak[i].max(pool);
+        // What the shrink rule compares with its proportion, kept so a page can say why it
+        // did or did not fire (frees that leave no table of the level in use are skipped).
+        if self.in_use[i] > 0 {
+            let p = pool as f64 / self.in_use[i] as f64;
+            self.max_proportion[i] = self.max_proportion[i].max(p);
+        }
         true
     }
 
-    /// The pages `level`'s pool gives back now, if both thresholds are exceeded
-    /// (`num_in_pool − num_in_use` of them, S3.4).
+    /// The pages `level`'s pool gives back now, if it has a [`ShrinkConfig`] and both
+    /// thresholds are exceeded (`num_in_pool − num_in_use` of them, S3.4).
     pub fn shrink(&mut self, level: PtLevel, out: &mut Vec<Pfn<Gpa>>) {
+        let Some(shrink) = self.shrink else {
+            return;
+        };
         let i = level.index();
         let pool = self.pools[i].len() as u64;
         let used = self.in_use[i];
-        if pool as f64 > self.shrink.proportion * used as f64
-            && pool + used > self.shrink.total
+        if pool as f64 > shrink.proportion * used as f64
+            && pool + used > shrink.total
             && pool > used
         {
             let n = usize::try_from(pool - used).unwrap_or(usize::MAX);
@@ -158,6 +171,12 @@ impl PtPool {
         self.peak[level.index()]
     }
 
+    /// The largest `in_pool / in_use` of `level` right after a page joined its pool (what
+    /// the shrink rule compares with [`ShrinkConfig::proportion`]); 0 before any.
+    pub fn max_proportion(&self, level: PtLevel) -> f64 {
+        self.max_proportion[level.index()]
+    }
+
     /// Every pooled page, with its level (invariant checks).
     pub fn pooled_pages(&self) -> impl Iterator<Item = (PtLevel, Pfn<Gpa>)> + '_ {
         PtLevel::ALL
@@ -172,10 +191,10 @@ mod tests {
 
     #[test]
     fn a_pool_keeps_pages_only_when_on_and_shrinks_past_both_thresholds() {
-        let mut p = PtPool::new(ShrinkConfig {
+        let mut p = PtPool::new(Some(ShrinkConfig {
             proportion: 1.0,
             total: 4,
-        });
+        }));
         assert_eq!(p.take(PtLevel::Pte), None);
         assert!(!p.give(PtLevel::Pte, Pfn::new(7)));
         p.enable();
@@ -197,5 +216,25 @@ mod tests {
         p.shrink(PtLevel::Pte, &mut out);
         assert!(out.is_empty(), "1 pooled, 1 in use: below the proportion");
         assert_eq!(p.peak(PtLevel::Pte), 6);
+        // 5 pooled against 1 in use after the fifth give (the sixth left none in use: skipped).
+        assert_eq!(p.max_proportion(PtLevel::Pte), 5.0);
+    }
+
+    /// Without a shrink configuration (S3.5's pre-enabled group) the pool keeps every page.
+    #[test]
+    fn a_pool_without_shrink_config_keeps_every_page() {
+        let mut p = PtPool::new(None);
+        p.enable();
+        for _ in 0..6 {
+            assert_eq!(p.take(PtLevel::Pte), None);
+        }
+        for f in 10..16 {
+            assert!(p.give(PtLevel::Pte, Pfn::new(f)));
+        }
+        assert_eq!(p.take(PtLevel::Pte), Some(Pfn::new(15)));
+        let mut out = Vec::new();
+        p.shrink(PtLevel::Pte, &mut out);
+        assert!(out.is_empty());
+        assert_eq!(p.pooled(PtLevel::Pte), 5);
     }
 }

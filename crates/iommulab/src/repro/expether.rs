@@ -92,6 +92,14 @@ pub struct ReadLimit {
     pub reads_per_packet: u32,
     /// A read's round trip in an idle system, ns (from the simulation).
     pub unloaded_rtt_ns: f64,
+    /// Bridge passes on it (the simulator's path).
+    pub bridge_passes: u32,
+    /// Switch hops on it (one each way).
+    pub switch_hops: u32,
+    /// Its fixed latencies: bridge passes, switch hops and the memory read, ns.
+    pub fixed_latency_ns: f64,
+    /// The rest of it: serialization of the request and the completion train, ns.
+    pub serialization_ns: f64,
     /// `N / RTT` reads a second as iperf goodput, Gb/s.
     pub limit_gbps: f64,
     /// The receive goodput the simulation gave (1 host).
@@ -132,9 +140,22 @@ pub struct ExpEtherResults {
     pub sweep: Vec<SweepPoint>,
     /// Best aggregate (send or receive, paper's runs) over the 10 Gb/s the NIC has.
     pub efficiency: f64,
+    /// The external wire's goodput over its rate at this MTU: the TCP/IP and Ethernet
+    /// overhead, which sets `efficiency` whenever send is wire-bound.
+    pub header_efficiency: f64,
+    /// Whether per-VF QoS changed any Figure 9 or 11 run by more than 0.005 Gb/s (in the
+    /// paper's runs every host has one equally greedy stream).
+    pub qos_changes_figures: bool,
+    /// Receive (3 hosts) over N's estimated range, from the sweep: (lowest N, highest N,
+    /// lowest Gb/s, highest Gb/s).
+    pub receive_over_n_range: (u32, u32, f64, f64),
     /// The paper's numbers.
     pub paper: Paper,
 }
+
+/// N's estimated range (`ExpEtherParams::outstanding_reads`: 4–16; S4.4 names N, not its
+/// value).
+pub const N_RANGE: (u32, u32) = (4, 16);
 
 /// The N of the sweep.
 pub const SWEEP_N: [u32; 10] = [1, 2, 4, 6, 8, 10, 12, 16, 24, 32];
@@ -248,7 +269,12 @@ pub fn run(opts: &ReproOptions<'_>) -> Result<ExpEtherResults, Error> {
     )
     .map_err(ReproError::from)?;
     let rtt = rx1.unloaded_read_rtt_ns;
+    let fixed = timing::read_fixed_latency_ns(&params);
     let read_limit = ReadLimit {
+        bridge_passes: timing::READ_BRIDGE_PASSES,
+        switch_hops: timing::READ_SWITCH_HOPS,
+        fixed_latency_ns: fixed,
+        serialization_ns: rtt - fixed,
         outstanding_reads: params.outstanding_reads,
         read_bytes: params.max_read_request_bytes,
         reads_per_packet: timing::reads_per_packet(&params),
@@ -288,10 +314,36 @@ pub fn run(opts: &ReproOptions<'_>) -> Result<ExpEtherResults, Error> {
         .filter(|r| r.figure == "9")
         .map(|r| r.gbps)
         .fold(0.0, f64::max);
+    let qos_changes_figures = runs.iter().filter(|x| x.figure != "qos-demo").any(|x| {
+        runs.iter()
+            .find(|y| {
+                y.figure == x.figure
+                    && y.direction == x.direction
+                    && y.hosts == x.hosts
+                    && y.qos != x.qos
+            })
+            .is_some_and(|y| (y.gbps - x.gbps).abs() > 0.005)
+    });
+    let in_range: Vec<&SweepPoint> = sweep
+        .iter()
+        .filter(|s| (N_RANGE.0..=N_RANGE.1).contains(&s.outstanding_reads))
+        .collect();
+    let receive_over_n_range = (
+        in_range.first().map_or(0, |s| s.outstanding_reads),
+        in_range.last().map_or(0, |s| s.outstanding_reads),
+        in_range
+            .iter()
+            .map(|s| s.gbps)
+            .fold(f64::INFINITY, f64::min),
+        in_range.iter().map(|s| s.gbps).fold(0.0, f64::max),
+    );
     steps.finish()?;
     Ok(ExpEtherResults {
         quick: opts.quick,
         efficiency: best / params.eth_gbps,
+        header_efficiency: params.line_goodput_gbps() / params.eth_gbps,
+        qos_changes_figures,
+        receive_over_n_range,
         params,
         runs,
         read_limit,
@@ -357,5 +409,23 @@ mod tests {
         // 2 × (6 of Figure 9 + 2 of Figure 11 + 2 QoS demonstrations).
         assert_eq!(r.runs.len(), 20);
         assert!((0.98..1.0).contains(&r.efficiency));
+        // The efficiency is the header overhead at MTU 9000: (9000 − 52) / 9038.
+        assert!((r.efficiency - r.header_efficiency).abs() < 0.001);
+        assert!((r.header_efficiency - 8948.0 / 9038.0).abs() < 1e-9);
+        // Equal demand: QoS changes no run of Figures 9 and 11.
+        assert!(!r.qos_changes_figures);
+        // One read's round trip: 4 bridge passes, 2 switch hops, the memory read (all 500
+        // ns), the rest serialization.
+        assert_eq!((l.bridge_passes, l.switch_hops), (4, 2));
+        assert_eq!(l.fixed_latency_ns, 3500.0);
+        assert!((l.fixed_latency_ns + l.serialization_ns - l.unloaded_rtt_ns).abs() < 1e-9);
+        // Over N's range receive spans the paper's three values: N = 8 constrains nothing.
+        let (lo_n, hi_n, lo, hi) = r.receive_over_n_range;
+        assert_eq!((lo_n, hi_n), (4, 16));
+        assert!(
+            (3.4..3.5).contains(&lo) && (9.5..9.6).contains(&hi),
+            "{lo} {hi}"
+        );
+        assert!(PAPER.receive_gbps.iter().all(|g| (lo..=hi).contains(g)));
     }
 }
