@@ -625,6 +625,17 @@ fn a_progress_callback_can_stop_every_kind_of_run() {
         .unwrap_err();
         assert!(matches!(e, Error::Cancelled), "{text}: {e}");
         assert_eq!(stops, 1, "{text}: the run ends at the first Break");
+        // Stopped in its second pass (the first reports 0 done), an offline policy's run is
+        // cancelled too, not a future that no longer matches the maps it saw.
+        let e = run_experiment(&cfg, &mut |done, _| {
+            if done > 0 {
+                ControlFlow::Break(())
+            } else {
+                ControlFlow::Continue(())
+            }
+        })
+        .unwrap_err();
+        assert!(matches!(e, Error::Cancelled), "{text}: {e}");
         // Stopping changes nothing that persists: the same config runs whole again.
         let again = run_experiment(&cfg, &mut no_progress).unwrap();
         assert_eq!(again.modeled_seconds, whole.modeled_seconds, "{text}");

@@ -62,13 +62,14 @@ impl<'p, 'a, W: Workload> Watched<'p, 'a, W> {
         &self.inner
     }
 
-    /// The run's outcome: `result`, unless the callback stopped the run (then what ran was
-    /// only part of the workload, and its numbers are not a result).
+    /// The run's outcome: `result`, unless the callback stopped the run. Then what ran was
+    /// only part of the workload: its numbers are not a result, and an error it ended with
+    /// may be the cut's own (a guest's OPT finds fewer maps than its future holds).
     pub fn finish<T>(self, result: Result<T, Error>) -> Result<(T, W), Error> {
-        let value = result?;
         if self.cancelled {
             return Err(Error::Cancelled);
         }
+        let value = result?;
         // The run is over: the last report's answer changes nothing.
         let _ = (self.progress)(self.done, self.total);
         Ok((value, self.inner))
