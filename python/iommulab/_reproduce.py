@@ -37,8 +37,10 @@ class Reproduction:
     CSV files' rows at full precision — `figure4` is `results.csv`, `hit_rate` and `cpu` the
     Yassour CSVs, `runs` and `groups` for IOSUP, `runs` and `sweep` for ExpEther — plus `runs`, `prices` (each `vtd-2008` price and its source) and `sweep` (the
     sensitivity sweep) for Fujita & Mori and
-    `prefetch`, `protection` and `sensitivity` for Yassour et al.); `data` everything the
-    library returned. With `out`,
+    `prefetch`, `protection` and `sensitivity` for Yassour et al.); `claims` every claim of
+    the paper judged on this run, one row each (`id`, `claim`, `section`, `published`,
+    `inferred`, `ours`, `verdict`, `rule`, `why`; also `tables["claims"]` and
+    `results.json`'s `claims`); `data` everything the library returned. With `out`,
     `report` is the markdown page written and `files` every file of the report folder.
     """
 
@@ -49,6 +51,7 @@ class Reproduction:
     paper: Any
     tables: dict[str, pd.DataFrame]
     data: dict[str, Any]
+    claims: pd.DataFrame = field(default_factory=pd.DataFrame)
     report: Optional[Path] = None
     files: list[Path] = field(default_factory=list)
 
@@ -104,6 +107,7 @@ def _reproduction(item: dict[str, Any], out: Optional[Path]) -> Reproduction:
         paper=data.get("paper", data.get("published")),
         tables=tables,
         data=data,
+        claims=tables["claims"],
         report=Path(item["report"]) if item["report"] is not None else None,
         files=[out / f for f in item["files"]] if out is not None else [],
     )

@@ -36,7 +36,7 @@ def quick_all(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str,
 def test_fujita_default_is_the_golden_number(quick_all: tuple[Path, dict[str, iommulab.Reproduction]]) -> None:
     r = quick_all[1]["fujita2008"]
     assert r.name == "fujita2008" and r.quick
-    golden = json.loads((GOLDEN / "fujita2008" / "results.json").read_text())
+    golden = json.loads((GOLDEN / "fujita2008" / "results.json").read_text())["results"]
     ours = {a["config"]: a for a in r.results}
     gold = {a["config"]: a for a in golden}
     # Exactly the same float: the model is deterministic, only wall-clock fields vary.
@@ -53,6 +53,39 @@ def test_fujita_default_is_the_golden_number(quick_all: tuple[Path, dict[str, io
     # runs.json as a DataFrame: 6 configurations x 2 seeds, then 6 malicious runs.
     runs = r.tables["runs"]
     assert len(runs) == 18 and "stats.iommu.iotlb.hits" in runs.columns
+
+
+def test_claims_are_a_dataframe_with_the_golden_verdicts(
+    quick_all: tuple[Path, dict[str, iommulab.Reproduction]],
+) -> None:
+    verdicts = {"reproduced", "partly", "not reproduced", "input — not tested"}
+    for name, r in quick_all[1].items():
+        golden = json.loads((GOLDEN / name / "results.json").read_text())["claims"]
+        claims = r.claims
+        assert list(claims.columns) == ["id", "claim", "section", "published", "inferred", "ours", "verdict", "rule", "why"]
+        assert list(claims["id"]) == [c["id"] for c in golden], name
+        assert list(claims["verdict"]) == [c["verdict"] for c in golden], name
+        assert set(claims["verdict"]) <= verdicts
+        assert claims["id"].is_unique and (claims["rule"].str.len() > 0).all(), name
+        assert r.tables["claims"].equals(claims)
+
+
+@pytest.mark.parametrize(
+    "folder", [GOLDEN, Path(__file__).resolve().parents[2] / "docs" / "reproductions"], ids=["quick", "committed"]
+)
+def test_every_csv_loads_into_its_header_columns(folder: Path) -> None:
+    import csv as csvmod
+
+    files = sorted(folder.glob("*/*.csv"))
+    assert files, folder
+    for f in files:
+        with f.open(newline="") as fh:
+            rows = list(csvmod.reader(fh))
+        header = rows[0]
+        assert all(len(row) == len(header) for row in rows[1:]), f
+        df = pd.read_csv(f)
+        assert list(df.columns) == header, f
+        assert isinstance(df.index, pd.RangeIndex) and len(df) == len(rows) - 1, f
 
 
 def test_fujita_table_has_the_csv_columns_at_full_precision(
@@ -130,8 +163,8 @@ def test_out_writes_the_cli_files(quick_all: tuple[Path, dict[str, iommulab.Repr
     assert html.count('src="data:image/svg+xml;base64,') == sum(
         1 for r in runs.values() for f in r.files if f.suffix == ".svg"
     )
-    fujita = json.loads((out / "fujita2008" / "results.json").read_text())
-    golden = json.loads((GOLDEN / "fujita2008" / "results.json").read_text())
+    fujita = json.loads((out / "fujita2008" / "results.json").read_text())["results"]
+    golden = json.loads((GOLDEN / "fujita2008" / "results.json").read_text())["results"]
     assert without_measured(fujita) == without_measured(golden)
     assert (out / "fujita2008" / "figure4.png").read_bytes().startswith(b"\x89PNG")
     assert not [p for p in out.rglob("*") if ".tmp-" in p.name]

@@ -85,7 +85,11 @@ pub fn reproduce<'py>(
         }
         let index = match &out {
             Some(dir) if selected.len() > 1 => {
-                Some(iommulab_report::write_index(dir, &selected, quick).map_err(Failure::Report)?)
+                let scores: Vec<_> = done
+                    .iter()
+                    .map(|d| iommulab_report::Score::of(&d.results))
+                    .collect();
+                Some(iommulab_report::write_index(dir, &scores, quick).map_err(Failure::Report)?)
             }
             _ => None,
         };

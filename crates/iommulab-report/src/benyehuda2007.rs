@@ -521,6 +521,8 @@ increase is {} median, {} at most (against {} / {} with the borrowed writes).",
             .iter()
             .find(|h| h.scenario == s && h.unit == "calgary")
     };
+    let _ = writeln!(p);
+    p.push_str(&crate::claims::section(&r.claims));
     let _ = writeln!(p, "\n## Differences, from the mechanisms\n");
     if let Some(b) = h(Scenario::BareMetal) {
         let _ = writeln!(

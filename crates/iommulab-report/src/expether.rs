@@ -420,7 +420,7 @@ and inter-server traffic comes out below receive.\n\n\
         s,
         "\nWithout QoS the NIC serves traffic as it comes, so a host's share follows its demand; with per-VF QoS each VF \
 gets one share. In the paper's runs every host ran one equally greedy stream, and the model then gives equal \
-shares with or without QoS.\n\n\
+shares with or without QoS.\n\n{}\n\
 ## Differences, from the mechanisms\n\n\
 - **Send, 1 host: ours {:.2}, the paper 8.9 Gb/s.** Nothing in the modeled path (NIC, PCIe, bridges, two paths) \
 limits one host below the wire: posted writes need no round trip, and {}-byte writes, each in its own frame, \
@@ -441,6 +441,7 @@ The QoS demonstration above shows the mechanism with unequal demand.\n\
 internal switch rate (taken as 10 Gb/s, an estimate), ExpEther's own congestion control at these loads (the \
 paths are never overloaded, so the lossless transport of `iommulab_pcie::bridge::transport` never backs off), \
 a shorter last read of each packet (counted as a full read).",
+        crate::claims::section(&r.claims),
         send1,
         p.max_payload_bytes,
         write_ceiling,

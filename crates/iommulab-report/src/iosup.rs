@@ -235,7 +235,6 @@ fn pct(x: f64) -> String {
 fn iosup_page(r: &IosupResults) -> String {
     let mut p = String::new();
     let c = &r.churn;
-    let paper = &r.paper;
     let _ = writeln!(
         p,
         "# IOSUP: Xen PV page tables vs the IOTLB (Figures 6–9)\n\nRegenerate with `iommulab reproduce iosup{}`. \
@@ -277,84 +276,9 @@ or at minute {} (`cache-dynamic-enabled`). Steady state = the minutes after minu
         );
     }
     let (off, pre, dynamic) = (&r.groups[0], &r.groups[1], &r.groups[2]);
-    let v = &r.verdicts;
     let n = &r.netperf;
-    let _ = writeln!(p, "\n## Beside the paper\n");
-    let _ = writeln!(
-        p,
-        "| claim (S3.5) | paper | ours | verdict |\n|---|---|---|---|"
-    );
-    let _ = writeln!(
-        p,
-        "| IOTLB flush rate with the pool | drops to ~0 | {:.1} / min pre-enabled, {:.1} dynamic, vs {:.1} without ({}) | {} |",
-        pre.flushes_per_minute,
-        dynamic.flushes_per_minute,
-        off.flushes_per_minute,
-        v.flushes.detail,
-        v.flushes.verdict
-    );
-    let _ = writeln!(
-        p,
-        "| page-table allocation CPU time (pre-enabled vs disabled) | {} | {} ({}) | {} |",
-        pct(paper.alloc_change),
-        pct(r.alloc_change),
-        v.alloc.detail,
-        v.alloc.verdict
-    );
-    let _ = writeln!(
-        p,
-        "| page-table free CPU time (pre-enabled vs disabled) | {} | {} ({}) | {} |",
-        pct(paper.free_change),
-        pct(r.free_change),
-        v.free.detail,
-        v.free.verdict
-    );
-    let _ = writeln!(
-        p,
-        "| pool size | ≤ {} pages pre-enabled, ≤ {} dynamic | {} pre-enabled, {} dynamic ({}; set by our process lifetime and size, below) | {} |",
-        paper.pool_pages_pre,
-        paper.pool_pages_dynamic,
-        pre.peak_pool_pages,
-        dynamic.peak_pool_pages,
-        v.pool_size.detail,
-        v.pool_size.verdict
-    );
-    let _ = writeln!(
-        p,
-        "| lmbench fork+exit (dynamic vs disabled) | {:.0} µs with the pool, {}: a saving of {:.1} µs (*inferred*: {:.0} / {:.2} − {:.0}; the paper gives the time and the percentage) | page-table work saved per process: {:.1} µs ({}) | {} |",
-        paper.fork_exit_us,
-        pct(paper.fork_exit_change),
-        r.paper_fork_exit_saving_us,
-        paper.fork_exit_us,
-        1.0 + paper.fork_exit_change,
-        paper.fork_exit_us,
-        r.fork_exit_saving_us,
-        v.fork_exit.detail,
-        v.fork_exit.verdict
-    );
-    let _ = writeln!(
-        p,
-        "| netperf unchanged (dynamic vs disabled) | {:.3} vs {:.3} Mb/s | {} | {}{} |",
-        paper.netperf_mbps.0,
-        paper.netperf_mbps.1,
-        v.netperf.detail,
-        v.netperf.verdict,
-        if v.netperf.verdict == "not tested" {
-            " by this model: throughput is an input"
-        } else {
-            ""
-        }
-    );
-    let _ = writeln!(p, "\nHow each verdict is decided:\n");
-    for (claim, j) in [
-        ("flush rate", &v.flushes),
-        ("allocation and free time", &v.alloc),
-        ("pool size", &v.pool_size),
-        ("lmbench", &v.fork_exit),
-        ("netperf", &v.netperf),
-    ] {
-        let _ = writeln!(p, "- {claim}: {}.", j.rule);
-    }
+    let _ = writeln!(p);
+    p.push_str(&crate::claims::section(&r.claims));
     let c = &r.costs;
     let ns = |cycles: u64| c.ns(cycles);
     // The IOMMU's share of a free to the allocator, from the run (the rest are prices).

@@ -14,6 +14,7 @@
 #![warn(missing_docs, missing_debug_implementations)]
 
 mod benyehuda2007;
+mod claims;
 mod expether;
 mod files;
 mod fujita2008;
@@ -28,6 +29,7 @@ use std::path::{Path, PathBuf};
 
 use iommulab::repro::{ReproResults, Reproduction};
 
+pub use claims::Score;
 pub use files::{runs_csv, write_atomic, write_json};
 pub use table::{Cell, Table};
 
@@ -113,15 +115,17 @@ pub fn render(out: &Path, results: &ReproResults) -> Result<PathBuf, ReportError
 }
 
 /// The reproduction's tables: those with a `file` are its CSV files; the rest are the page's
-/// other tables, for Python's DataFrames.
+/// other tables, for Python's DataFrames (`claims` among them: the judged claims).
 pub fn tables(results: &ReproResults) -> Vec<Table> {
-    match results {
+    let mut v = match results {
         ReproResults::Fujita2008(r) => fujita2008::tables(r),
         ReproResults::Yassour2010(r) => yassour2010::tables(r),
         ReproResults::BenYehuda2007(r) => benyehuda2007::tables(r),
         ReproResults::Iosup(r) => iosup::tables(r),
         ReproResults::ExpEther(r) => expether::tables(r),
-    }
+    };
+    v.push(claims::table(results.claims()));
+    v
 }
 
 /// The files [`render`] writes for `reproduction`, relative to `out`.
@@ -210,15 +214,14 @@ pub fn files(reproduction: Reproduction) -> Vec<String> {
     v.into_iter().map(|f| format!("{name}/{f}")).collect()
 }
 
-/// Writes `out/index.md` linking every reproduction's page and `out/index.html`, one
-/// self-contained page with every reproduction's figures, tables and explanations (rendered
-/// from the markdown pages [`render`] wrote, so call it after them); returns the markdown's
-/// path. Use [`index_html_path`] for the HTML page's.
-pub fn write_index(
-    out: &Path,
-    reproductions: &[Reproduction],
-    quick: bool,
-) -> Result<PathBuf, ReportError> {
+/// Writes `out/index.md` — the scoreboard of every reproduction's claims by verdict, then a
+/// link to each page — and `out/index.html`, one self-contained page with every
+/// reproduction's figures, tables and explanations (rendered from the markdown pages
+/// [`render`] wrote, so call it after them); returns the markdown's path. Use
+/// [`index_html_path`] for the HTML page's. `scores` holds one [`Score`] per reproduction
+/// run, in order.
+pub fn write_index(out: &Path, scores: &[Score], quick: bool) -> Result<PathBuf, ReportError> {
+    let reproductions: Vec<Reproduction> = scores.iter().map(|s| s.reproduction).collect();
     let cmd = if quick {
         "iommulab reproduce all --quick"
     } else {
@@ -227,9 +230,10 @@ pub fn write_index(
     let mut md = format!(
         "# iommulab reproductions\n\nRegenerate with `{cmd}`. Each page puts our numbers beside the published ones \
 and explains the differences from the mechanisms. [index.html](index.html) shows them all on one page, with \
-every figure.\n\n| paper | report | data |\n|---|---|---|\n"
+every figure.\n\n{}\n| paper | report | data |\n|---|---|---|\n",
+        claims::scoreboard(scores)
     );
-    for r in reproductions {
+    for r in &reproductions {
         let (name, title) = (r.name(), r.title());
         let _ = writeln!(
             md,
@@ -237,7 +241,7 @@ every figure.\n\n| paper | report | data |\n|---|---|---|\n"
         );
     }
     let _ = writeln!(md, "\nCommand: `{cmd}`.");
-    let html = html::index_html(out, reproductions, quick);
+    let html = html::index_html(out, &reproductions, quick);
     write_atomic(&out.join("index.html"), html.as_bytes())?;
     let index = out.join("index.md");
     write_atomic(&index, md.as_bytes())?;

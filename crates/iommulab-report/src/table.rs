@@ -23,11 +23,26 @@ impl Cell {
 
     fn write_csv(&self, s: &mut String) {
         let _ = match self {
-            Cell::Str(v) => write!(s, "{v}"),
+            Cell::Str(v) => {
+                write_csv_field(s, v);
+                Ok(())
+            }
             Cell::Int(v) => write!(s, "{v}"),
             Cell::Float(Some(v), d) => write!(s, "{v:.d$}"),
             Cell::Float(None, _) => Ok(()),
         };
+    }
+}
+
+/// RFC 4180: a field holding a comma, a quote or a line break is quoted, its quotes doubled,
+/// so a reader (pandas, the `csv` module, a spreadsheet) finds the columns the header names.
+fn write_csv_field(s: &mut String, v: &str) {
+    if v.contains([',', '"', '\n', '\r']) {
+        s.push('"');
+        s.push_str(&v.replace('"', "\"\""));
+        s.push('"');
+    } else {
+        s.push_str(v);
     }
 }
 
@@ -81,7 +96,13 @@ impl Table {
 
     /// The CSV text: the header, then one line per row.
     pub fn to_csv(&self) -> String {
-        let mut s = self.columns.join(",");
+        let mut s = String::new();
+        for (i, c) in self.columns.iter().enumerate() {
+            if i > 0 {
+                s.push(',');
+            }
+            write_csv_field(&mut s, c);
+        }
         s.push('\n');
         for row in &self.rows {
             for (i, c) in row.iter().enumerate() {
@@ -122,6 +143,10 @@ mod tests {
         ]);
         assert_eq!(t.to_csv(), "name,n,x,y\na,3,0.1235,\nb,0,2.0,1.0000\n");
         let names: Vec<&Cell> = t.column(0).collect();
+        // A comma or a quote inside a field is quoted, not a new column.
+        let mut q = Table::new("q", None, &["a", "b"]);
+        q.push(vec!["x, y".into(), "say \"hi\"".into()]);
+        assert_eq!(q.to_csv(), "a,b\n\"x, y\",\"say \"\"hi\"\"\"\n");
         assert_eq!(names, [&Cell::Str("a".into()), &Cell::Str("b".into())]);
     }
 }

@@ -12,6 +12,7 @@ use std::fs;
 use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 
+use iommulab::repro::claims::Verdict;
 use iommulab::repro::{Progress, ReproOptions, Reproduction};
 use serde_json::Value;
 
@@ -174,7 +175,7 @@ fn run_and_render(r: Reproduction) -> tempfile::TempDir {
     let out = tempfile::tempdir().unwrap();
     let page = iommulab_report::render(out.path(), &results).unwrap();
     assert_eq!(page, out.path().join(r.name()).join("README.md"));
-    check_html(out.path(), r);
+    check_html(out.path(), iommulab_report::Score::of(&results));
 
     // Progress: one report per step, in order, then `done`.
     let reports = reports.into_inner();
@@ -207,7 +208,21 @@ fn fujita2008_quick_matches_the_golden_files() {
         &fs::read_to_string(out.path().join("fujita2008/results.json")).unwrap(),
     )
     .unwrap();
-    assert!(v[0]["software_ns_per_op"].as_f64().unwrap() > 0.0);
+    assert!(v["results"][0]["software_ns_per_op"].as_f64().unwrap() > 0.0);
+    // Every claim carries the keys the pages and Python read.
+    for c in v["claims"].as_array().unwrap() {
+        for k in [
+            "claim",
+            "section",
+            "published",
+            "ours",
+            "verdict",
+            "rule",
+            "why",
+        ] {
+            assert!(c.get(k).is_some(), "{k} missing in {c}");
+        }
+    }
 }
 
 /// The headline numbers of the Fujita page, pinned with a tolerance so that a change that
@@ -380,7 +395,28 @@ fn expether_quick_matches_the_golden_files() {
 #[test]
 fn the_index_matches_the_golden_one() {
     let out = tempfile::tempdir().unwrap();
-    let index = iommulab_report::write_index(out.path(), &Reproduction::ALL, true).unwrap();
+    // The scoreboard from the golden pages' own claims.
+    let scores: Vec<iommulab_report::Score> = Reproduction::ALL
+        .iter()
+        .map(|&r| {
+            let text = fs::read_to_string(golden().join(r.name()).join("results.json")).unwrap();
+            let json: Value = serde_json::from_str(&text).unwrap();
+            let mut counts = [0; 4];
+            for c in json["claims"].as_array().expect("a claims list") {
+                let v = c["verdict"].as_str().unwrap();
+                let i = Verdict::ALL
+                    .iter()
+                    .position(|x| x.as_str() == v)
+                    .unwrap_or_else(|| panic!("{r}: verdict {v}"));
+                counts[i] += 1;
+            }
+            iommulab_report::Score {
+                reproduction: r,
+                counts,
+            }
+        })
+        .collect();
+    let index = iommulab_report::write_index(out.path(), &scores, true).unwrap();
     assert_eq!(index, out.path().join("index.md"));
     assert_eq!(
         fs::read_to_string(out.path().join("index.md")).unwrap(),
@@ -422,8 +458,9 @@ fn masking_blanks_only_the_measured_column() {
 /// table (row for row), every figure inline as a data URI, every data file linked, and
 /// every relative link names a file that exists. (The CLI's `cli_report` test opens the
 /// page in a browser.)
-fn check_html(out: &Path, r: Reproduction) {
-    iommulab_report::write_index(out, &[r], true).unwrap();
+fn check_html(out: &Path, score: iommulab_report::Score) {
+    let r = score.reproduction;
+    iommulab_report::write_index(out, &[score], true).unwrap();
     let html = fs::read_to_string(iommulab_report::index_html_path(out)).unwrap();
     let md = fs::read_to_string(out.join(r.name()).join("README.md")).unwrap();
     assert!(!html.contains("Not rendered yet"), "{r}");

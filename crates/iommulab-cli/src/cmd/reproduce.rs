@@ -31,6 +31,7 @@ pub fn run(args: &ReproduceArgs, quiet: bool) -> Result<()> {
         }
     };
     let mut done = Vec::new();
+    let mut scores = Vec::new();
     for &r in selected {
         let bar = Progress::steps(r.name(), quiet);
         let report = |p: &iommulab::repro::Progress<'_>| {
@@ -41,6 +42,7 @@ pub fn run(args: &ReproduceArgs, quiet: bool) -> Result<()> {
         let results = r.run(&opts).with_context(|| format!("reproducing {r}"))?;
         bar.finish();
         let page = iommulab_report::render(&args.out, &results)?;
+        scores.push(iommulab_report::Score::of(&results));
         say(format!("report: {}\n", page.display()))?;
         if args.json {
             done.push(json!({
@@ -59,7 +61,7 @@ pub fn run(args: &ReproduceArgs, quiet: bool) -> Result<()> {
     let mut index = serde_json::Value::Null;
     let mut html = serde_json::Value::Null;
     if args.paper == Paper::All {
-        let md = iommulab_report::write_index(&args.out, selected, args.quick)?;
+        let md = iommulab_report::write_index(&args.out, &scores, args.quick)?;
         let page = iommulab_report::index_html_path(&args.out);
         say(format!(
             "index: {}\nhtml: {}\n",

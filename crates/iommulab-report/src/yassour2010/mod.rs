@@ -17,7 +17,13 @@ use crate::table::{Cell, Table};
 pub(crate) fn render(dir: &Path, r: &Yassour2010Results) -> Result<PathBuf, ReportError> {
     create_dir(dir)?;
     let res = &r.results;
-    write_json(&dir.join("results.json"), res)?;
+    write_json(
+        &dir.join("results.json"),
+        &crate::claims::WithClaims {
+            results: res,
+            claims: &r.claims,
+        },
+    )?;
     for t in tables(r) {
         if let Some(file) = t.file {
             write_atomic(&dir.join(file), t.to_csv().as_bytes())?;
@@ -92,7 +98,7 @@ pub(crate) fn render(dir: &Path, r: &Yassour2010Results) -> Result<PathBuf, Repo
         )?;
     }
     let page = dir.join("README.md");
-    write_atomic(&page, page::markdown(res).as_bytes())?;
+    write_atomic(&page, page::markdown(res, &r.claims).as_bytes())?;
     Ok(page)
 }
 

@@ -5,6 +5,7 @@
 use std::fmt::Write as _;
 
 use iommulab::hw::cost::KVM_2010_PRICES;
+use iommulab::repro::claims::Claim;
 use iommulab::repro::yassour2010::hit_rate::{Point, PrefetchAt};
 use iommulab::repro::yassour2010::{
     CPU_FORMULA, CpuCurve, HitCurve, PAPER_FINDINGS, Results, WorkloadResult,
@@ -25,7 +26,7 @@ fn pct(x: f64) -> String {
 }
 
 /// The page.
-pub(crate) fn markdown(res: &Results) -> String {
+pub(crate) fn markdown(res: &Results, claims: &[Claim]) -> String {
     let mut m = String::new();
     let _ = writeln!(
         m,
@@ -172,6 +173,8 @@ pub(crate) fn markdown(res: &Results) -> String {
         m.push('\n');
     }
     m.push_str(&recorded(res));
+    m.push_str(&crate::claims::section(claims));
+    m.push('\n');
     m.push_str(&findings(res));
     m.push_str(&prices(res));
     for s in &res.sensitivity {
@@ -412,7 +415,6 @@ fn recorded(res: &Results) -> String {
         }
         prefetch_table(&mut m, "prefetching at", &w.prefetch);
         m.push('\n');
-        m.push_str(&recorded_claims(w));
         m.push_str(&recorded_cpu(w));
     }
     m
@@ -528,92 +530,6 @@ fn recorded_cpu(w: &RecordedResult) -> String {
         g.max_list
     );
     cpu_table(&mut m, &w.cpu, w.cpu_max_pinned_pages, ws);
-    let find = |s: &str| w.cpu.iter().find(|c| c.series == s);
-    let (Some(lru), Some(pig), Some(pre), Some(bat)) = (
-        find("lru"),
-        find("piggyback"),
-        find("prefetch"),
-        find("batching"),
-    ) else {
-        return m;
-    };
-    let busy = |c: &CpuCurve, i: usize| c.cpu_demand.get(i).copied().unwrap_or(f64::NAN);
-    let ratio = |c: &CpuCurve, i: usize| busy(c, i) / busy(lru, i);
-    let verdict = |ok: bool, partly: bool| {
-        if ok {
-            "reproduced"
-        } else if partly {
-            "partly"
-        } else {
-            "not reproduced"
-        }
-    };
-    table_head(
-        &mut m,
-        "\n| claim (S1.9) | rule applied here | on this recording | verdict |",
-    );
-    // High CPU with no caching, falling as the quota grows.
-    let drop = |c: &CpuCurve| busy(c, 0) / busy(c, c.cpu_demand.len() - 1).max(1e-12);
-    let all = [lru, pig, pre, bat];
-    let least = all.iter().map(|c| drop(c)).fold(f64::INFINITY, f64::min);
-    let cells: Vec<String> = all
-        .iter()
-        .map(|c| {
-            format!(
-                "{} {} ({:.0} Mb/s) → {} at 100%",
-                c.series,
-                pct(c.cpu_utilization[0]),
-                c.throughput_mbps[0],
-                pct(c.cpu_utilization[c.cpu_utilization.len() - 1])
-            )
-        })
-        .collect();
-    let _ = writeln!(
-        m,
-        "| high CPU with no caching for every optimisation, reduced as the quota grows | every series' busy cycles with no caching ≥ 2× those at the working set: reproduced; ≥ 1.2×: partly | {} | {} |",
-        cells.join("; "),
-        verdict(least >= 2.0, least >= 1.2)
-    );
-    // Piggyback ≈ 10% less, and the stack price that would make it exactly 10%.
-    let pr = ratio(pig, 0);
-    let kib = lru.sent_bytes[0] as f64 / 1024.0;
-    let (lm, pm) = (lru.mapping_cycles[0] as f64, pig.mapping_cycles[0] as f64);
-    let ten = (0.9 * lm - pm) / (0.1 * kib);
-    let _ = writeln!(
-        m,
-        "| unmap piggyback ≈ 10% less CPU than LRU | busy × LRU with no caching in 0.85–0.95: reproduced; below 1: partly | × {pr:.3} ({:.0}% less): it carries each unmap on the next map hypercall, saving {} cycles per hypercall it saves (the transition, the per-call bookkeeping, and the IOTLB invalidations one covering request replaces); it would be 10% less only if the guest's other work cost {:.0} cycles per KiB sent ({:.0}× the estimate) | {} |",
-        100.0 * (1.0 - pr),
-        saved_per_call(lru, pig),
-        ten,
-        ten / (lru.stack_cycles[0] as f64 / kib).max(1e-12),
-        verdict((0.85..=0.95).contains(&pr), pr < 1.0)
-    );
-    // Prefetching reduces CPU further, at the smallest map-cache quota.
-    let (pre1, pig1) = (ratio(pre, 1), ratio(pig, 1));
-    let _ = writeln!(
-        m,
-        "| prefetching reduces CPU further (beyond piggyback), its impact falling with the quota | at the minimal quota ({} p), prefetching's busy cycles below LRU's and piggyback's: reproduced; below LRU's: partly | × {pre1:.3} of LRU (piggyback × {pig1:.3}); at 100%: × {:.3} | {} |",
-        lru.quota_pages.get(1).copied().unwrap_or(0),
-        ratio(pre, pre.cpu_demand.len() - 1),
-        verdict(pre1 < 1.0 && pre1 < pig1, pre1 < 1.0)
-    );
-    // Batching halves the CPU with no caching.
-    let br = ratio(bat, 0);
-    let (lo, hi) = w
-        .cpu_sensitivity
-        .iter()
-        .map(|s| s.batching_busy_ratio)
-        .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), x| {
-            (a.min(x), b.max(x))
-        });
-    let _ = writeln!(
-        m,
-        "| batching halves CPU at the minimal quota | busy × LRU with no caching in 0.4–0.6: reproduced; below 0.8: partly | × {br:.3} ({} vs {} CPU; {:.2} pages per hypercall); × {lo:.2}–{hi:.2} over the estimated prices' ranges | {} |",
-        pct(bat.cpu_utilization[0]),
-        pct(lru.cpu_utilization[0]),
-        bat.pages_per_hypercall[0],
-        verdict((0.4..=0.6).contains(&br), br < 0.8)
-    );
     let _ = writeln!(
         m,
         "\nThe no-caching claims over the estimated prices' ranges (`cpu_sensitivity.csv`; busy ratios are per byte sent):\n"
@@ -635,91 +551,6 @@ fn recorded_cpu(w: &RecordedResult) -> String {
             s.batching_busy_ratio,
             pct(s.batching_cpu),
             s.batching_throughput_mbps
-        );
-    }
-    m.push('\n');
-    m
-}
-
-/// The cycles piggyback saves per unmap it carries: LRU's mapping cycles less its, over
-/// the hypercalls it saved.
-fn saved_per_call(lru: &CpuCurve, pig: &CpuCurve) -> String {
-    let saved = lru.mapping_cycles[0].saturating_sub(pig.mapping_cycles[0]);
-    let calls = lru.hypercalls[0].saturating_sub(pig.hypercalls[0]).max(1);
-    format!("{:.0}", saved as f64 / calls as f64)
-}
-
-/// S1.9's claims on one recording, each judged from its curves by the stated rule.
-fn recorded_claims(w: &RecordedResult) -> String {
-    let ws = w.working_set_pages;
-    let h = |policy: &str, f: f64| {
-        w.policies
-            .iter()
-            .find(|p| p.policy == policy)
-            .map_or(f64::NAN, |p| at(&p.hit_rate, &p.quota_pages, ws, f))
-    };
-    let mut m = String::new();
-    table_head(
-        &mut m,
-        "| claim (S1.9) | rule applied here | on this recording | verdict |",
-    );
-    let ob = h("opt_batch", 0.1);
-    let verdict = |ok: bool, partly: bool| {
-        if ok {
-            "reproduced"
-        } else if partly {
-            "partly"
-        } else {
-            "not reproduced"
-        }
-    };
-    let _ = writeln!(
-        m,
-        "| optimal batching close to 100% at 10% quota | ≥ 95% reproduced, ≥ 80% partly | {} | {} |",
-        pct(ob),
-        verdict(ob >= 0.95, ob >= 0.80)
-    );
-    let fr = [0.1, 0.25, 0.5];
-    let above = |others: &[&str]| {
-        fr.iter()
-            .all(|&f| others.iter().all(|o| h("prefetch", f) > h(o, f)))
-    };
-    let cells: Vec<String> = fr
-        .iter()
-        .map(|&f| {
-            format!(
-                "@{:.0}%: prefetch {} vs OPT {}, LRU {}, FIFO {}",
-                100.0 * f,
-                pct(h("prefetch", f)),
-                pct(h("opt", f)),
-                pct(h("lru", f)),
-                pct(h("fifo", f))
-            )
-        })
-        .collect();
-    let _ = writeln!(
-        m,
-        "| prefetching better than every non-batching policy, OPT included | above OPT, LRU and FIFO at 10/25/50%: reproduced; above LRU and FIFO only: partly | {} | {} |",
-        cells.join("; "),
-        verdict(above(&["opt", "lru", "fifo"]), above(&["lru", "fifo"]))
-    );
-    let (l, f) = (h("lru", 0.1), h("fifo", 0.1));
-    let gap = ob - l.max(f);
-    let _ = writeln!(
-        m,
-        "| LRU and FIFO highly inefficient at low quota | at 10%, both ≥ 20 points below optimal batching: reproduced; ≥ 10: partly | LRU {}, FIFO {}, optimal batching {} | {} |",
-        pct(l),
-        pct(f),
-        pct(ob),
-        verdict(gap >= 0.20, gap >= 0.10)
-    );
-    if w.generator == "apache-sendfile" {
-        let p = h("prefetch", 0.1);
-        let _ = writeln!(
-            m,
-            "| Apache: prefetching 90% at 10% quota | ≥ 85% reproduced, ≥ 60% partly | {} | {} |",
-            pct(p),
-            verdict(p >= 0.85, p >= 0.60)
         );
     }
     m.push('\n');

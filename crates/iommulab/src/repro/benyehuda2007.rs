@@ -277,6 +277,8 @@ pub struct BenYehuda2007Results {
     /// Bare metal on Calgary with only the DMA layer's measured software cycles charged
     /// (the borrowed entry writes left out): what the CPU increase is without them.
     pub software_only: Headline,
+    /// The paper's claims, judged on this run ([`crate::repro::claims::benyehuda2007`]).
+    pub claims: Vec<crate::repro::claims::Claim>,
 }
 
 /// The options of S2.6 on Calgary: each measured on `packets` received packets, with and
@@ -655,7 +657,7 @@ pub fn run(opts: &ReproOptions<'_>) -> Result<BenYehuda2007Results, Error> {
     steps.start(|| "multicall sizes".into())?;
     let multicalls = multicalls(packets)?;
     steps.finish()?;
-    Ok(BenYehuda2007Results {
+    let mut r = BenYehuda2007Results {
         quick: opts.quick,
         model,
         dma: vec![calgary, dart],
@@ -666,7 +668,10 @@ pub fn run(opts: &ReproOptions<'_>) -> Result<BenYehuda2007Results, Error> {
         multicalls,
         borrowed_pte_cycles: CostModel::VTD_2008.pte_set + CostModel::VTD_2008.pte_clear,
         software_only,
-    })
+        claims: Vec::new(),
+    };
+    r.claims = crate::repro::claims::benyehuda2007::claims(&r);
+    Ok(r)
 }
 
 #[cfg(test)]

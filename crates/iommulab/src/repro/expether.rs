@@ -151,6 +151,8 @@ pub struct ExpEtherResults {
     pub receive_over_n_range: (u32, u32, f64, f64),
     /// The paper's numbers.
     pub paper: Paper,
+    /// The paper's claims, judged on this run ([`crate::repro::claims::expether`]).
+    pub claims: Vec<crate::repro::claims::Claim>,
 }
 
 /// N's estimated range (`ExpEtherParams::outstanding_reads`: 4–16; S4.4 names N, not its
@@ -338,7 +340,7 @@ pub fn run(opts: &ReproOptions<'_>) -> Result<ExpEtherResults, Error> {
         in_range.iter().map(|s| s.gbps).fold(0.0, f64::max),
     );
     steps.finish()?;
-    Ok(ExpEtherResults {
+    let mut r = ExpEtherResults {
         quick: opts.quick,
         efficiency: best / params.eth_gbps,
         header_efficiency: params.line_goodput_gbps() / params.eth_gbps,
@@ -349,7 +351,10 @@ pub fn run(opts: &ReproOptions<'_>) -> Result<ExpEtherResults, Error> {
         read_limit,
         sweep,
         paper: PAPER,
-    })
+        claims: Vec::new(),
+    };
+    r.claims = crate::repro::claims::expether::claims(&r);
+    Ok(r)
 }
 
 #[cfg(test)]

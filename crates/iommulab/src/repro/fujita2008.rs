@@ -5,6 +5,7 @@
 
 use serde::Serialize;
 
+use super::claims::{self, Claim};
 use super::{ReproOptions, Reproduction, Steps};
 use crate::Error;
 use crate::device::DeviceMode;
@@ -260,6 +261,8 @@ pub struct Fujita2008Results {
     pub prices: Vec<Price>,
     /// The sensitivity sweep over the estimated prices.
     pub sweep: Vec<SweepPoint>,
+    /// The paper's claims, judged on this run ([`claims::fujita2008`]).
+    pub claims: Vec<Claim>,
 }
 
 /// One price of the preset and where it comes from.
@@ -273,7 +276,14 @@ pub struct Price {
     pub source: String,
     /// `None`: measured; else the estimate's plausible range.
     pub range: Option<(u64, u64)>,
+    /// `input` (taken from the paper's own results: [`FROM_PAPER`]), `measured` or
+    /// `estimate`.
+    pub kind: &'static str,
 }
+
+/// The prices derived from the paper's own results (its disabled rate and CPU use), not
+/// from a measurement: inputs, whatever agreement they produce.
+pub const FROM_PAPER: [&str; 2] = ["io_path", "io_wait"];
 
 /// The four IOMMU bars of Figure 4 at one point of the sweep, relative to `disabled`.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
@@ -393,7 +403,7 @@ pub fn run(opts: &ReproOptions<'_>) -> Result<Fujita2008Results, Error> {
     let results = aggregate(&timing, &security);
     let mut runs = timing;
     runs.extend(security);
-    Ok(Fujita2008Results {
+    let mut r = Fujita2008Results {
         quick: opts.quick,
         protocol,
         results,
@@ -404,7 +414,10 @@ pub fn run(opts: &ReproOptions<'_>) -> Result<Fujita2008Results, Error> {
         },
         prices: prices(),
         sweep,
-    })
+        claims: Vec::new(),
+    };
+    r.claims = claims::fujita2008::claims(&r);
+    Ok(r)
 }
 
 /// [`VTD_2008_PRICES`] with the preset's values.
@@ -417,6 +430,13 @@ pub fn prices() -> Vec<Price> {
             value: m.field(p.field).unwrap_or(0),
             source: p.source.into(),
             range: p.range,
+            kind: if FROM_PAPER.contains(&p.field) {
+                "input"
+            } else if p.range.is_some() {
+                "estimate"
+            } else {
+                "measured"
+            },
         })
         .collect()
 }

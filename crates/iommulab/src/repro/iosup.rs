@@ -10,6 +10,7 @@
 
 use serde::Serialize;
 
+use super::claims::{self, Claim};
 use super::{ReproOptions, Reproduction, Steps};
 use crate::Error;
 use crate::virt::xen::{
@@ -132,35 +133,6 @@ pub struct NetperfConclusion {
     pub same_pool_spread_ns: f64,
 }
 
-/// A verdict on one of S3.5's claims, from a rule that can fail.
-#[derive(Clone, Debug, Serialize)]
-pub struct Judged {
-    /// `reproduced`, `partly`, `not reproduced`, or `not tested` (the model's inputs
-    /// decide the claim).
-    pub verdict: &'static str,
-    /// The rule applied.
-    pub rule: &'static str,
-    /// The numbers the rule compared.
-    pub detail: String,
-}
-
-/// The verdicts, one per claim of S3.5 the page lists.
-#[derive(Clone, Debug, Serialize)]
-pub struct Verdicts {
-    /// The IOTLB flush rate drops to ~0.
-    pub flushes: Judged,
-    /// Page-table allocation CPU time −45.1%.
-    pub alloc: Judged,
-    /// Page-table free CPU time −70.9%.
-    pub free: Judged,
-    /// Pools of at most 250 (pre-enabled) and 210 (dynamic) pages.
-    pub pool_size: Judged,
-    /// lmbench fork+exit 11% faster with the pool.
-    pub fork_exit: Judged,
-    /// netperf throughput unchanged.
-    pub netperf: Judged,
-}
-
 /// Everything the reproduction produced.
 #[derive(Clone, Debug, Serialize)]
 pub struct IosupResults {
@@ -188,8 +160,8 @@ pub struct IosupResults {
     pub paper_fork_exit_saving_us: f64,
     /// The netperf claim.
     pub netperf: NetperfConclusion,
-    /// The verdicts.
-    pub verdicts: Verdicts,
+    /// The paper's claims, judged on this run ([`claims::iosup`]).
+    pub claims: Vec<Claim>,
     /// The prices of the guest's and Xen's work (all estimates).
     pub costs: XenPvCosts,
     /// The paper's numbers.
@@ -285,16 +257,8 @@ pub fn run(opts: &ReproOptions<'_>) -> Result<IosupResults, Error> {
     let fork_exit_saving_us = off.pt_us_per_process - dynamic.pt_us_per_process;
     let paper_fork_exit_saving_us =
         PAPER.fork_exit_us / (1.0 + PAPER.fork_exit_change) - PAPER.fork_exit_us;
-    let verdicts = Verdicts {
-        flushes: judge_flushes(off, pre, dynamic),
-        alloc: judge_time_left("allocation", alloc_change, PAPER.alloc_change, off, pre),
-        free: judge_time_left("free", free_change, PAPER.free_change, off, pre),
-        pool_size: judge_pool(pre, dynamic),
-        fork_exit: judge_fork_exit(fork_exit_saving_us, paper_fork_exit_saving_us),
-        netperf: judge_netperf(&netperf),
-    };
     steps.finish()?;
-    Ok(IosupResults {
+    let mut r = IosupResults {
         quick: opts.quick,
         alloc_change,
         free_change,
@@ -306,10 +270,12 @@ pub fn run(opts: &ReproOptions<'_>) -> Result<IosupResults, Error> {
         runs,
         groups,
         netperf,
-        verdicts,
+        claims: Vec::new(),
         costs: costs(),
         paper: PAPER,
-    })
+    };
+    r.claims = claims::iosup::claims(&r);
+    Ok(r)
 }
 
 fn summary(
@@ -358,7 +324,7 @@ fn summary(
 
 /// The netperf claim on the groups the paper compares (dynamic against disabled), with
 /// the pre-enabled group as the spread of two groups that have the same pool.
-fn netperf(churn: &ChurnConfig, groups: &[GroupSummary]) -> NetperfConclusion {
+pub(crate) fn netperf(churn: &ChurnConfig, groups: &[GroupSummary]) -> NetperfConclusion {
     let (off, pre, dynamic) = (&groups[0], &groups[1], &groups[2]);
     NetperfConclusion {
         packet_ns: churn.packet_bytes as f64 * 8.0 / churn.stream_mbps * 1e3,
@@ -369,129 +335,6 @@ fn netperf(churn: &ChurnConfig, groups: &[GroupSummary]) -> NetperfConclusion {
             .fold(0.0, f64::max),
         walk_ns_saved_per_packet: off.nic_walk_ns_per_packet - dynamic.nic_walk_ns_per_packet,
         same_pool_spread_ns: pre.nic_walk_ns_per_packet - dynamic.nic_walk_ns_per_packet,
-    }
-}
-
-fn judge_flushes(off: &GroupSummary, pre: &GroupSummary, dynamic: &GroupSummary) -> Judged {
-    let worst = pre.flushes_per_minute.max(dynamic.flushes_per_minute);
-    let share = if off.flushes_per_minute > 0.0 {
-        worst / off.flushes_per_minute
-    } else {
-        f64::INFINITY
-    };
-    Judged {
-        verdict: if share < NEAR_ZERO_SHARE {
-            "reproduced"
-        } else if share < 1.0 {
-            "partly"
-        } else {
-            "not reproduced"
-        },
-        rule: "both groups with the pool below 1% of the disabled group's rate: reproduced; lower but not below 1%: partly",
-        detail: format!(
-            "with the pool at most {:.3}% of the rate without",
-            share * 100.0
-        ),
-    }
-}
-
-/// Figure 7's changes judged on the time left with the pool (`1 + change`), ours over the
-/// paper's: a −98% and a −45% differ by 0.03× in what remains, which "same direction"
-/// would hide.
-fn judge_time_left(
-    what: &str,
-    ours: f64,
-    paper: f64,
-    off: &GroupSummary,
-    pre: &GroupSummary,
-) -> Judged {
-    let factor = (1.0 + ours) / (1.0 + paper);
-    let within = |f: f64| factor >= 1.0 / f && factor <= f;
-    let (without, with) = if what == "free" {
-        (off.free_ns_per_table, pre.free_ns_per_table)
-    } else {
-        (off.alloc_ns_per_table, pre.alloc_ns_per_table)
-    };
-    Judged {
-        verdict: if ours < 0.0 && within(CLOSE_FACTOR) {
-            "reproduced"
-        } else if ours < 0.0 && within(PARTLY_FACTOR) {
-            "partly"
-        } else {
-            "not reproduced"
-        },
-        rule: "time left with the pool (1 + change), ours over the paper's: within 1.25× either way reproduced, within 2× partly, else not reproduced",
-        detail: format!(
-            "time left: ours {:.1}% of without, the paper's {:.1}%: {factor:.2}×; per table, {with:.0} ns with the pool against {without:.0} ns without, sums of prices, mostly estimated (below)",
-            (1.0 + ours) * 100.0,
-            (1.0 + paper) * 100.0,
-        ),
-    }
-}
-
-fn judge_pool(pre: &GroupSummary, dynamic: &GroupSummary) -> Judged {
-    let ok = [
-        pre.peak_pool_pages <= PAPER.pool_pages_pre,
-        dynamic.peak_pool_pages <= PAPER.pool_pages_dynamic,
-    ];
-    let smaller = dynamic.peak_pool_pages < pre.peak_pool_pages;
-    Judged {
-        verdict: match ok {
-            [true, true] => "reproduced",
-            [false, false] => "not reproduced",
-            _ => "partly",
-        },
-        rule: "each group's peak within the paper's bound: both reproduced, one partly",
-        detail: format!(
-            "the dynamic group's pool {} the pre-enabled one's; the paper's is smaller",
-            if smaller {
-                "smaller than"
-            } else {
-                "not smaller than"
-            }
-        ),
-    }
-}
-
-/// The model times only the page-table work inside fork+exit, so its saving is a part of
-/// the paper's whole fork+exit saving and must not exceed it.
-fn judge_fork_exit(ours: f64, paper: f64) -> Judged {
-    Judged {
-        verdict: if ours > 0.0 && ours <= paper {
-            "partly"
-        } else {
-            "not reproduced"
-        },
-        rule: "the model times only fork+exit's page-table work: a saving above 0 and at most the paper's whole saving is partly (the rest is not modeled); more than it, not reproduced",
-        detail: format!(
-            "ours {:.2}× the paper's whole fork+exit saving",
-            if paper > 0.0 { ours / paper } else { f64::NAN }
-        ),
-    }
-}
-
-/// The model's NIC receives at fixed spacing: when every group receives the input rate,
-/// the claim is decided by the input, not tested.
-fn judge_netperf(n: &NetperfConclusion) -> Judged {
-    let input = n.max_throughput_deviation <= INPUT_TOLERANCE;
-    let distinct = n.walk_ns_saved_per_packet.abs() > n.same_pool_spread_ns.abs();
-    Judged {
-        verdict: if input {
-            "not tested"
-        } else if n.max_throughput_deviation <= 0.005 {
-            "reproduced"
-        } else {
-            "not reproduced"
-        },
-        rule: "throughput of every group within 0.1% of the configured stream: not tested (an input); otherwise within 0.5% reproduced",
-        detail: format!(
-            "every group receives {:.1} Mb/s ± {:.4}%; the pool's page-walk change ({:+.3} ns/packet) is {} the spread between the two groups with the same pool ({:+.3} ns)",
-            n.input_mbps,
-            n.max_throughput_deviation * 100.0,
-            n.walk_ns_saved_per_packet,
-            if distinct { "larger than" } else { "within" },
-            n.same_pool_spread_ns
-        ),
     }
 }
 
@@ -553,72 +396,24 @@ mod tests {
         assert!(dynamic.max_pool_proportion.iter().all(|&p| p < 1.0));
         // The NIC receives the input rate in every group.
         assert!(r.netperf.max_throughput_deviation < INPUT_TOLERANCE);
-        let v = &r.verdicts;
-        let got = [
-            v.flushes.verdict,
-            v.alloc.verdict,
-            v.free.verdict,
-            v.pool_size.verdict,
-            v.fork_exit.verdict,
-            v.netperf.verdict,
-        ];
+        let got: Vec<(&str, &str)> = r
+            .claims
+            .iter()
+            .map(|c| (c.id.as_str(), c.verdict.as_str()))
+            .collect();
         assert_eq!(
             got,
             [
-                "reproduced",
-                "not reproduced",
-                "not reproduced",
-                "partly",
-                "not reproduced",
-                "not tested"
+                ("iotlb-miss-rate", "not reproduced"),
+                ("flush-rate-zero", "reproduced"),
+                ("alloc-cpu-45pct", "not reproduced"),
+                ("free-cpu-71pct", "not reproduced"),
+                ("pool-size", "partly"),
+                ("fork-exit-11pct", "not reproduced"),
+                ("specint-unchanged", "input — not tested"),
+                ("netperf-unchanged", "input — not tested"),
             ]
         );
         assert_eq!(r.runs.len(), 3 * 4);
-    }
-
-    /// The rules can fail and pass: each verdict moves with its numbers.
-    #[test]
-    fn verdict_rules_follow_the_numbers() {
-        assert_eq!(judge_fork_exit(30.0, 42.5).verdict, "partly");
-        assert_eq!(judge_fork_exit(82.3, 42.5).verdict, "not reproduced");
-        assert_eq!(judge_fork_exit(-1.0, 42.5).verdict, "not reproduced");
-        let g =
-            |alloc: f64, free: f64, peak: u64, flushes: f64, walk: f64, mbps: f64| GroupSummary {
-                group: String::new(),
-                flushes_per_minute: flushes,
-                alloc_us_per_minute: 0.0,
-                free_us_per_minute: 0.0,
-                alloc_ns_per_table: alloc,
-                free_ns_per_table: free,
-                pt_us_per_process: 0.0,
-                peak_pool_pages: peak,
-                peak_in_use: [0; 3],
-                max_pool_proportion: [0.0; 3],
-                shrinks: false,
-                shrunk_pages: 0,
-                nic_mbps: mbps,
-                nic_iotlb_miss_rate: 0.0,
-                nic_walk_ns_per_packet: walk,
-            };
-        let off = g(100.0, 100.0, 0, 1000.0, 60.0, 87.9);
-        let pre = g(50.0, 30.0, 240, 5.0, 60.0, 87.9);
-        let dynamic = g(50.0, 30.0, 300, 20.0, 50.0, 87.9);
-        assert_eq!(judge_flushes(&off, &pre, &dynamic).verdict, "partly");
-        assert_eq!(
-            judge_time_left("alloc", -0.5, PAPER.alloc_change, &off, &pre).verdict,
-            "reproduced"
-        );
-        assert_eq!(
-            judge_time_left("free", -0.5, PAPER.free_change, &off, &pre).verdict,
-            "partly"
-        );
-        assert_eq!(judge_pool(&pre, &dynamic).verdict, "partly");
-        let churn = ChurnConfig::default();
-        let n = netperf(&churn, &[off.clone(), pre.clone(), dynamic.clone()]);
-        assert_eq!(judge_netperf(&n).verdict, "not tested");
-        // A model whose throughput moved would be tested.
-        let slow = g(50.0, 30.0, 300, 20.0, 50.0, 80.0);
-        let n = netperf(&churn, &[off, pre, slow]);
-        assert_eq!(judge_netperf(&n).verdict, "not reproduced");
     }
 }

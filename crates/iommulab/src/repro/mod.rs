@@ -15,6 +15,7 @@
 //! [`ReproOptions`], which may also stop it.
 
 pub mod benyehuda2007;
+pub mod claims;
 pub mod expether;
 pub mod fujita2008;
 pub mod iosup;
@@ -147,6 +148,17 @@ impl ReproResults {
             ReproResults::BenYehuda2007(_) => Reproduction::BenYehuda2007,
             ReproResults::Iosup(_) => Reproduction::Iosup,
             ReproResults::ExpEther(_) => Reproduction::ExpEther,
+        }
+    }
+
+    /// The paper's claims, judged on this run.
+    pub fn claims(&self) -> &[claims::Claim] {
+        match self {
+            ReproResults::Fujita2008(r) => &r.claims,
+            ReproResults::Yassour2010(r) => &r.claims,
+            ReproResults::BenYehuda2007(r) => &r.claims,
+            ReproResults::Iosup(r) => &r.claims,
+            ReproResults::ExpEther(r) => &r.claims,
         }
     }
 

@@ -221,6 +221,8 @@ pub struct Yassour2010Results {
     pub results: Results,
     /// The paper's findings, beside which the report puts ours.
     pub paper: Vec<PaperFinding>,
+    /// The paper's claims, judged on this run ([`claims::yassour2010`]).
+    pub claims: Vec<crate::repro::claims::Claim>,
 }
 
 /// A workload of the reproduction.
@@ -570,20 +572,22 @@ pub fn run(opts: &ReproOptions<'_>) -> Result<Yassour2010Results, Error> {
         }
     }
     steps.finish()?;
+    let results = Results {
+        paper: PAPER,
+        quick: opts.quick,
+        cost: "kvm-2010",
+        link_mbps: guest_base().link_mbps,
+        cpus: guest_base().cpus,
+        cost_model: guest_base().cost,
+        cpu_formula: CPU_FORMULA,
+        workloads,
+        sensitivity,
+        recorded,
+        streams,
+    };
     Ok(Yassour2010Results {
-        results: Results {
-            paper: PAPER,
-            quick: opts.quick,
-            cost: "kvm-2010",
-            link_mbps: guest_base().link_mbps,
-            cpus: guest_base().cpus,
-            cost_model: guest_base().cost,
-            cpu_formula: CPU_FORMULA,
-            workloads,
-            sensitivity,
-            recorded,
-            streams,
-        },
+        claims: crate::repro::claims::yassour2010::claims(&results),
+        results,
         paper: PAPER_FINDINGS.to_vec(),
     })
 }
