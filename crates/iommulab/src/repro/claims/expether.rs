@@ -43,8 +43,7 @@ pub fn claims(r: &ExpEtherResults) -> Vec<Claim> {
     ];
     const SEND: [&str; 3] = ["send-1-host", "send-2-hosts", "send-3-hosts"];
     const RECEIVE: [&str; 3] = ["receive-1-host", "receive-2-hosts", "receive-3-hosts"];
-    for (i, id) in SEND.into_iter().enumerate() {
-        let hosts = i as u32 + 1;
+    for ((i, id), hosts) in SEND.into_iter().enumerate().zip(1u32..) {
         let ours = gbps("9", Direction::Send, hosts);
         let paper = PAPER.send_gbps[i];
         // Wire-bound and equal to the paper's: the agreement is the line rate's, not the model's.
@@ -71,8 +70,7 @@ has no host CPU)"
             },
         ));
     }
-    for (i, id) in RECEIVE.into_iter().enumerate() {
-        let hosts = i as u32 + 1;
+    for ((i, id), hosts) in RECEIVE.into_iter().enumerate().zip(1u32..) {
         let ours = gbps("9", Direction::Receive, hosts);
         let paper = PAPER.receive_gbps[i];
         let (lo_n, hi_n, lo, hi) = r.receive_over_n_range;
