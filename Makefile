@@ -21,7 +21,7 @@ CHROMIUM ?= $(shell command -v chromium || command -v chromium-browser || comman
 PY_TEST_DEPS = maturin pytest hypothesis numpy pandas matplotlib tqdm mypy typing_extensions \
 	pandas-stubs==3.1.0.261029 types-tqdm==4.70.0.20261106 "ray[default]==2.60.0" libcachesim==0.3.5
 
-.PHONY: deps rust-deps venv py-deps chromium demo test pytest report-test bench bench-python fresh-clone-check clean-venv
+.PHONY: deps rust-deps venv py-deps chromium demo test pytest report-test fuzz-check fuzz-smoke bench bench-python fresh-clone-check clean-venv
 
 # Rust components (the toolchain itself comes from rustup; rust-toolchain.toml pins it).
 rust-deps:
@@ -74,7 +74,25 @@ test: deps
 	$(CARGO) clippy --workspace --all-targets --all-features -- -D warnings
 	IOMMULAB_REQUIRE_LIBCACHESIM=1 IOMMULAB_PYTHON=$(abspath $(VPY)) IOMMULAB_REQUIRE_CHROMIUM=1 CHROMIUM=$(CHROMIUM) \
 		$(CARGO) test --workspace --all-features
+	$(MAKE) fuzz-check
 	$(MAKE) pytest
+
+# The fuzz targets (fuzz/, their own workspace) type-checked on stable, so they cannot rot:
+# without libFuzzer linked in (no C++ build, no nightly). Same target folder as the rest, so
+# the dependencies checked by clippy above are reused.
+fuzz-check: rust-deps
+	$(CARGO) check --manifest-path fuzz/Cargo.toml --no-default-features --bins --target-dir $(TARGET_DIR)
+
+# Each fuzz target for FUZZ_SECONDS (default 10) when cargo-fuzz and a nightly toolchain are
+# installed; says what is missing otherwise. Not part of `test` (the instrumented nightly
+# build takes minutes the first time).
+FUZZ_SECONDS ?= 10
+fuzz-smoke:
+	@if cargo fuzz --version >/dev/null 2>&1 && rustup run nightly rustc --version >/dev/null 2>&1; then \
+		cd fuzz && for t in ftrace_line native_block; do \
+			cargo +nightly fuzz run $$t -- -max_total_time=$(FUZZ_SECONDS) -max_len=4096 || exit 1; \
+		done; \
+	else echo "fuzz-smoke: skipped (needs cargo-fuzz and a nightly toolchain; see fuzz/README.md)"; fi
 
 # The HTML report test alone (headless Chromium).
 report-test: rust-deps chromium

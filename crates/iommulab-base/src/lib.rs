@@ -14,4 +14,5 @@
 pub mod addr;
 pub mod clock;
 pub mod hash;
+pub mod output;
 pub mod temp;

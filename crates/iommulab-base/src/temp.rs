@@ -72,6 +72,11 @@ pub fn remove_in_flight() -> (usize, MutexGuard<'static, Vec<PathBuf>>) {
     (removed, list)
 }
 
+/// Held by the tests that register temporary files: [`remove_in_flight`] in one test would
+/// remove another's.
+#[cfg(test)]
+pub(crate) static TEST_REGISTRY: Mutex<()> = Mutex::new(());
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -79,6 +84,7 @@ mod tests {
     /// One test holds the process-wide registry, so the steps run in order in it.
     #[test]
     fn in_flight_files_are_removed_and_finished_ones_kept() {
+        let _one = TEST_REGISTRY.lock().unwrap_or_else(PoisonError::into_inner);
         let dir = std::env::temp_dir().join(format!("iommulab-temp-{}", std::process::id()));
         fs::create_dir_all(&dir).unwrap();
         let done = InFlight::new(&dir.join(".a.tmp"));

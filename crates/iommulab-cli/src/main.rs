@@ -4,6 +4,7 @@ mod args;
 mod cmd;
 mod output;
 mod progress;
+mod signals;
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -26,7 +27,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
     let done = Ok(ExitCode::SUCCESS);
     match cli.command {
         Command::Check(a) => cmd::check::run(&a),
-        Command::Validate(a) => cmd::validate::run(&a).and(done),
+        Command::Validate(a) => cmd::validate::run(&a),
         Command::Bench(a) => cmd::bench::run(&a, cli.quiet).and(done),
         Command::Reproduce(a) => cmd::reproduce::run(&a, cli.quiet).and(done),
         Command::Run(a) => cmd::run::run(&a, cli.quiet).and(done),
@@ -42,31 +43,16 @@ fn run(cli: Cli) -> Result<ExitCode> {
     }
 }
 
-/// On SIGINT, SIGTERM or SIGHUP: remove the temporary files being written (a trace
-/// conversion, a report, a figure), say so, and exit with 130 as a shell does after ^C.
-/// Without this the default action killed the process mid-write and left the hidden
-/// temporary file behind. If the handler cannot be installed, the default action stays.
-fn stop_on_signal() {
-    let _ = ctrlc::set_handler(|| {
-        // Held until exit: no writer renames a file into place after this.
-        let (removed, _held) = iommulab::temp::remove_in_flight();
-        if removed > 0 {
-            eprintln!("\ninterrupted: removed {removed} unfinished output file(s)");
-        } else {
-            eprintln!("\ninterrupted");
-        }
-        std::process::exit(130);
-    });
-}
-
 fn main() -> ExitCode {
     // clap exits with code 2 and a clear message for a bad flag or value.
     let cli = Cli::parse();
-    stop_on_signal();
+    signals::stop_on_signal();
     match run(cli) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            // Not `eprintln!`: it panics (exit 101) when stderr is closed or full; the exit
+            // code still says what happened.
+            let _ = writeln!(std::io::stderr(), "error: {e:#}");
             ExitCode::FAILURE
         }
     }

@@ -1,10 +1,12 @@
-//! Output helpers: the bench table, and the check that no output file is also an input.
-//! Files are written by `iommulab_report` (whole or not at all: a temporary file in the same
-//! folder, renamed into place).
+//! Output helpers: the bench table, and the checks every output passes before a run starts
+//! (not also an input, writable). Files are written through one mechanism,
+//! `iommulab::output` (via `iommulab_report::write_atomic`): a regular file whole or not at
+//! all (a temporary file in the same folder, renamed into place), a link's target, a device
+//! or FIFO in place, `-` to standard output.
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{Result, bail};
+use anyhow::{Context, Result, bail};
 use iommulab::experiment::RunResult;
 
 pub use iommulab_report::{runs_csv as csv, write_atomic};
@@ -25,11 +27,25 @@ fn identity(p: &Path) -> PathBuf {
     }
 }
 
-/// Refuses an output that names one of the inputs or another output before anything runs:
-/// the rename into place would replace the input (or the other output) with no warning.
-/// Each entry is the flag or role that names the path, and the path.
-pub fn refuse_overlap(outputs: &[(&str, &Path)], inputs: &[(&str, &Path)]) -> Result<()> {
+/// Checks every output before anything runs, so a run is not lost to an output it cannot
+/// write: refuses an output that names one of the inputs or another output (the rename into
+/// place would replace it with no warning), then checks each can be written
+/// (`iommulab::output::check`: creates missing parent folders, probes the folder). Each entry
+/// is the flag or role that names the path, and the path. A device or FIFO may be named
+/// twice (`--out /dev/null --csv /dev/null`): nothing is replaced.
+pub fn prepare_outputs(outputs: &[(&str, &Path)], inputs: &[(&str, &Path)]) -> Result<()> {
+    refuse_overlap(outputs, inputs)?;
+    for &(flag, out) in outputs {
+        iommulab::output::check(out).with_context(|| format!("{flag} {}", out.display()))?;
+    }
+    Ok(())
+}
+
+fn refuse_overlap(outputs: &[(&str, &Path)], inputs: &[(&str, &Path)]) -> Result<()> {
     for (i, &(flag, out)) in outputs.iter().enumerate() {
+        if iommulab::output::destination(out).is_ok_and(|d| !d.is_regular()) {
+            continue;
+        }
         let id = identity(out);
         let others = inputs
             .iter()

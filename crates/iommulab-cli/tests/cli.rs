@@ -332,7 +332,8 @@ fn bench_out_of_range_workload_values_are_clear_errors() {
         .code(1)
         .stdout("")
         .stderr(
-            predicate::str::contains("mapping length 18446744073709551615")
+            predicate::str::contains("`workload.io_size`")
+                .and(predicate::str::contains("at most 1073741824"))
                 .and(predicate::str::contains("panicked").not()),
         );
 }

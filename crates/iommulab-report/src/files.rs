@@ -1,35 +1,14 @@
 //! Files are written whole or not at all: a temporary file in the same folder, renamed into
-//! place, so a reader (or a run killed half-way) never sees half a report.
+//! place, so a reader (or a run killed half-way) never sees half a report
+//! ([`iommulab::output`], the mechanism every output uses).
 
 use std::fs;
-use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use iommulab::experiment::RunResult;
-use iommulab::temp::InFlight;
 use serde::Serialize;
 
 use crate::ReportError;
-
-/// The temporary file beside `path` (hidden, named after the process).
-pub(crate) fn temp_beside(path: &Path) -> Result<PathBuf, ReportError> {
-    let dir = parent(path);
-    let name = path
-        .file_name()
-        .ok_or_else(|| ReportError::NotAFile(path.to_path_buf()))?;
-    Ok(dir.join(format!(
-        ".{}.tmp-{}",
-        name.to_string_lossy(),
-        std::process::id()
-    )))
-}
-
-fn parent(path: &Path) -> &Path {
-    match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    }
-}
 
 /// Creates `dir` and its parents.
 pub(crate) fn create_dir(dir: &Path) -> Result<(), ReportError> {
@@ -39,38 +18,11 @@ pub(crate) fn create_dir(dir: &Path) -> Result<(), ReportError> {
     })
 }
 
-/// Writes `bytes` to `path` atomically: a temp file beside it, then a rename. Creates the
-/// folder if needed.
+/// Writes `bytes` to `path` through the one output mechanism ([`iommulab::output`]): a
+/// regular file whole or not at all (a temporary file beside it, renamed into place), a link's
+/// target, a device in place, `-` to standard output. Creates missing folders.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), ReportError> {
-    create_dir(parent(path))?;
-    let tmp = InFlight::new(&temp_beside(path)?);
-    let result = write_then_rename(&tmp, path, bytes);
-    if result.is_err() {
-        let _ = fs::remove_file(tmp.path());
-    }
-    result
-}
-
-fn write_then_rename(tmp: &InFlight, path: &Path, bytes: &[u8]) -> Result<(), ReportError> {
-    let mut f = fs::File::create(tmp.path()).map_err(|source| ReportError::Create {
-        path: tmp.path().to_path_buf(),
-        source,
-    })?;
-    f.write_all(bytes).map_err(|source| ReportError::Write {
-        path: tmp.path().to_path_buf(),
-        source,
-    })?;
-    f.sync_all().ok();
-    rename(tmp, path)
-}
-
-/// Moves a finished temporary file into place.
-pub(crate) fn rename(tmp: &InFlight, path: &Path) -> Result<(), ReportError> {
-    tmp.rename_into_place(path)
-        .map_err(|source| ReportError::Rename {
-            path: path.to_path_buf(),
-            source,
-        })
+    Ok(iommulab::output::write_output(path, bytes)?)
 }
 
 /// `value` as pretty JSON (two-space indent, no final newline), written atomically.

@@ -44,33 +44,9 @@ pub enum ReportError {
         /// The cause.
         source: std::io::Error,
     },
-    /// A file could not be created.
-    #[error("cannot create {}", path.display())]
-    Create {
-        /// The file.
-        path: PathBuf,
-        /// The cause.
-        source: std::io::Error,
-    },
-    /// A file could not be written.
-    #[error("cannot write {}", path.display())]
-    Write {
-        /// The file.
-        path: PathBuf,
-        /// The cause.
-        source: std::io::Error,
-    },
-    /// A finished file could not be moved into place.
-    #[error("cannot move {} into place", path.display())]
-    Rename {
-        /// The file.
-        path: PathBuf,
-        /// The cause.
-        source: std::io::Error,
-    },
-    /// A path that names no file.
-    #[error("{} is not a file path", .0.display())]
-    NotAFile(PathBuf),
+    /// An output file could not be written (the message names the file and the cause).
+    #[error(transparent)]
+    Output(#[from] iommulab::output::OutputError),
     /// Results that do not serialise to JSON.
     #[error("cannot serialise {}", path.display())]
     Json {
@@ -88,10 +64,8 @@ impl ReportError {
     /// The I/O error underneath, if that is what it is.
     pub fn io_error(&self) -> Option<&std::io::Error> {
         match self {
-            ReportError::CreateDir { source, .. }
-            | ReportError::Create { source, .. }
-            | ReportError::Write { source, .. }
-            | ReportError::Rename { source, .. } => Some(source),
+            ReportError::CreateDir { source, .. } => Some(source),
+            ReportError::Output(e) => Some(&e.error),
             _ => None,
         }
     }

@@ -7,10 +7,10 @@ use std::sync::Once;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use iommulab::temp::InFlight;
+use image::ImageEncoder;
 
 use crate::ReportError;
-use crate::files::{rename, write_atomic};
+use crate::files::write_atomic;
 
 type Result<T> = std::result::Result<T, ReportError>;
 
@@ -190,23 +190,23 @@ pub fn bar_chart(
     })
 }
 
-/// Draws a PNG into a temporary file beside `png` (the bitmap backend writes a path and
-/// picks the encoder from its extension, so the temporary name ends in `.png`), then
-/// renames it into place.
+/// Draws a PNG into memory and writes it through [`write_atomic`] like every other output.
+/// The encoder is the one plotters' bitmap backend saves with (image's PNG encoder with its
+/// defaults), so the bytes are those a file backend would write.
 fn write_png(
     png: &Path,
     draw: impl FnOnce(DrawingArea<BitMapBackend<'_>, Shift>) -> Result<()>,
 ) -> Result<()> {
-    let stem = png.file_stem().unwrap_or_default().to_string_lossy();
-    let tmp = InFlight::new(&png.with_file_name(format!(".{stem}.tmp-{}.png", std::process::id())));
-    let root = BitMapBackend::new(tmp.path(), (W, H)).into_drawing_area();
-    match draw(root).and_then(|()| rename(&tmp, png)) {
-        Ok(()) => Ok(()),
-        Err(e) => {
-            let _ = std::fs::remove_file(tmp.path());
-            Err(e)
-        }
+    let mut rgb = vec![0u8; W as usize * H as usize * 3];
+    {
+        let root = BitMapBackend::with_buffer(&mut rgb, (W, H)).into_drawing_area();
+        draw(root)?;
     }
+    let mut bytes = Vec::new();
+    image::codecs::png::PngEncoder::new(&mut bytes)
+        .write_image(&rgb, W, H, image::ColorType::Rgb8)
+        .map_err(plot_err)?;
+    write_atomic(png, &bytes)
 }
 
 /// One line of a line chart.

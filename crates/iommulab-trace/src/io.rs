@@ -21,11 +21,11 @@
 use std::cell::Cell;
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Cursor, Read, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::rc::Rc;
 
 use flate2::bufread::MultiGzDecoder;
-use iommulab_base::temp::InFlight;
+use iommulab_base::output::{self, Output};
 use ruzstd::decoding::{FrameDecoder, StreamingDecoder};
 
 use super::csv::{BANNER, COLUMNS, CsvReader, CsvWriter};
@@ -350,77 +350,18 @@ pub fn open_trace(path: &Path) -> Result<Box<dyn EventSource>, TraceError> {
     }
 }
 
-/// A file written under a temporary name beside the target, renamed into place by
-/// [`AtomicFile::commit`] and removed if dropped before (or if the rename fails). The name is
-/// [`InFlight`] meanwhile, so a signal that stops the CLI removes it too.
+/// The byte stream under a file sink: plain or gzip (by the name's `.gz`), written through
+/// the one output mechanism ([`iommulab_base::output`]): a regular file under a temporary
+/// name renamed into place by [`OutputFile::commit`] (dropped before that, the temporary file
+/// is removed, so no half-written output is ever left behind); a link's target; a device,
+/// FIFO or `-` (standard output) in place.
 #[derive(Debug)]
-struct AtomicFile {
-    file: Option<File>,
-    tmp: InFlight,
-    target: PathBuf,
-    committed: bool,
-}
-
-impl AtomicFile {
-    fn create(target: &Path) -> io::Result<Self> {
-        let name = target
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        let tmp =
-            InFlight::new(&target.with_file_name(format!(".{name}.{}.tmp", std::process::id())));
-        let file = File::create(tmp.path())?;
-        Ok(AtomicFile {
-            file: Some(file),
-            tmp,
-            target: target.to_owned(),
-            committed: false,
-        })
-    }
-
-    fn commit(mut self) -> io::Result<()> {
-        if let Some(f) = self.file.take() {
-            f.sync_all()?;
-        }
-        self.tmp.rename_into_place(&self.target)?;
-        self.committed = true;
-        Ok(())
-    }
-
-    fn file(&mut self) -> io::Result<&mut File> {
-        self.file
-            .as_mut()
-            .ok_or_else(|| io::Error::other("write after commit"))
-    }
-}
-
-impl Drop for AtomicFile {
-    fn drop(&mut self) {
-        if !self.committed {
-            let _ = std::fs::remove_file(self.tmp.path());
-        }
-    }
-}
-
-impl Write for AtomicFile {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.file()?.write(buf)
-    }
-    fn flush(&mut self) -> io::Result<()> {
-        self.file()?.flush()
-    }
-}
-
-/// The byte stream under a file sink: plain or gzip (by the name's `.gz`), written under a
-/// temporary name and renamed into place by [`OutputFile::commit`]; dropped before that, it
-/// removes the temporary file, so no half-written output is ever left behind.
-#[derive(Debug)]
-pub struct OutputFile(Output);
+pub struct OutputFile(Stream);
 
 #[derive(Debug)]
-enum Output {
-    Plain(AtomicFile),
-    Gz(flate2::write::GzEncoder<AtomicFile>),
+enum Stream {
+    Plain(Output),
+    Gz(flate2::write::GzEncoder<Output>),
 }
 
 impl OutputFile {
@@ -436,33 +377,36 @@ impl OutputFile {
                     .to_owned(),
             });
         }
-        let file = AtomicFile::create(path).map_err(|source| TraceError::Io {
+        let file = Output::create(path).map_err(|e| TraceError::Io {
             path: path.to_owned(),
-            source,
+            source: e.into(),
         })?;
         Ok(OutputFile(if compression == Some(".gz") {
-            Output::Gz(flate2::write::GzEncoder::new(
+            Stream::Gz(flate2::write::GzEncoder::new(
                 file,
                 flate2::Compression::default(),
             ))
         } else {
-            Output::Plain(file)
+            Stream::Plain(file)
         }))
     }
 
     /// Finishes the compression, syncs, and renames the file into place.
     pub fn commit(self) -> Result<(), TraceError> {
         let target = match &self.0 {
-            Output::Plain(f) => f.target.clone(),
-            Output::Gz(g) => g.get_ref().target.clone(),
+            Stream::Plain(f) => f.path().to_owned(),
+            Stream::Gz(g) => g.get_ref().path().to_owned(),
         };
-        let done = match self.0 {
-            Output::Plain(f) => f.commit(),
-            Output::Gz(g) => g.finish().and_then(AtomicFile::commit),
+        let file = match self.0 {
+            Stream::Plain(f) => f,
+            Stream::Gz(g) => g.finish().map_err(|source| TraceError::Io {
+                path: target.clone(),
+                source,
+            })?,
         };
-        done.map_err(|source| TraceError::Io {
+        file.commit().map_err(|e| TraceError::Io {
             path: target,
-            source,
+            source: e.into(),
         })
     }
 }
@@ -470,14 +414,14 @@ impl OutputFile {
 impl Write for OutputFile {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         match &mut self.0 {
-            Output::Plain(f) => f.write(buf),
-            Output::Gz(g) => g.write(buf),
+            Stream::Plain(f) => f.write(buf),
+            Stream::Gz(g) => g.write(buf),
         }
     }
     fn flush(&mut self) -> io::Result<()> {
         match &mut self.0 {
-            Output::Plain(f) => f.flush(),
-            Output::Gz(g) => g.flush(),
+            Stream::Plain(f) => f.flush(),
+            Stream::Gz(g) => g.flush(),
         }
     }
 }
@@ -534,6 +478,16 @@ pub fn create_trace(path: &Path, header: &TraceHeader) -> Result<Box<dyn EventSi
     } else if name.ends_with(".iot") {
         true
     } else if name.ends_with(".csv") {
+        false
+    } else if !output::destination(path)
+        .map_err(|e| TraceError::Io {
+            path: path.to_owned(),
+            source: e.into(),
+        })?
+        .is_regular()
+    {
+        // `-`, a device or a FIFO named without a format: CSV, the text format, as a pipe or
+        // a terminal expects.
         false
     } else {
         return Err(unsupported(

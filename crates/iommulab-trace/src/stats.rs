@@ -103,6 +103,10 @@ pub struct TraceStats {
     pub last_ns: Option<u64>,
     /// `last_ns - first_ns`.
     pub duration_ns: u64,
+    /// Records whose time is earlier than a record before them (out of order: per-CPU
+    /// buffers merged unsorted, or clocks that disagree).
+    #[serde(default)]
+    pub reordered_times: u64,
     /// The DMA-API layer (`dma:*` records) of every device but [`IOMMU_DEVICE`].
     pub dma_api: DmaApiStats,
     /// The DMA-API layer of each device, in device-table order (devices with records only).
@@ -641,6 +645,9 @@ fn accumulate(
             if t.first_ns.is_none() {
                 t.first_ns = Some(e.time_ns);
             }
+            if t.last_ns.is_some_and(|p| e.time_ns < p) {
+                t.reordered_times += 1;
+            }
             t.last_ns = Some(t.last_ns.map_or(e.time_ns, |p| p.max(e.time_ns)));
             if Some(e.device) == iommu_device {
                 iommu.get_or_insert_with(IommuLayer::default).event(e);
@@ -701,6 +708,13 @@ impl TraceStats {
         let _ = writeln!(t, "{:<26} {}", "records (both layers)", self.events);
         let _ = writeln!(t, "{:<26} {}", "devices", self.devices.join(", "));
         let _ = writeln!(t, "{:<26} {} ns", "duration", self.duration_ns);
+        if self.reordered_times > 0 {
+            let _ = writeln!(
+                t,
+                "{:<26} {} (earlier than a record before them)",
+                "records out of time order", self.reordered_times
+            );
+        }
         let _ = writeln!(
             t,
             "\nDMA API layer (dma:* records: the buffers drivers mapped; what replay, mrc and \

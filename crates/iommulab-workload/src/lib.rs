@@ -380,13 +380,30 @@ pub const MAX_MEMORY_PAGES: u64 = 1 << 26;
 /// `i % 31 + 1`, so 31 × 256 fit on the buses there are.
 pub const MAX_DEVICES: u16 = 31 * 256;
 
-/// The largest buffer or per-frame byte count (`buf_size`, `tx_bytes_per_rx_frame`): 1 GiB.
+/// The largest buffer or per-frame byte count (`buf_size`, `tx_bytes_per_rx_frame`,
+/// `io_size`): 1 GiB.
 pub const MAX_BUFFER_BYTES: u64 = 1 << 30;
+
+/// The most operations any count may ask for (`ios`, `packets`, `requests`): 2^32, about an
+/// hour of modeled time at a million operations a second, as `duration_s` is capped at an
+/// hour. One rule for every count, so no key runs for ever.
+pub const MAX_COUNT: u64 = 1 << 32;
+
+/// Why [`MAX_COUNT`] is the limit, in the error message.
+const COUNT_LIMIT: &str =
+    "about an hour of modeled time at a million a second; `duration_s` is capped alike";
 
 impl WorkloadConfig {
     /// The sizes every generator shares: a run of at least one packet, request or I/O, and
     /// pools, memories and buffers whose addresses and byte counts the model can hold.
     fn check_sizes(&self) -> Result<(), ParamError> {
+        let at_most = |key: &str, n: u64, max: u64, what: &str| {
+            if n > max {
+                Err(invalid(key, n, &format!("at most {max} ({what})")))
+            } else {
+                Ok(())
+            }
+        };
         let at_least_one = |key: &str, n: u64| {
             if n == 0 {
                 Err(invalid(
@@ -398,12 +415,10 @@ impl WorkloadConfig {
                 Ok(())
             }
         };
-        let at_most = |key: &str, n: u64, max: u64, what: &str| {
-            if n > max {
-                Err(invalid(key, n, &format!("at most {max} ({what})")))
-            } else {
-                Ok(())
-            }
+        // Every count of operations: at least one, at most MAX_COUNT.
+        let count = |key: &str, n: u64| {
+            at_least_one(key, n)?;
+            at_most(key, n, MAX_COUNT, COUNT_LIMIT)
         };
         let pool = |key: &str, n: u64| {
             at_least_one(key, n)?;
@@ -420,21 +435,26 @@ impl WorkloadConfig {
         };
         let buffer = |key: &str, n: u64| at_most(key, n, MAX_BUFFER_BYTES, "1 GiB");
         match self {
-            WorkloadConfig::PseudoScsi(c) => pool("workload.pool_pages", c.pool_pages),
+            WorkloadConfig::PseudoScsi(c) => {
+                pool("workload.pool_pages", c.pool_pages)?;
+                // `ios = 0` with `duration_s` runs for the time: checked with it (experiment).
+                at_most("workload.ios", c.ios, MAX_COUNT, COUNT_LIMIT)?;
+                buffer("workload.io_size", c.io_size)
+            }
             WorkloadConfig::NetperfSend(c) => {
-                at_least_one("workload.packets", c.packets)?;
+                count("workload.packets", c.packets)?;
                 memory(&c.memory)
             }
             WorkloadConfig::ApacheSendfile(c) => {
-                at_least_one("workload.requests", c.requests)?;
+                count("workload.requests", c.requests)?;
                 memory(&c.memory)
             }
             WorkloadConfig::Block(c) => {
-                at_least_one("workload.requests", c.requests)?;
+                count("workload.requests", c.requests)?;
                 memory(&c.memory)
             }
             WorkloadConfig::UniformRandom(c) => {
-                at_least_one("workload.ios", c.ios)?;
+                count("workload.ios", c.ios)?;
                 pool("workload.pool_pages", c.pool_pages)?;
                 at_most(
                     "workload.devices",
@@ -444,18 +464,18 @@ impl WorkloadConfig {
                 )
             }
             WorkloadConfig::NetRx(c) => {
-                at_least_one("workload.packets", c.packets)?;
+                count("workload.packets", c.packets)?;
                 pool("workload.pool_pages", c.pool_pages)?;
                 buffer("workload.buf_size", c.buf_size)
             }
             WorkloadConfig::NicDuplex(c) => {
                 match c.tx {
                     DuplexTx::NetperfSend(t) => {
-                        at_least_one("workload.tx.packets", t.packets)?;
+                        count("workload.tx.packets", t.packets)?;
                         memory(&t.memory)?;
                     }
                     DuplexTx::ApacheSendfile(t) => {
-                        at_least_one("workload.tx.requests", t.requests)?;
+                        count("workload.tx.requests", t.requests)?;
                         memory(&t.memory)?;
                     }
                 }
@@ -652,6 +672,19 @@ mod tests {
         let parse = |t: &str| -> WorkloadConfig { toml::from_str(t).unwrap() };
         for (text, key) in [
             ("kind = \"netperf-send\"\npackets = 0", "workload.packets"),
+            // One cap for every count (2^32 + 1 here).
+            (
+                "kind = \"netperf-send\"\npackets = 4294967297",
+                "workload.packets",
+            ),
+            (
+                "kind = \"block\"\nrequests = 9223372036854775807",
+                "workload.requests",
+            ),
+            (
+                "kind = \"uniform-random\"\nios = 4294967297",
+                "workload.ios",
+            ),
             (
                 "kind = \"apache-sendfile\"\nrequests = 0",
                 "workload.requests",
@@ -758,6 +791,21 @@ mod tests {
             ),
             (PseudoScsiConfig { cpus: 0, ..base }, "workload.cpus"),
             (PseudoScsiConfig { cpus: 1025, ..base }, "workload.cpus"),
+            // Past its bound a size failed mid-run, naming no key; a count ran for ever.
+            (
+                PseudoScsiConfig {
+                    io_size: u64::MAX,
+                    ..base
+                },
+                "workload.io_size",
+            ),
+            (
+                PseudoScsiConfig {
+                    ios: MAX_COUNT + 1,
+                    ..base
+                },
+                "workload.ios",
+            ),
         ] {
             let e = WorkloadConfig::PseudoScsi(c).validate().unwrap_err();
             assert_eq!(e.key, key, "{c:?}");
@@ -769,7 +817,8 @@ mod tests {
                 ..base
             },
             PseudoScsiConfig {
-                io_size: u64::MAX,
+                io_size: MAX_BUFFER_BYTES,
+                ios: MAX_COUNT,
                 ..base
             },
         ] {

@@ -45,7 +45,7 @@ pub mod repro;
 pub mod validate;
 
 // The layers, re-exported under the module names the whole code base and its users know.
-pub use iommulab_base::{addr, clock, hash, temp};
+pub use iommulab_base::{addr, clock, hash, output, temp};
 pub use iommulab_hw as hw;
 pub use iommulab_os::{device, dma, flush, iova};
 pub use iommulab_pcie as pcie;

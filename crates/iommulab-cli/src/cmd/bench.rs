@@ -7,7 +7,7 @@ use iommulab::device::DeviceMode;
 use iommulab::experiment::{ExperimentConfig, NamedConfig, RunResult, run_bench};
 
 use crate::args::BenchArgs;
-use crate::output::{csv, refuse_overlap, table, write_atomic};
+use crate::output::{csv, prepare_outputs, table, write_atomic};
 use crate::progress::Progress;
 
 /// Pages on each side of an unmapped page a malicious device probes, unless `--neighbours`
@@ -154,7 +154,7 @@ pub fn run(args: &BenchArgs, quiet: bool) -> Result<()> {
         .iter()
         .map(|p| ("--config-file", p.as_path()))
         .collect();
-    refuse_overlap(&outputs, &inputs)?;
+    prepare_outputs(&outputs, &inputs)?;
     let base = base_config(args)?;
     let configs: Vec<NamedConfig> = if args.configs.is_empty() {
         if args.config_file.is_some() {

@@ -15,7 +15,7 @@ use serde::Serialize;
 
 use crate::args::{ReplayArgs, StrategyArg};
 use crate::cmd::trace::open_input;
-use crate::output::{refuse_overlap, table, write_atomic};
+use crate::output::{prepare_outputs, table, write_atomic};
 use crate::progress::Progress;
 
 /// One configuration's replay: the run's result (its `replay` part says what the replay made
@@ -249,7 +249,7 @@ pub fn run(args: &ReplayArgs, quiet: bool) -> Result<()> {
             .iter()
             .map(|p| ("--config-file", p.as_path())),
     );
-    refuse_overlap(&outputs, &inputs)?;
+    prepare_outputs(&outputs, &inputs)?;
     if let Some(s) = args.strategy {
         return run_guest_model(args, s);
     }
@@ -307,8 +307,9 @@ pub fn run(args: &ReplayArgs, quiet: bool) -> Result<()> {
         for r in &results {
             let p = &r.replay;
             t.push_str(&format!(
-                "{}: {} events, {} maps, {} unmaps, {} accesses replayed; {} unmatched unmaps, {} iommu events skipped\n",
-                r.run.config, p.events, p.maps, p.unmaps, p.accesses, p.unmatched_unmaps, p.skipped_iommu_events
+                "{}: {}\n",
+                r.run.config,
+                crate::cmd::run::replay_text(p)
             ));
         }
         t.push_str(&check_text(&checked));

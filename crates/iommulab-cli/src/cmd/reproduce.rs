@@ -30,6 +30,19 @@ pub fn run(args: &ReproduceArgs, quiet: bool) -> Result<()> {
             crate::print_stdout(&line)
         }
     };
+    // Every file the reports will write, checked before hours of runs.
+    let mut outputs: Vec<std::path::PathBuf> = selected
+        .iter()
+        .flat_map(|&r| iommulab_report::files(r))
+        .map(|f| args.out.join(f))
+        .collect();
+    if args.paper == Paper::All {
+        outputs.push(args.out.join("index.md"));
+        outputs.push(iommulab_report::index_html_path(&args.out));
+    }
+    let outputs: Vec<(&str, &std::path::Path)> =
+        outputs.iter().map(|p| ("--out", p.as_path())).collect();
+    crate::output::prepare_outputs(&outputs, &[])?;
     let mut done = Vec::new();
     let mut scores = Vec::new();
     for &r in selected {

@@ -5,14 +5,14 @@ use anyhow::{Context, Result};
 use iommulab::experiment::{ExperimentConfig, RunResult, run_experiment};
 
 use crate::args::RunArgs;
-use crate::output::{refuse_overlap, table, write_atomic};
+use crate::output::{prepare_outputs, table, write_atomic};
 use crate::progress::Progress;
 
 /// `iommulab run`.
 pub fn run(args: &RunArgs, quiet: bool) -> Result<()> {
     let path = &args.experiment;
     if let Some(out) = &args.out {
-        refuse_overlap(&[("--out", out)], &[("the experiment", path)])?;
+        prepare_outputs(&[("--out", out)], &[("the experiment", path)])?;
     }
     let text = crate::cmd::read_text(path)?;
     let cfg = ExperimentConfig::from_file_text(path, &text)
@@ -102,10 +102,34 @@ pub(crate) fn result_text(result: &RunResult) -> String {
         ));
     }
     if let Some(p) = &result.replay {
+        t.push_str(&format!("trace: {}\n", replay_text(p)));
+    }
+    t
+}
+
+/// What a replay made of a trace, for people. The unmaps the replay implied (a map of an
+/// address still mapped unmaps it first) are labelled, not counted as the trace's.
+pub(crate) fn replay_text(p: &iommulab::workload::ReplayReport) -> String {
+    let mut t = format!(
+        "{} events, {} maps, {} unmaps",
+        p.events,
+        p.maps,
+        p.unmaps.saturating_sub(p.remapped_live)
+    );
+    if p.remapped_live > 0 {
         t.push_str(&format!(
-            "trace: {} events, {} maps, {} unmaps, {} accesses replayed; {} unmatched \
-             unmaps, {} iommu events skipped\n",
-            p.events, p.maps, p.unmaps, p.accesses, p.unmatched_unmaps, p.skipped_iommu_events
+            " (+ {} implied by a map of a live address)",
+            p.remapped_live
+        ));
+    }
+    t.push_str(&format!(
+        ", {} accesses replayed; {} unmatched unmaps, {} iommu events skipped",
+        p.accesses, p.unmatched_unmaps, p.skipped_iommu_events
+    ));
+    if p.reordered_times > 0 {
+        t.push_str(&format!(
+            "; {} events out of time order (replayed in file order)",
+            p.reordered_times
         ));
     }
     t

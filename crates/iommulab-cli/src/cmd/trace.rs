@@ -12,6 +12,7 @@ use iommulab::workload::WorkloadConfig;
 use serde::Serialize;
 
 use crate::args::{TraceCommand, TraceFormatArg, TraceGenerateArgs, TraceImportArgs, WorkloadArg};
+use crate::output::prepare_outputs;
 use crate::progress::Reading;
 
 impl From<TraceFormatArg> for TraceFormat {
@@ -77,6 +78,7 @@ pub fn run(command: &TraceCommand, quiet: bool) -> Result<()> {
             crate::print_stdout(&text)
         }
         TraceCommand::Convert(a) => {
+            prepare_outputs(&[("-o", &a.output)], &[("the input", &a.input)])?;
             let src = open_input(&a.input, a.format, a.lenient)?;
             let mut src = Reading::new(src, format!("converting {}", a.input.display()), quiet);
             let mut dst = create_trace(&a.output, src.header())?;
@@ -131,6 +133,7 @@ fn report_text(r: &iommulab::trace::ftrace::ImportReport) -> Result<String> {
 }
 
 fn import(a: &TraceImportArgs, quiet: bool) -> Result<()> {
+    prepare_outputs(&[("-o", &a.output)], &[("the input", &a.input)])?;
     let format = resolve(&a.input, a.format.into())?;
     let what = format!("importing {}", a.input.display());
     let (n, ftrace) = if format == TraceFormat::Ftrace {
@@ -200,6 +203,7 @@ fn generate(a: &TraceGenerateArgs, quiet: bool) -> Result<()> {
     if a.events == 0 {
         bail!("--events must be at least 1");
     }
+    prepare_outputs(&[("-o", &a.output)], &[])?;
     let cfg = workload_config(a.workload, a.seed);
     let header = TraceHeader {
         devices: Vec::new(),

@@ -1,6 +1,9 @@
 //! `iommulab validate`: the Linux 6.x IOVA allocator model against a real kernel's trace
 //! (`iommulab::validate`). The library does the work; this renders it.
 
+use std::io::Write;
+use std::process::ExitCode;
+
 use anyhow::{Context, Result, bail};
 use iommulab::iova::{ByteRange, DomainConfig};
 use iommulab::validate::{ValidateOptions, validate};
@@ -64,8 +67,8 @@ pub fn options(args: &ValidateArgs) -> Result<ValidateOptions> {
     })
 }
 
-/// `iommulab validate`.
-pub fn run(args: &ValidateArgs) -> Result<()> {
+/// `iommulab validate`. Exits 2 when nothing could be scored: a "0/0" is no agreement.
+pub fn run(args: &ValidateArgs) -> Result<ExitCode> {
     let opts = options(args)?;
     opts.check()?;
     let report = validate(&args.trace, &opts)
@@ -77,7 +80,22 @@ pub fn run(args: &ValidateArgs) -> Result<()> {
     } else {
         report.to_text()
     };
-    crate::print_stdout(&text)
+    crate::print_stdout(&text)?;
+    if report.scored == 0 {
+        // Not an error of the command's (the report above says what was read): the trace
+        // holds nothing the model can be compared with.
+        let _ = writeln!(
+            std::io::stderr(),
+            "error: nothing to validate in {}: {} allocations read, none scored after the \
+             warm-up ({}); validate needs the IOVA allocations of a Linux trace (dma:* map \
+             events with their DMA addresses)",
+            args.trace.display(),
+            report.allocations,
+            report.warmup
+        );
+        return Ok(ExitCode::from(2));
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 #[cfg(test)]

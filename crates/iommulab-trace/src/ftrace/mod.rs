@@ -190,6 +190,14 @@ pub struct ImportReport {
     pub untracked_map_sg: u64,
     /// `iommu:unmap` lines with `unmapped_size != size`.
     pub partial_iommu_unmaps: u64,
+    /// Records whose timestamp is earlier than the first imported event's: their time is
+    /// clamped to 0 (the trace's times count from its first event).
+    #[serde(default)]
+    pub clamped_timestamps: u64,
+    /// Records whose timestamp is earlier than a record before them (out of order, e.g.
+    /// per-CPU buffers merged unsorted): kept in file order, with their own times.
+    #[serde(default)]
+    pub reordered_timestamps: u64,
     /// Event lines imported or skipped as other events, by event name as printed (`map`,
     /// `iommu:map`, `dma_map_page`, `sched_switch`, ...).
     pub by_event: BTreeMap<String, u64>,
@@ -227,6 +235,8 @@ pub struct FtraceReader<R: BufRead> {
     eof: bool,
     /// Absolute timestamp of the first imported event.
     first_ts: Option<u64>,
+    /// The latest absolute timestamp imported, for `reordered_timestamps`.
+    latest_ts: u64,
     /// Records parsed but not yet returned (a `dma_map_sg` line makes several).
     pending: VecDeque<Event>,
     /// Reused parse buffers for sg arrays.
@@ -312,6 +322,7 @@ impl<R: BufRead> FtraceReader<R> {
             line_no: 0,
             eof: false,
             first_ts: None,
+            latest_ts: 0,
             pending: VecDeque::with_capacity(256),
             dma_addrs: Vec::new(),
             sizes: Vec::new(),
@@ -543,6 +554,14 @@ impl<R: BufRead> FtraceReader<R> {
     /// Nanoseconds since the first imported event.
     fn time(&mut self, ts: u64) -> u64 {
         let first = *self.first_ts.get_or_insert(ts);
+        if ts < self.latest_ts {
+            self.report.reordered_timestamps += 1;
+        } else {
+            self.latest_ts = ts;
+        }
+        if ts < first {
+            self.report.clamped_timestamps += 1;
+        }
         ts.saturating_sub(first)
     }
 

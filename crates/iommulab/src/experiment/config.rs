@@ -1067,6 +1067,52 @@ impl ExperimentConfig {
                 expected: format!("1..={MAX_GUEST_MIB} (1 TiB)"),
             });
         }
+        let guest_key = |key: &str, value: String, expected: &str| ConfigError::Invalid {
+            key: key.into(),
+            value,
+            expected: expected.into(),
+        };
+        // The guest's DMA layer uses identity addressing (S1.1): no device mask applies.
+        if self.dma_bits != Self::default().dma_bits {
+            return Err(guest_key(
+                "dma_bits",
+                self.dma_bits.to_string(),
+                "not set with `system.kind = \"guest\"`: the guest's DMA layer maps \
+                 guest-physical addresses one to one (S1.1), no device DMA mask applies",
+            ));
+        }
+        // Only `on-demand` has a map cache with a quota; the other strategies would run as if
+        // the key were not there.
+        if g.strategy != Strategy::OnDemand {
+            if g.quota != GuestConfig::default().quota {
+                return Err(guest_key(
+                    "system.quota",
+                    g.quota.to_string(),
+                    &format!(
+                        "not set with `strategy = \"{}\"`: only `on-demand` has a quota (its \
+                         map cache); `persistent` keeps every page it maps",
+                        g.strategy.name()
+                    ),
+                ));
+            }
+            if g.quota_policy.is_some() {
+                return Err(guest_key(
+                    "system.quota_policy",
+                    "set".into(),
+                    &format!(
+                        "not set with `strategy = \"{}\"`: only `on-demand` has a quota",
+                        g.strategy.name()
+                    ),
+                ));
+            }
+        } else if g.quota == 0 {
+            // Every buffer would be refused: a run that moved nothing.
+            return Err(guest_key(
+                "system.quota",
+                "0".into(),
+                "at least 1 page: with no map cache the guest refuses every buffer",
+            ));
+        }
         Ok(GuestConfig {
             strategy: g.strategy,
             quota: g.quota,
@@ -1171,7 +1217,7 @@ impl Default for XenPvSystemConfig {
 pub struct GuestSystemConfig {
     /// The DMA-mapping strategy (S1.1).
     pub strategy: Strategy,
-    /// Map-cache quota in pages (`on-demand`, `persistent`).
+    /// Map-cache quota in pages (`on-demand` only; refused with another strategy).
     pub quota: u64,
     /// Eviction policy of the map cache (S1.3, S1.4).
     pub eviction: EvictionConfig,

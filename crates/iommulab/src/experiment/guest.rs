@@ -122,7 +122,6 @@ fn run<W: Workload<Phys = Gpa>>(
     Ok(RunResult::from_guest(
         labels_of(cfg),
         g.cost.clock,
-        g.link_mbps,
         result,
         wall,
     ))

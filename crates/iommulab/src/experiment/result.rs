@@ -15,8 +15,9 @@
 //! `replay` (what the replay made of the trace's events) when the workload is a trace.
 //!
 //! A guest run fills the common fields from the guest model (S1.8–S1.10): `ops` are driver
-//! buffer maps, `modeled_seconds` is the time the run's bytes take on the link
-//! (`system.link_mbps`), so `iops` is buffers per second at line rate, and
+//! buffer maps, `modeled_seconds` is the time the run's bytes take at the throughput its
+//! limits allow (the link, `system.link_mbps`, or the guest's CPUs, whichever is slower), so
+//! `iops` is buffers per second at that throughput, and
 //! `modeled_hw_ns_per_op` is the mapping work per buffer (hypercalls, host bookkeeping, IOMMU);
 //! the bare-metal breakdown it has no model for (`io_path`, `modeled_sw`, `device`,
 //! `measured_iops`, `iotlb_flushes`, allocator metadata) is 0, and `stats` holds zeros (the
@@ -183,15 +184,19 @@ peak_metadata_bytes,stale_accesses,subpage_accesses,exposed_bytes,faults,wall_se
     pub fn from_guest(
         labels: super::RunLabels,
         clock: crate::clock::ClockRate,
-        link_mbps: u64,
         g: GuestResult,
         wall_seconds: f64,
     ) -> RunResult {
         let ops = g.buffers;
         let n = ops.max(1) as f64;
-        // The run's bytes on the link: the time the guest's traffic takes (S1.9's CPU
-        // utilization is mapping cycles over this time).
-        let modeled_seconds = g.bytes as f64 * 8.0 / (link_mbps.max(1) as f64 * 1e6);
+        // The run's time is the one its limits give (`virt::link`, S1.9): its link payload
+        // at the throughput reached, the smaller of what the link carries and what the CPUs
+        // feed. IOPS follows the same limit as the throughput, never the link alone.
+        let modeled_seconds = if g.throughput_mbps > 0.0 {
+            g.sent_bytes() as f64 * 8.0 / (g.throughput_mbps * 1e6)
+        } else {
+            0.0
+        };
         let hw_ns = clock.ns(crate::clock::Cycles::new(g.cycles)) / n;
         RunResult {
             config: labels.config,
