@@ -452,8 +452,8 @@ impl DmaState {
 
     /// Linux's "has not allocated", told apart into a double unmap, a never-mapped address
     /// (a capture from boot) and a mapping made before tracing began (counted, and
-    /// remembered as unmapped: a second unmap is a double unmap). Returns whether it was
-    /// taken as mapped before tracing.
+    /// remembered as unmapped: a second unmap is a double unmap). Returns whether the
+    /// mapping is unknown (its page-table events are then claimed without a check).
     fn not_allocated(&mut self, dev: u16, dma: u64, size: u64, at: At, sink: &mut Sink) -> bool {
         let (kind, map, detail) = match self.unmapped.get((dev, dma)) {
             Some((map, first_unmap)) => (
@@ -483,7 +483,9 @@ impl DmaState {
             map,
             detail,
         });
-        false
+        // A never-mapped address still claims the page-table events around it (one
+        // finding, not one per layer).
+        kind == FindingKind::UnmapNotMapped
     }
 
     /// The field comparisons of `check_unmap`.
@@ -717,6 +719,11 @@ impl DmaState {
                 map,
                 detail,
             });
+            if kind == FindingKind::UnmapNotMapped
+                && let Some(io) = iommu
+            {
+                io.dma_unmap_before_tracing(dev, None, at, true, sink);
+            }
             return;
         };
         let Some(group) = self.drop_group(id) else {
