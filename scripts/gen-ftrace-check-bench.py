@@ -6,6 +6,12 @@ The shape of the committed QEMU trace: per call an `iommu:map` then `dma_map_pag
 per device. The trace is valid: `iommulab check` must report it clean.
 
     python3 scripts/gen-ftrace-check-bench.py 10000000 > /tmp/check10m.txt
+
+With `--unmapped`, N `dma_unmap_page` lines of addresses never mapped instead: with
+`iommulab check --from-boot` each one is a finding (`unmap_not_mapped`), for the memory of
+`check --json` with millions of findings:
+
+    python3 scripts/gen-ftrace-check-bench.py 2000000 --unmapped > /tmp/check2m-findings.txt
 """
 
 import sys
@@ -14,6 +20,15 @@ n = int(sys.argv[1])
 out = sys.stdout
 w = out.write
 w("# tracer: nop\n")
+if "--unmapped" in sys.argv[2:]:
+    for i in range(n):
+        t = i + 1
+        ts = f"{100 + t // 1000000}.{t % 1000000:06d}"
+        w(
+            f"           fio-{1000 + i % 2} [{i % 2:03d}] ..... {ts}: dma_unmap_page: 0000:00:01.0 "
+            f"dir=FROM_DEVICE dma_addr={0x100000000 + i * 4096:x} size=4096 attrs=\n"
+        )
+    sys.exit(0)
 lines = 0
 t = 0
 live = [[] for _ in range(4)]

@@ -102,6 +102,8 @@ def trace_check(
     dma_masks: Optional[list[tuple[str, Union[int, str]]]] = None,
     iommu: bool = True,
     max_findings: Optional[int] = None,
+    leaks: bool = False,
+    from_boot: bool = False,
 ) -> dict[str, Any]: ...
 def trace_validate(
     path: _StrPath,

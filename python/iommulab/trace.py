@@ -24,17 +24,29 @@ def check(
     dma_masks: Optional[dict[str, Union[int, str]]] = None,
     iommu: bool = True,
     max_findings: Optional[int] = None,
+    leaks: bool = False,
+    from_boot: bool = False,
 ) -> dict[str, Any]:
     """`iommulab check --json` as a dict: Linux dma-debug's checks on what the trace's drivers
     did (`findings_total`, `by_kind`, `findings` with the file line of the map and of the
     offending call, device, task, CPU and the debug.c message). `dma_masks` maps device names
     to DMA masks as the CLI's `--dma-mask DEVICE=MASK`: an int is a number of bits, 1 to 64
     (`{"0000:00:01.0": 32}` is the mask 0xffffffff), a string is `"0x..."` (the mask itself)
-    or bits; anything else raises `ConfigError` naming the device. A missing file raises
-    `FileNotFoundError`, an unreadable trace `TraceError`."""
+    or bits; anything else raises `ConfigError` naming the device. `leaks` and `from_boot` are
+    the CLI's `--leaks` (mappings still live when tracing stopped are `leak` findings, not only
+    `outstanding_at_end`) and `--from-boot` (the capture began before any mapping, so an unmap
+    of an address it never mapped is `unmap_not_mapped`, not `mapped_before_tracing`). A
+    missing file raises `FileNotFoundError`, an unreadable trace `TraceError`."""
     masks = list(dma_masks.items()) if dma_masks else None
     return _native.trace_check(
-        path, format=format, lenient=lenient, dma_masks=masks, iommu=iommu, max_findings=max_findings
+        path,
+        format=format,
+        lenient=lenient,
+        dma_masks=masks,
+        iommu=iommu,
+        max_findings=max_findings,
+        leaks=leaks,
+        from_boot=from_boot,
     )
 
 

@@ -381,12 +381,24 @@ pub struct CheckArgs {
     /// The trace (ftrace text gives lines and tasks; native `.iot` and `.csv` give record
     /// numbers; `.gz`/`.zst` read transparently).
     pub trace: PathBuf,
-    /// Print the report as JSON (counts by kind and the list of findings).
+    /// Print the report as JSON (counts by kind and the list of findings, streamed: memory
+    /// stays flat in their number).
     #[arg(long)]
     pub json: bool,
-    /// Findings to print (all are counted) [default: 50; with --json: all kept].
+    /// Findings to print (all are counted) [default: 50; with --json: all].
     #[arg(long, value_name = "N")]
     pub max: Option<usize>,
+    /// Report the mappings still live when tracing stopped as `leak` findings (one per
+    /// device); without it they are only counted ("outstanding at end").
+    #[arg(long)]
+    pub leaks: bool,
+    /// The capture began before the traced devices mapped anything (tracing enabled at boot,
+    /// e.g. `trace_event=` on the kernel command line, or before the driver was loaded): an
+    /// unmap or sync of an address the trace never mapped is then a finding
+    /// (`unmap_not_mapped`, `sync_not_mapped`); without it, it is counted as "mapped before
+    /// tracing".
+    #[arg(long)]
+    pub from_boot: bool,
     /// A device's DMA mask, `DEVICE=MASK` (hex like 0xffffffff, or bits like 32); repeat
     /// or comma separate. Masks the trace prints (swiotlb_bounced) are used too.
     #[arg(long = "dma-mask", value_name = "DEVICE=MASK", value_delimiter = ',')]

@@ -44,7 +44,11 @@ fn write(dir: &TempDir, name: &str, text: &str) -> PathBuf {
 fn findings_exit_3_and_name_both_lines() {
     let d = TempDir::new().unwrap();
     let t = write(&d, "buggy.txt", BUGGY);
-    let out = iommulab().arg("check").arg(&t).output().unwrap();
+    let out = iommulab()
+        .args(["check", "--leaks"])
+        .arg(&t)
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(3));
     let s = String::from_utf8(out.stdout).unwrap();
     assert!(s.contains("6 events, 4 findings"), "{s}");
@@ -82,7 +86,7 @@ fn json_lists_findings_and_max_bounds_them() {
     let d = TempDir::new().unwrap();
     let t = write(&d, "buggy.txt", BUGGY);
     let out = iommulab()
-        .args(["check", "--json"])
+        .args(["check", "--json", "--leaks"])
         .arg(&t)
         .output()
         .unwrap();
@@ -96,13 +100,85 @@ fn json_lists_findings_and_max_bounds_them() {
     assert_eq!(v["findings"][0]["at"]["task"], "fio-3310");
     assert_eq!(v["position"], "line");
     let out = iommulab()
-        .args(["check", "--max", "1"])
+        .args(["check", "--max", "1", "--leaks"])
         .arg(&t)
         .output()
         .unwrap();
     let s = String::from_utf8(out.stdout).unwrap();
     assert_eq!(s.matches("    linux: ").count(), 1, "{s}");
     assert!(s.contains("... 3 more findings"), "{s}");
+    // --json --max bounds the list, not the counts.
+    let out = iommulab()
+        .args(["check", "--json", "--leaks", "--max", "2"])
+        .arg(&t)
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["findings"].as_array().unwrap().len(), 2);
+    assert_eq!(
+        (
+            v["findings_total"].as_u64(),
+            v["findings_not_listed"].as_u64()
+        ),
+        (Some(4), Some(2))
+    );
+    // Without --leaks the mapping still live is outstanding at end, not a finding.
+    let out = iommulab()
+        .args(["check", "--json"])
+        .arg(&t)
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["findings_total"], 3);
+    assert_eq!(v["outstanding_at_end"], 1);
+    assert_eq!(v["by_kind"].get("leak"), None);
+}
+
+/// The streamed JSON holds the same report as the library's, finding for finding, also
+/// with no findings at all (an empty list).
+#[test]
+fn streamed_json_is_the_library_report() {
+    use iommulab::trace::check::{CheckOptions, check};
+    let d = TempDir::new().unwrap();
+    for (name, text) in [("buggy.txt", BUGGY), ("clean.txt", CLEAN)] {
+        let t = write(&d, name, text);
+        let out = iommulab()
+            .args(["check", "--json", "--leaks", "--from-boot"])
+            .arg(&t)
+            .output()
+            .unwrap();
+        let streamed: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let opts = CheckOptions {
+            leaks: true,
+            from_boot: true,
+            max_findings: usize::MAX,
+            ..CheckOptions::default()
+        };
+        let report = check(&t, iommulab::trace::TraceFormat::Auto, false, &opts).unwrap();
+        let mut want = serde_json::to_value(&report).unwrap();
+        // The library sorts leaks last; the stream writes in the order found, which here is
+        // the same.
+        assert_eq!(streamed, want.take(), "{name}");
+    }
+}
+
+/// A trace that fails to parse part-way leaves no JSON on stdout.
+#[test]
+fn json_of_a_bad_trace_writes_nothing() {
+    let d = TempDir::new().unwrap();
+    let t = write(&d, "bad.txt", &format!("{BUGGY}this is not a trace\n"));
+    let out = iommulab()
+        .args(["check", "--json", "--leaks"])
+        .arg(&t)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        out.stdout.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("bad.txt:8"));
 }
 
 #[test]
@@ -147,8 +223,9 @@ fn errors_keep_their_own_codes() {
     iommulab().args(["check", "--bogus"]).assert().code(2);
 }
 
-/// The committed QEMU trace: only the leaks traces/README.md explains (rings and posted
-/// receive buffers still mapped when tracing stopped), and the IOMMU layer agrees.
+/// The committed QEMU trace is clean; with `--leaks`, only the leaks traces/README.md
+/// explains (rings and posted receive buffers still mapped when tracing stopped), and the
+/// IOMMU layer agrees.
 #[test]
 fn qemu_trace_has_only_its_explained_leaks() {
     let out = iommulab()
@@ -156,10 +233,19 @@ fn qemu_trace_has_only_its_explained_leaks() {
         .arg(qemu_trace())
         .output()
         .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["by_kind"], serde_json::json!({}));
+    assert_eq!(v["outstanding_at_end"], 255);
+    let out = iommulab()
+        .args(["check", "--json", "--leaks", "--from-boot"])
+        .arg(qemu_trace())
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(3));
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["by_kind"], serde_json::json!({"leak": 3}));
-    assert_eq!(v["live_at_end"], 255);
+    assert_eq!(v["outstanding_at_end"], 255);
     assert_eq!(v["iommu_checked"], true);
     let counts: Vec<(String, String)> = v["findings"]
         .as_array()
@@ -198,7 +284,8 @@ fn replay_reports_the_findings() {
         String::from_utf8_lossy(&out.stderr)
     );
     let s = String::from_utf8(out.stdout).unwrap();
-    assert!(s.contains("dma-debug (iommulab check): 4 findings"), "{s}");
+    // The mapping still live at the end is outstanding, not a leak, by default.
+    assert!(s.contains("dma-debug (iommulab check): 3 findings"), "{s}");
     assert!(s.contains("double_unmap"), "{s}");
     let out = iommulab()
         .args(["replay", "--config", "strict", "--json"])
@@ -206,6 +293,6 @@ fn replay_reports_the_findings() {
         .output()
         .unwrap();
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(v["check"]["findings_total"], 4);
+    assert_eq!(v["check"]["findings_total"], 3);
     assert_eq!(v["check"]["by_kind"]["unmap_size_mismatch"], 1);
 }

@@ -85,7 +85,8 @@ fn masks(list: Option<Vec<(String, Bound<'_, PyAny>)>>) -> PyResult<Vec<(String,
 /// `iommulab check --json`, as a dict: dma-debug of a recorded trace. `dma_masks` are as the
 /// CLI's `--dma-mask` (see [`masks`]).
 #[pyfunction]
-#[pyo3(signature = (path, format="auto", lenient=false, dma_masks=None, iommu=true, max_findings=None))]
+#[pyo3(signature = (path, format="auto", lenient=false, dma_masks=None, iommu=true, max_findings=None, leaks=false, from_boot=false))]
+#[allow(clippy::too_many_arguments)] // the Python keyword arguments
 pub fn trace_check<'py>(
     py: Python<'py>,
     path: PathBuf,
@@ -94,11 +95,15 @@ pub fn trace_check<'py>(
     dma_masks: Option<Vec<(String, Bound<'py, PyAny>)>>,
     iommu: bool,
     max_findings: Option<Int>,
+    leaks: bool,
+    from_boot: bool,
 ) -> PyResult<Bound<'py, PyAny>> {
     let format = trace_format(format)?;
     let mut opts = CheckOptions {
         dma_masks: masks(dma_masks)?,
         iommu,
+        leaks,
+        from_boot,
         ..CheckOptions::default()
     };
     if let Some(n) = opt::<usize>(max_findings.as_ref(), "max_findings")? {

@@ -274,9 +274,16 @@ fn history(ops: &[Op]) -> (String, Vec<usize>) {
     (out.concat(), unmaps)
 }
 
+/// The histories hold every call from the first map to the last unmap: `from_boot` and
+/// `leaks` state it.
 fn check_text(text: &str) -> CheckReport {
     let mut r = FtraceReader::new(text.as_bytes(), "p.txt".into(), FtraceOptions::default());
-    check_ftrace(&mut r, "p.txt", &CheckOptions::default()).unwrap()
+    let options = CheckOptions {
+        from_boot: true,
+        leaks: true,
+        ..CheckOptions::default()
+    };
+    check_ftrace(&mut r, "p.txt", &options).unwrap()
 }
 
 proptest! {
@@ -288,7 +295,7 @@ proptest! {
         let (text, unmaps) = history(&ops);
         let r = check_text(&text);
         prop_assert!(r.is_clean(), "{}\n{}", r.to_text(20), text);
-        prop_assert_eq!(r.live_at_end, 0);
+        prop_assert_eq!(r.outstanding_at_end, 0);
         prop_assert_eq!(r.iommu_checked, !unmaps.is_empty());
     }
 

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use super::cacheline::{ActiveCachelines, Insert};
-use super::iommu::IommuState;
+use super::iommu::{Backing, IommuState};
 use super::{At, Ctx, FindingKind, Flavour, Raw, Sink, UNMAPPED_MEMORY};
 use crate::hash::{AddrHashMap, FxHashMap};
 use crate::{Event, EventKind, TraceDir};
@@ -66,7 +66,7 @@ struct Entry {
     /// The active cacheline inserted for it.
     cacheline: Option<u64>,
     /// Whether `iommu:map` records backed it.
-    backed: bool,
+    backed: Backing,
     at: At,
 }
 
@@ -138,9 +138,24 @@ pub(super) struct DmaState {
     cachelines: ActiveCachelines,
     open_list: Option<OpenList>,
     max_live: u64,
+    /// Whether the capture began before any mapping (see `CheckOptions::from_boot`).
+    from_boot: bool,
+    /// Calls on addresses taken as mapped before tracing began.
+    before_tracing: u64,
 }
 
 impl DmaState {
+    pub(super) fn new(from_boot: bool) -> Self {
+        DmaState {
+            from_boot,
+            ..DmaState::default()
+        }
+    }
+
+    pub(super) fn before_tracing(&self) -> u64 {
+        self.before_tracing
+    }
+
     pub(super) fn live_at_end(&self) -> u64 {
         self.live.len() as u64
     }
@@ -188,7 +203,7 @@ impl DmaState {
                     sg_nents: 0,
                     group: 0,
                     cacheline: None,
-                    backed: false,
+                    backed: Backing::No,
                     at,
                 };
                 if let Some(io) = iommu {
@@ -390,12 +405,20 @@ impl DmaState {
             return;
         }
         let Some(key) = self.find_exact(dev, dma, size, ty, dir, 0) else {
-            self.not_allocated(dev, dma, size, at, sink);
+            if self.not_allocated(dev, dma, size, at, sink)
+                && let Some(io) = iommu
+            {
+                // dma_free traces before tearing down, dma_unmap_page/_resource after.
+                let follows = ty == MapType::Coherent;
+                io.dma_unmap_before_tracing(dev, Some(&[(dma, size)]), at, follows, sink);
+            }
             return;
         };
         let Some(entry) = self.remove(key) else {
             return;
         };
+        // dma_free traces before tearing down, dma_unmap_page/_resource after.
+        let follows = ty == MapType::Coherent;
         self.compare(dev, dma, size, dir, ty, 0, &entry, at, sink);
         if entry.ty == MapType::Coherent && ty == MapType::Coherent {
             let (phys, virt) = cpu_addr;
@@ -420,16 +443,18 @@ impl DmaState {
                 });
             }
         }
-        if entry.backed
-            && let Some(io) = iommu
-        {
-            io.dma_unmap(dev, &[(dma, entry.size)], at, entry.at, sink);
+        if let Some(io) = iommu {
+            let r = [(dma, entry.size)];
+            io.dma_unmap(dev, &r, at, entry.at, entry.backed, follows, sink);
         }
         self.remember_unmap((dev, dma), entry.at, at);
     }
 
-    /// Linux's "has not allocated", told apart into a double unmap and a never-mapped one.
-    fn not_allocated(&mut self, dev: u16, dma: u64, size: u64, at: At, sink: &mut Sink) {
+    /// Linux's "has not allocated", told apart into a double unmap, a never-mapped address
+    /// (a capture from boot) and a mapping made before tracing began (counted, and
+    /// remembered as unmapped: a second unmap is a double unmap). Returns whether the
+    /// mapping is unknown (its page-table events are then claimed without a check).
+    fn not_allocated(&mut self, dev: u16, dma: u64, size: u64, at: At, sink: &mut Sink) -> bool {
         let (kind, map, detail) = match self.unmapped.get((dev, dma)) {
             Some((map, first_unmap)) => (
                 FindingKind::DoubleUnmap,
@@ -439,6 +464,12 @@ impl DmaState {
                     first_unmap.line
                 ),
             ),
+            None if !self.from_boot => {
+                self.before_tracing += 1;
+                // The map is unknown (line 0: no site).
+                self.remember_unmap((dev, dma), At::default(), at);
+                return true;
+            }
             None => (
                 FindingKind::UnmapNotMapped,
                 None,
@@ -452,6 +483,9 @@ impl DmaState {
             map,
             detail,
         });
+        // A never-mapped address still claims the page-table events around it (one
+        // finding, not one per layer).
+        kind == FindingKind::UnmapNotMapped
     }
 
     /// The field comparisons of `check_unmap`.
@@ -542,7 +576,7 @@ impl DmaState {
         if ranges.is_empty() {
             return;
         }
-        let backed = iommu.is_some_and(|io| io.dma_map(dev, &ranges, list.at, sink));
+        let backed = iommu.map_or(Backing::No, |io| io.dma_map(dev, &ranges, list.at, sink));
         self.seq += 1;
         let id = self.seq;
         let mut group = Group {
@@ -629,10 +663,9 @@ impl DmaState {
                     at,
                     sink,
                 );
-                if entry.backed
-                    && let Some(io) = iommu
-                {
-                    io.dma_unmap(dev, &[(dma, entry.size)], at, entry.at, sink);
+                if let Some(io) = iommu {
+                    let r = [(dma, entry.size)];
+                    io.dma_unmap(dev, &r, at, entry.at, entry.backed, true, sink);
                 }
                 return;
             }
@@ -653,6 +686,22 @@ impl DmaState {
                     Some(map),
                     format!("sg list already unmapped at line {}", first_unmap.line),
                 ),
+                None if !self.from_boot => {
+                    self.before_tracing += 1;
+                    if let Some(p) = first_phys {
+                        self.unmapped_sg.insert((dev, p), (At::default(), at));
+                    }
+                    if let Some(io) = iommu {
+                        let ranges: Vec<(u64, u64)> = list
+                            .segs
+                            .iter()
+                            .filter_map(|s| s.dma.map(|d| (d, s.len)))
+                            .collect();
+                        let ranges = (!ranges.is_empty()).then_some(&ranges[..]);
+                        io.dma_unmap_before_tracing(dev, ranges, at, true, sink);
+                    }
+                    return;
+                }
                 None => (
                     FindingKind::UnmapNotMapped,
                     None,
@@ -670,6 +719,11 @@ impl DmaState {
                 map,
                 detail,
             });
+            if kind == FindingKind::UnmapNotMapped
+                && let Some(io) = iommu
+            {
+                io.dma_unmap_before_tracing(dev, None, at, true, sink);
+            }
             return;
         };
         let Some(group) = self.drop_group(id) else {
@@ -730,14 +784,10 @@ impl DmaState {
             );
         }
         if let Some(io) = iommu {
-            let ranges: Vec<(u64, u64)> = entries
-                .iter()
-                .filter(|(_, e)| e.backed)
-                .map(|(d, e)| (*d, e.size))
-                .collect();
-            if !ranges.is_empty() {
-                io.dma_unmap(dev, &ranges, at, map_at, sink);
-            }
+            // One list, one backing.
+            let backing = entries.first().map_or(Backing::No, |(_, e)| e.backed);
+            let ranges: Vec<(u64, u64)> = entries.iter().map(|(d, e)| (*d, e.size)).collect();
+            io.dma_unmap(dev, &ranges, at, map_at, backing, true, sink);
         }
         if let Some(Some(p)) = group.phys.first() {
             self.unmapped_sg.insert((dev, *p), (map_at, at));
@@ -792,6 +842,12 @@ impl DmaState {
                         e.size
                     ),
                 ),
+                None if !self.from_boot && self.unmapped.get((dev, dma)).is_none() => {
+                    // Of a mapping made before tracing began (a sync of an address the
+                    // trace saw unmapped is still a finding).
+                    self.before_tracing += 1;
+                    return;
+                }
                 None => (
                     FindingKind::SyncNotMapped,
                     None,
@@ -837,9 +893,13 @@ impl DmaState {
     }
 
     /// Leaks: the mappings live at the end, one finding per device (as
-    /// `dma_debug_device_change` reports a driver's at unbind), naming its oldest.
-    pub(super) fn finish(&mut self, sink: &mut Sink) {
+    /// `dma_debug_device_change` reports a driver's at unbind), naming its oldest; only
+    /// counted (`live_at_end`) unless `leaks`.
+    pub(super) fn finish(&mut self, sink: &mut Sink, leaks: bool) {
         self.open_list = None;
+        if !leaks {
+            return;
+        }
         let mut per_dev: BTreeMap<u16, (u64, (u64, Entry))> = BTreeMap::new();
         for (&(dev, dma, _), e) in &self.live {
             let slot = per_dev.entry(dev).or_insert((0, (dma, *e)));

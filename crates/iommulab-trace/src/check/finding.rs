@@ -202,6 +202,10 @@ pub struct Site {
     pub task: Option<String>,
     /// The CPU that made the call.
     pub cpu: u16,
+    /// The context it ran in (`task`, `softirq`, `hardirq`, `nmi`), when the trace's flags
+    /// column says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<String>,
     /// Nanoseconds since the trace's first event.
     pub time_ns: u64,
 }
@@ -227,9 +231,17 @@ pub struct Finding {
 impl Finding {
     /// One line: `FILE:LINE: KIND device DEV (TASK, cpu N): DETAIL; mapped at FILE:LINE ...`.
     pub fn display_with(&self, file: &str) -> String {
-        let who = |s: &Site| match &s.task {
-            Some(t) => format!("{t}, cpu {}", s.cpu),
-            None => format!("cpu {}", s.cpu),
+        let who = |s: &Site| {
+            let mut w = match &s.task {
+                Some(t) => format!("{t}, cpu {}", s.cpu),
+                None => format!("cpu {}", s.cpu),
+            };
+            // Interrupt contexts only: task context is the rule.
+            if let Some(c) = s.context.as_deref().filter(|&c| c != "task") {
+                w.push_str(", ");
+                w.push_str(c);
+            }
+            w
         };
         let mut t = format!(
             "{file}:{}: {} {} {} ({}): {}",

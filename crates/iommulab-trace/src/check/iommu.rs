@@ -4,14 +4,34 @@
 //! also catches events the trace lost.
 //!
 //! `iommu:` events name no device (each device has its own IOVA space, so one IOVA can be
-//! mapped by several at once) but come from the same call on the same CPU as the `dma:`
-//! event they belong to: `iommu:map` before `dma_map_page`/`dma_map_sg`/`dma_alloc`,
-//! `iommu:unmap` before `dma_unmap_page` but after `dma_unmap_sg` (6.12 traces the latter on
-//! entry; traces/README.md). So page-table events wait, per CPU, to be claimed by the DMA
-//! call whose IOVA range they overlap, and a DMA unmap not yet torn down waits for the
-//! `iommu:unmap`s that follow. What is still unclaimed [`WINDOW`] DMA-layer calls later on
-//! that CPU (an interrupt can slip a call of its own in between), or at the end, is a
-//! finding. Pages are 4 KiB (x86's IOVA granule).
+//! mapped by several at once) but come from the same call, in the same context of the same
+//! CPU, as the `dma:` event they belong to: `iommu:map` before `dma_map_page`/`dma_map_sg`/
+//! `dma_alloc`, `iommu:unmap` before `dma_unmap_page` but after `dma_unmap_sg` and
+//! `dma_free` (6.12 traces the latter on entry; traces/README.md). A hard interrupt on the
+//! same CPU can slip calls of its own in between (a task's `dma_map_sg` mapping page after
+//! page while the NIC's IRQ unmaps), so events wait in a *lane*: the CPU and the context
+//! ftrace's flags column records (task, softirq, hardirq, NMI; one of each at most runs on a
+//! CPU at a time). Without a flags column every event of a CPU shares one lane. Page-table
+//! events wait to be claimed by the DMA call whose IOVA range they overlap, and a DMA unmap
+//! not yet torn down waits for the `iommu:unmap`s that follow. What is still unclaimed
+//! [`WINDOW`] DMA-layer calls later in its lane is a finding. Pages are 4 KiB (x86's IOVA
+//! granule).
+//!
+//! Not findings, but counted:
+//! - an unclaimed `iommu:map` whose IOVA equals its physical address, made in task
+//!   context: the identity map of a reserved region, which the IOMMU core sets up when it
+//!   attaches a device to a DMA domain (`iommu_create_device_direct_mappings` maps every
+//!   `IOMMU_RESV_DIRECT`/`_RELAXABLE` region with `iova == paddr`: VT-d's RMRRs, the 16 MiB
+//!   ISA-bridge window of `CONFIG_INTEL_IOMMU_FLOPPY_WA`), with no DMA call around it;
+//! - events whose partner lies beyond an edge of the trace: a page-table event before the
+//!   first DMA-layer call of its lane, a DMA map that is the first call of its lane (its
+//!   `iommu:map`s came before tracing began), and what is still waiting at the end with no
+//!   later DMA-layer call in its lane (tracing stopped between the two halves of a call).
+//!
+//! An unmap of a mapping made before tracing began still claims its page-table events: by
+//! its IOVA range (`dma_unmap_page`, `dma_free`), or, for a `dma_unmap_sg` of a list the
+//! trace never showed (its event prints physical addresses only), the next `iommu:unmap` of
+//! its lane (`iommu_dma_unmap_sg` tears a list down with one `iommu_unmap_fast`).
 //!
 //! A device none of whose maps is backed (a trace without `iommu:` events, or a device in
 //! an identity or passthrough domain) is not checked: its `iommu_map_missing` findings are
@@ -21,13 +41,14 @@
 use std::collections::VecDeque;
 
 use super::{At, FindingKind, Raw, Sink};
+use crate::ftrace::IrqContext;
 use crate::{Event, EventKind, TraceHeader};
 
-/// DMA-layer calls on a CPU after which an unclaimed page-table event, or an unmap not
+/// DMA-layer calls in a lane after which an unclaimed page-table event, or an unmap not
 /// torn down, is reported.
 pub const WINDOW: u64 = 64;
 
-/// Unclaimed events kept per CPU and queue; beyond, the oldest is reported at once.
+/// Unclaimed events kept per lane and queue; beyond, the oldest is reported at once.
 const QUEUE_CAP: usize = 4096;
 
 /// `iommu_map_missing` findings listed per device before it is known to be translated.
@@ -80,6 +101,34 @@ struct Pending {
     range: (u64, u64),
     at: At,
     born: u64,
+    /// An `iommu:map` with `iova == paddr` in task context (a reserved region's identity
+    /// map, if no DMA call claims it).
+    identity: bool,
+}
+
+/// Whether `iommu:map`s backed a DMA map.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(super) enum Backing {
+    /// No (an identity or passthrough domain, or a trace without `iommu:` events).
+    #[default]
+    No,
+    Yes,
+    /// Not known: the map was the first call of its lane, its `iommu:map`s perhaps before
+    /// tracing began.
+    Unknown,
+}
+
+/// How an unmap waiting for its `iommu:unmap`s knows what they must cover.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Expect {
+    /// A backed mapping of the trace: pages not torn down are a finding.
+    Backed,
+    /// A mapping made before tracing began, or whose backing is unknown: claims what it
+    /// can, reports nothing.
+    Unknown,
+    /// A `dma_unmap_sg` of a list made before tracing began: claims the next `iommu:unmap`
+    /// of its lane, whatever its range.
+    NextInLane,
 }
 
 /// A DMA unmap whose pages are not all torn down yet.
@@ -90,12 +139,19 @@ struct Awaiting {
     at: At,
     map_at: At,
     born: u64,
+    expect: Expect,
+    /// Whether its `iommu:unmap`s follow the DMA event (`dma_unmap_sg`, `dma_free`), so
+    /// that tracing may have stopped in between.
+    follows: bool,
 }
 
+/// The events of one context of one CPU.
 #[derive(Debug, Default)]
-struct Cpu {
-    /// DMA-layer calls seen on this CPU.
+struct Lane {
+    /// DMA-layer calls seen in this lane.
     clock: u64,
+    /// The line (record) of its first DMA-layer call.
+    first_line: u64,
     maps: VecDeque<Pending>,
     unmaps: VecDeque<Pending>,
     awaiting: VecDeque<Awaiting>,
@@ -107,25 +163,68 @@ struct Device {
     unbacked: u64,
     held: Vec<Raw>,
     held_more: u64,
+    /// Maps not fully covered that were the first call of their lane.
+    cut_at_start: u64,
+}
+
+/// What the IOMMU layer counted instead of reporting.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(super) struct IommuCounts {
+    /// Reserved regions' identity maps (unclaimed `iommu:map`s with `iova == paddr`).
+    pub(super) identity_maps: u64,
+    /// Their bytes.
+    pub(super) identity_bytes: u64,
+    /// Events whose partner came before tracing began.
+    pub(super) cut_at_start: u64,
+    /// Events whose partner came after tracing stopped.
+    pub(super) cut_at_end: u64,
+    /// Whether any event carried a context (the flags column).
+    pub(super) by_context: bool,
 }
 
 #[derive(Debug, Default)]
 pub(super) struct IommuState {
-    cpus: Vec<Cpu>,
+    lanes: Vec<Lane>,
     devices: Vec<Device>,
     page_table_events: u64,
+    counts: IommuCounts,
     /// Scratch page ranges of the DMA call being checked (kept: no allocation per call).
     want: Vec<(u64, u64)>,
     left: Vec<(u64, u64)>,
 }
 
 impl IommuState {
-    fn cpu(&mut self, cpu: u16) -> &mut Cpu {
-        let i = usize::from(cpu);
-        if self.cpus.len() <= i {
-            self.cpus.resize_with(i + 1, Cpu::default);
+    fn lane(&mut self, lane: usize) -> &mut Lane {
+        if self.lanes.len() <= lane {
+            self.lanes.resize_with(lane + 1, Lane::default);
         }
-        &mut self.cpus[i]
+        &mut self.lanes[lane]
+    }
+
+    /// What was counted instead of reported.
+    pub(super) fn counts(&self) -> IommuCounts {
+        self.counts
+    }
+
+    /// Reports or counts an unclaimed page-table event leaving its lane's queue.
+    fn expire(&mut self, kind: FindingKind, p: Pending, sink: &mut Sink) {
+        if p.identity {
+            self.counts.identity_maps += 1;
+            self.counts.identity_bytes += p.range.1 - p.range.0;
+        } else if p.born == 0 && kind == FindingKind::IommuUnmapOrphan {
+            // Before its lane's first DMA call: the dma_unmap_sg/dma_free it belongs to came
+            // before tracing began.
+            self.counts.cut_at_start += 1;
+        } else {
+            orphan(kind, p, sink);
+        }
+    }
+
+    /// Reports an unmap whose pages were not all torn down, if it must be.
+    fn expire_awaiting(a: Awaiting, sink: &mut Sink) {
+        if a.expect == Expect::Backed {
+            not_torn_down(a, sink);
+        }
     }
 
     fn device(&mut self, dev: u16) -> &mut Device {
@@ -140,25 +239,32 @@ impl IommuState {
     pub(super) fn page_table_event(&mut self, e: &Event, at: At, sink: &mut Sink) {
         let Some(iova) = e.dma else { return };
         self.page_table_events += 1;
+        self.counts.by_context |= at.ctx.is_some();
         let range = pages(iova, e.len);
+        let lane = at.lane();
         match e.kind {
             EventKind::Map => {
-                let c = self.cpu(at.cpu);
+                let identity = e.phys == Some(iova) && at.ctx.is_none_or(|c| c == IrqContext::Task);
+                let c = self.lane(lane);
                 let born = c.clock;
-                c.maps.push_back(Pending { range, at, born });
+                c.maps.push_back(Pending {
+                    range,
+                    at,
+                    born,
+                    identity,
+                });
                 if c.maps.len() > QUEUE_CAP
                     && let Some(p) = c.maps.pop_front()
                 {
-                    orphan(FindingKind::IommuMapOrphan, p, sink);
+                    self.expire(FindingKind::IommuMapOrphan, p, sink);
                 }
             }
             EventKind::Unmap => {
-                // Tear down waiting DMA unmaps: this CPU's first, then any.
-                let n = self.cpus.len();
-                let first = usize::from(at.cpu);
+                // Tear down waiting DMA unmaps: this lane's first, then any.
+                let n = self.lanes.len();
                 let mut used = false;
-                for i in std::iter::once(first).chain((0..n).filter(|&i| i != first)) {
-                    let Some(c) = self.cpus.get_mut(i) else {
+                for i in std::iter::once(lane).chain((0..n).filter(|&i| i != lane)) {
+                    let Some(c) = self.lanes.get_mut(i) else {
                         continue;
                     };
                     for a in c.awaiting.iter_mut() {
@@ -167,19 +273,35 @@ impl IommuState {
                             used = true;
                         }
                     }
-                    c.awaiting.retain(|a| !a.left.is_empty());
+                    c.awaiting
+                        .retain(|a| a.expect == Expect::NextInLane || !a.left.is_empty());
                     if used {
                         break;
                     }
                 }
+                if !used
+                    && let Some(c) = self.lanes.get_mut(lane)
+                    && let Some(i) = c
+                        .awaiting
+                        .iter()
+                        .position(|a| a.expect == Expect::NextInLane)
+                {
+                    c.awaiting.remove(i);
+                    used = true;
+                }
                 if !used {
-                    let c = self.cpu(at.cpu);
+                    let c = self.lane(lane);
                     let born = c.clock;
-                    c.unmaps.push_back(Pending { range, at, born });
+                    c.unmaps.push_back(Pending {
+                        range,
+                        at,
+                        born,
+                        identity: false,
+                    });
                     if c.unmaps.len() > QUEUE_CAP
                         && let Some(p) = c.unmaps.pop_front()
                     {
-                        orphan(FindingKind::IommuUnmapOrphan, p, sink);
+                        self.expire(FindingKind::IommuUnmapOrphan, p, sink);
                     }
                 }
             }
@@ -187,38 +309,48 @@ impl IommuState {
         }
     }
 
-    /// A DMA-layer call on `cpu`: ages that CPU's waiting events.
-    pub(super) fn tick(&mut self, cpu: u16, sink: &mut Sink) {
-        let c = self.cpu(cpu);
+    /// A DMA-layer call in `lane` ([`At::lane`]): ages that lane's waiting events.
+    pub(super) fn tick(&mut self, lane: usize, line: u64, sink: &mut Sink) {
+        let c = self.lane(lane);
+        if c.clock == 0 {
+            c.first_line = line;
+        }
         c.clock += 1;
         let now = c.clock;
         let old = |born: u64| born + WINDOW < now;
-        while c.maps.front().is_some_and(|p| old(p.born)) {
-            if let Some(p) = c.maps.pop_front() {
-                orphan(FindingKind::IommuMapOrphan, p, sink);
+        for maps in [true, false] {
+            loop {
+                let c = &mut self.lanes[lane];
+                let q = if maps { &mut c.maps } else { &mut c.unmaps };
+                let Some(p) = q.front().copied().filter(|p| old(p.born)) else {
+                    break;
+                };
+                q.pop_front();
+                let kind = if maps {
+                    FindingKind::IommuMapOrphan
+                } else {
+                    FindingKind::IommuUnmapOrphan
+                };
+                self.expire(kind, p, sink);
             }
         }
-        while c.unmaps.front().is_some_and(|p| old(p.born)) {
-            if let Some(p) = c.unmaps.pop_front() {
-                orphan(FindingKind::IommuUnmapOrphan, p, sink);
-            }
-        }
+        let c = &mut self.lanes[lane];
         while c.awaiting.front().is_some_and(|a| old(a.born)) {
             if let Some(a) = c.awaiting.pop_front() {
-                not_torn_down(a, sink);
+                Self::expire_awaiting(a, sink);
             }
         }
     }
 
-    /// Claims waiting `queue` entries of `cpu` overlapping what is left of `left`.
-    fn claim(&mut self, cpu: u16, maps: bool, left: &mut Vec<(u64, u64)>) {
-        let n = self.cpus.len();
-        let first = usize::from(cpu);
-        for i in std::iter::once(first).chain((0..n).filter(|&i| i != first)) {
+    /// Claims waiting `queue` entries of `lane` (then of any lane) overlapping what is left
+    /// of `left`.
+    fn claim(&mut self, lane: usize, maps: bool, left: &mut Vec<(u64, u64)>) {
+        let n = self.lanes.len();
+        for i in std::iter::once(lane).chain((0..n).filter(|&i| i != lane)) {
             if left.is_empty() {
                 return;
             }
-            let Some(c) = self.cpus.get_mut(i) else {
+            let Some(c) = self.lanes.get_mut(i) else {
                 continue;
             };
             let q = if maps { &mut c.maps } else { &mut c.unmaps };
@@ -240,7 +372,7 @@ impl IommuState {
         ranges: &[(u64, u64)],
         at: At,
         sink: &mut Sink,
-    ) -> bool {
+    ) -> Backing {
         let (mut want, mut left) = (
             std::mem::take(&mut self.want),
             std::mem::take(&mut self.left),
@@ -249,7 +381,7 @@ impl IommuState {
         want.extend(ranges.iter().map(|&(a, l)| pages(a, l)));
         left.clear();
         left.extend_from_slice(&want);
-        self.claim(at.cpu, true, &mut left);
+        self.claim(at.lane(), true, &mut left);
         let backed = left != want;
         let r = self.map_checked(dev, &left, backed, at, sink);
         (self.want, self.left) = (want, left);
@@ -265,7 +397,8 @@ impl IommuState {
         backed: bool,
         at: At,
         sink: &mut Sink,
-    ) -> bool {
+    ) -> Backing {
+        let first_in_lane = self.lane(at.lane()).first_line == at.line;
         let d = self.device(dev);
         if left.is_empty() {
             d.backed += 1;
@@ -276,18 +409,25 @@ impl IommuState {
                 sink.count_only(FindingKind::IommuMapMissing, d.held_more);
                 d.held_more = 0;
             }
-            return true;
+            return Backing::Yes;
         }
         if backed {
             d.backed += 1;
         } else {
             d.unbacked += 1;
         }
+        if first_in_lane {
+            // Its iommu:maps may have come before tracing began (counted at the end if the
+            // device turns out translated).
+            d.cut_at_start += 1;
+            return Backing::Unknown;
+        }
+        let backing = if backed { Backing::Yes } else { Backing::No };
         if d.backed == 0 && d.held.len() >= HELD {
             // Only counted: the finding's text is not built (a trace without `iommu:`
             // events gets here on every map).
             d.held_more += 1;
-            return backed;
+            return backing;
         }
         let raw = Raw {
             kind: FindingKind::IommuMapMissing,
@@ -301,28 +441,86 @@ impl IommuState {
         } else {
             d.held.push(raw);
         }
-        backed
+        backing
     }
 
-    /// The DMA unmap at `at` of a backed mapping made at `map_at`.
+    /// The DMA unmap at `at` of a mapping made at `map_at` with `backing`; `follows` when
+    /// the kernel tears the pages down after tracing the call (`dma_unmap_sg`, `dma_free`).
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn dma_unmap(
         &mut self,
         dev: u16,
         ranges: &[(u64, u64)],
         at: At,
         map_at: At,
+        backing: Backing,
+        follows: bool,
+        sink: &mut Sink,
+    ) {
+        let expect = match backing {
+            Backing::No => return,
+            Backing::Yes => Expect::Backed,
+            Backing::Unknown => Expect::Unknown,
+        };
+        self.unmap_expecting(dev, ranges, at, map_at, expect, follows, sink);
+    }
+
+    /// The DMA unmap at `at` of a mapping made before tracing began: `ranges` when the
+    /// call names them, `None` for a `dma_unmap_sg` of an unknown list.
+    pub(super) fn dma_unmap_before_tracing(
+        &mut self,
+        dev: u16,
+        ranges: Option<&[(u64, u64)]>,
+        at: At,
+        follows: bool,
+        sink: &mut Sink,
+    ) {
+        match ranges {
+            Some(r) => {
+                let e = Expect::Unknown;
+                self.unmap_expecting(dev, r, at, At::default(), e, follows, sink);
+            }
+            None => {
+                // An iommu:unmap after it in its lane, or none (not translated).
+                let c = self.lane(at.lane());
+                let born = c.clock;
+                c.awaiting.push_back(Awaiting {
+                    dev,
+                    left: Vec::new(),
+                    at,
+                    map_at: At::default(),
+                    born,
+                    expect: Expect::NextInLane,
+                    follows: true,
+                });
+                self.cap_awaiting(at.lane(), sink);
+            }
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn unmap_expecting(
+        &mut self,
+        dev: u16,
+        ranges: &[(u64, u64)],
+        at: At,
+        map_at: At,
+        expect: Expect,
+        follows: bool,
         sink: &mut Sink,
     ) {
         let mut left = std::mem::take(&mut self.left);
         left.clear();
         left.extend(ranges.iter().map(|&(a, l)| pages(a, l)));
-        self.claim(at.cpu, false, &mut left);
-        if left.is_empty() {
+        self.claim(at.lane(), false, &mut left);
+        // Nothing to wait for when it is all torn down, or when the teardown comes before
+        // the call (dma_unmap_page) and the mapping's backing is unknown.
+        if left.is_empty() || (expect == Expect::Unknown && !follows) {
             // Kept as the scratch of the next call.
             self.left = left;
             return;
         }
-        let c = self.cpu(at.cpu);
+        let c = self.lane(at.lane());
         let born = c.clock;
         c.awaiting.push_back(Awaiting {
             dev,
@@ -330,30 +528,53 @@ impl IommuState {
             at,
             map_at,
             born,
+            expect,
+            follows,
         });
+        self.cap_awaiting(at.lane(), sink);
+    }
+
+    fn cap_awaiting(&mut self, lane: usize, sink: &mut Sink) {
+        let c = self.lane(lane);
         if c.awaiting.len() > QUEUE_CAP
             && let Some(a) = c.awaiting.pop_front()
         {
-            not_torn_down(a, sink);
+            Self::expire_awaiting(a, sink);
         }
     }
 
     /// Reports what is still waiting; returns whether the IOMMU layer was checked.
     pub(super) fn finish(
-        mut self,
+        &mut self,
         header: &TraceHeader,
         sink: &mut Sink,
         notes: &mut Vec<String>,
     ) -> bool {
-        for c in &mut self.cpus {
-            for p in c.maps.drain(..) {
-                orphan(FindingKind::IommuMapOrphan, p, sink);
-            }
-            for p in c.unmaps.drain(..) {
-                orphan(FindingKind::IommuUnmapOrphan, p, sink);
+        let mut lanes = std::mem::take(&mut self.lanes);
+        for c in &mut lanes {
+            // What no later DMA-layer call of its lane could claim: its partner came after
+            // tracing stopped.
+            let end = c.clock;
+            for (maps, q) in [(true, &mut c.maps), (false, &mut c.unmaps)] {
+                for p in q.drain(..) {
+                    if p.born == end && !p.identity {
+                        self.counts.cut_at_end += 1;
+                        continue;
+                    }
+                    let kind = if maps {
+                        FindingKind::IommuMapOrphan
+                    } else {
+                        FindingKind::IommuUnmapOrphan
+                    };
+                    self.expire(kind, p, sink);
+                }
             }
             for a in c.awaiting.drain(..) {
-                not_torn_down(a, sink);
+                if a.born == end && a.follows && a.expect == Expect::Backed {
+                    self.counts.cut_at_end += 1;
+                } else {
+                    Self::expire_awaiting(a, sink);
+                }
             }
         }
         if self.page_table_events == 0 {
@@ -362,10 +583,16 @@ impl IommuState {
             );
             return false;
         }
+        if !self.counts.by_context {
+            notes.push(
+                "the trace has no flags column (task/softirq/hardirq context): iommu: events were paired with DMA calls per CPU only, so an interrupt's calls between a call's halves can show as findings".to_owned(),
+            );
+        }
         let mut checked = false;
         for (i, d) in self.devices.iter().enumerate() {
             if d.backed > 0 {
                 checked = true;
+                self.counts.cut_at_start += d.cut_at_start;
             } else if d.unbacked > 0 {
                 let name = header.devices.get(i).map_or("?", String::as_str);
                 notes.push(format!(

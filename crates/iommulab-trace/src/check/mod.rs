@@ -41,7 +41,7 @@ use serde::{Deserialize, Serialize};
 
 pub use finding::{Finding, FindingKind, Site};
 
-use super::ftrace::{FtraceReader, IOMMU_DEVICE};
+use super::ftrace::{FtraceReader, IOMMU_DEVICE, IrqContext};
 use super::{Event, EventKind, EventSource, TraceError, TraceFormat, TraceHeader};
 use crate::hash::FxHashMap;
 
@@ -85,6 +85,17 @@ pub struct CheckOptions {
     /// Cross-check `iommu:map`/`iommu:unmap` against the DMA layer (when the trace has
     /// them).
     pub iommu: bool,
+    /// Report the mappings still live when tracing stopped as `leak` findings (one per
+    /// device). Without it they are counted as outstanding at end
+    /// ([`CheckReport::outstanding_at_end`]): most captures stop while buffers are in
+    /// flight.
+    pub leaks: bool,
+    /// The capture began before the traced devices mapped anything (at boot, or before
+    /// their drivers probed): an unmap, free or sync of an address the trace never mapped is
+    /// then `unmap_not_mapped`/`sync_not_mapped`. Without it such a call is counted as
+    /// [`CheckReport::mapped_before_tracing`]: a trace that starts mid-run cannot tell a
+    /// mapping made before it began from one never made.
+    pub from_boot: bool,
 }
 
 impl Default for CheckOptions {
@@ -93,8 +104,20 @@ impl Default for CheckOptions {
             max_findings: DEFAULT_MAX_FINDINGS,
             dma_masks: Vec::new(),
             iommu: true,
+            leaks: false,
+            from_boot: false,
         }
     }
+}
+
+/// How the IOMMU cross-check paired page-table events with DMA calls.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Pairing {
+    /// By CPU and context (task, softirq, hardirq, NMI), from ftrace's flags column.
+    Context,
+    /// By CPU only: the trace has no flags column (or is not ftrace text).
+    Cpu,
 }
 
 /// What a position in the report counts.
@@ -125,13 +148,28 @@ pub struct CheckReport {
     pub findings: Vec<Finding>,
     /// Findings counted but not kept in `findings`.
     pub findings_not_listed: u64,
-    /// DMA-layer mappings live at the end.
-    pub live_at_end: u64,
+    /// DMA-layer mappings still live when tracing stopped (outstanding at end; `leak`
+    /// findings only with [`CheckOptions::leaks`]).
+    pub outstanding_at_end: u64,
     /// The most DMA-layer mappings live at once.
     pub max_live: u64,
+    /// Unmaps, frees and syncs of addresses the trace never mapped, taken as mapped before
+    /// tracing began (findings instead with [`CheckOptions::from_boot`]).
+    pub mapped_before_tracing: u64,
     /// Whether the IOMMU layer was checked (the trace has `iommu:` events and at least one
     /// device's maps were backed by them).
     pub iommu_checked: bool,
+    /// How the IOMMU layer's events were paired with DMA calls.
+    pub iommu_pairing: Pairing,
+    /// Identity maps of reserved regions the IOMMU core set up (unclaimed `iommu:map`s with
+    /// `iova == paddr` in task context), and their bytes.
+    pub identity_maps: u64,
+    /// The bytes of [`identity_maps`](Self::identity_maps).
+    pub identity_bytes: u64,
+    /// Halves of a call whose other half came before tracing began (not findings).
+    pub cut_at_start: u64,
+    /// Halves of a call whose other half came after tracing stopped (not findings).
+    pub cut_at_end: u64,
     /// What was not checked, and why.
     pub notes: Vec<String>,
 }
@@ -155,15 +193,31 @@ impl CheckReport {
             t.push_str(&format!("  {:<28} {n}\n", k.name()));
         }
         t.push_str(&format!(
-            "live mappings at end {}, most live {}; IOMMU layer {}\n",
-            self.live_at_end,
-            self.max_live,
-            if self.iommu_checked {
-                "checked"
+            "outstanding at end {} (still mapped when tracing stopped{}), most live {}, mapped before tracing {}\n",
+            self.outstanding_at_end,
+            if self.outstanding_at_end > 0 && !self.by_kind.contains_key(&FindingKind::Leak) {
+                "; --leaks to list them"
             } else {
-                "not checked"
-            }
+                ""
+            },
+            self.max_live,
+            self.mapped_before_tracing,
         ));
+        if self.iommu_checked {
+            t.push_str(&format!(
+                "IOMMU layer checked (paired by {}): identity maps {} ({} bytes), cut by the start of tracing {}, by its end {}\n",
+                match self.iommu_pairing {
+                    Pairing::Context => "CPU and context",
+                    Pairing::Cpu => "CPU only",
+                },
+                self.identity_maps,
+                self.identity_bytes,
+                self.cut_at_start,
+                self.cut_at_end
+            ));
+        } else {
+            t.push_str("IOMMU layer not checked\n");
+        }
         for n in &self.notes {
             t.push_str(&format!("note: {n}\n"));
         }
@@ -182,22 +236,71 @@ impl CheckReport {
     }
 }
 
+/// Where streamed findings go, one at a time in the order found (IOMMU findings up to a
+/// window late, then what is still open at the end).
+pub type OnFinding<'a> = &'a mut dyn FnMut(&Finding) -> std::io::Result<()>;
+
+/// Why a streaming check stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum CheckError {
+    /// The trace could not be read.
+    #[error(transparent)]
+    Trace(#[from] TraceError),
+    /// The finding consumer failed.
+    #[error("cannot write the findings")]
+    Write(#[source] std::io::Error),
+}
+
+fn trace_only(r: Result<CheckReport, CheckError>) -> Result<CheckReport, TraceError> {
+    r.map_err(|e| match e {
+        CheckError::Trace(t) => t,
+        // No consumer, no write.
+        CheckError::Write(source) => TraceError::Io {
+            path: "findings".into(),
+            source,
+        },
+    })
+}
+
 /// Checks the trace at `path` (any format `trace::open` reads; ftrace text gives lines,
-/// tasks and `attrs=`).
+/// tasks, contexts and `attrs=`).
 pub fn check(
     path: &Path,
     format: TraceFormat,
     lenient: bool,
     options: &CheckOptions,
 ) -> Result<CheckReport, TraceError> {
+    trace_only(check_with(path, format, lenient, options, None))
+}
+
+/// [`check`], passing each finding to `on_finding` as it is found instead of keeping it:
+/// memory stays flat in the number of findings. At most [`CheckOptions::max_findings`] are
+/// passed (all are counted); the report's `findings` is empty.
+pub fn check_streaming(
+    path: &Path,
+    format: TraceFormat,
+    lenient: bool,
+    options: &CheckOptions,
+    on_finding: OnFinding<'_>,
+) -> Result<CheckReport, CheckError> {
+    check_with(path, format, lenient, options, Some(on_finding))
+}
+
+fn check_with(
+    path: &Path,
+    format: TraceFormat,
+    lenient: bool,
+    options: &CheckOptions,
+    stream: Option<OnFinding<'_>>,
+) -> Result<CheckReport, CheckError> {
     let format = super::resolve(path, format)?;
     let name = path.display().to_string();
     if format == TraceFormat::Ftrace {
         let mut r = super::open_ftrace(path, lenient)?;
-        check_ftrace(&mut r, &name, options)
+        check_ftrace_with(&mut r, &name, options, stream)
     } else {
         let mut src = super::open(path, format, lenient)?;
-        check_source(&mut *src, &name, options)
+        check_source_with(&mut *src, &name, options, stream)
     }
 }
 
@@ -207,7 +310,26 @@ pub fn check_ftrace<R: BufRead>(
     name: &str,
     options: &CheckOptions,
 ) -> Result<CheckReport, TraceError> {
-    let mut c = Checker::new(options, Position::Line);
+    trace_only(check_ftrace_with(r, name, options, None))
+}
+
+/// [`check_ftrace`], streaming the findings as [`check_streaming`] does.
+pub fn check_ftrace_streaming<R: BufRead>(
+    r: &mut FtraceReader<R>,
+    name: &str,
+    options: &CheckOptions,
+    on_finding: OnFinding<'_>,
+) -> Result<CheckReport, CheckError> {
+    check_ftrace_with(r, name, options, Some(on_finding))
+}
+
+fn check_ftrace_with<R: BufRead>(
+    r: &mut FtraceReader<R>,
+    name: &str,
+    options: &CheckOptions,
+    stream: Option<OnFinding<'_>>,
+) -> Result<CheckReport, CheckError> {
+    let mut c = Checker::new(options, Position::Line, stream);
     let mut masks_seen = 0;
     let mut last_line = 0;
     let mut ctx = Ctx::default();
@@ -229,11 +351,12 @@ pub fn check_ftrace<R: BufRead>(
                 skip_cpu_sync: o.has_attr("SKIP_CPU_SYNC") || o.has_attr("CACHELINES_OVERLAP"),
                 virt: o.virt_addr,
                 flavour: Flavour::of(o.event),
+                context: o.context,
             };
         }
-        c.event(&e, &ctx, r.header());
+        c.event(&e, &ctx, r.header())?;
     }
-    Ok(c.finish(name, r.header()))
+    c.finish(name, r.header())
 }
 
 /// Checks any event source (positions are record numbers).
@@ -242,7 +365,16 @@ pub fn check_source(
     name: &str,
     options: &CheckOptions,
 ) -> Result<CheckReport, TraceError> {
-    let mut c = Checker::new(options, Position::Record);
+    trace_only(check_source_with(src, name, options, None))
+}
+
+fn check_source_with(
+    src: &mut dyn EventSource,
+    name: &str,
+    options: &CheckOptions,
+    stream: Option<OnFinding<'_>>,
+) -> Result<CheckReport, CheckError> {
+    let mut c = Checker::new(options, Position::Record, stream);
     let mut batch = Vec::new();
     let mut n: u64 = 0;
     let kind_names: Vec<u16> = EventKind::ALL
@@ -259,11 +391,12 @@ pub fn check_source(
                 skip_cpu_sync: false,
                 virt: None,
                 flavour: Flavour::Plain,
+                context: None,
             };
-            c.event(e, &ctx, src.header());
+            c.event(e, &ctx, src.header())?;
         }
     }
-    Ok(c.finish(name, src.header()))
+    c.finish(name, src.header())
 }
 
 /// No task known.
@@ -277,6 +410,15 @@ pub(super) struct At {
     task: u32,
     event: u16,
     cpu: u16,
+    /// The context from ftrace's flags column (`None`: no column, or not ftrace).
+    ctx: Option<IrqContext>,
+}
+
+impl At {
+    /// The lane of the IOMMU cross-check: the CPU and the context (task when unknown).
+    fn lane(&self) -> usize {
+        usize::from(self.cpu) * IrqContext::ALL.len() + self.ctx.map_or(0, |c| c as usize)
+    }
 }
 
 /// Which DMA-API function a record came from, where the event model folds several into one
@@ -312,6 +454,7 @@ pub(super) struct Ctx {
     skip_cpu_sync: bool,
     virt: Option<u64>,
     flavour: Flavour,
+    context: Option<IrqContext>,
 }
 
 impl Default for Ctx {
@@ -323,6 +466,7 @@ impl Default for Ctx {
             skip_cpu_sync: false,
             virt: None,
             flavour: Flavour::Plain,
+            context: None,
         }
     }
 }
@@ -406,6 +550,7 @@ impl Names {
                 .unwrap_or_default(),
             task: self.tasks.get(at.task as usize).cloned(),
             cpu: at.cpu,
+            context: at.ctx.map(|c| c.name().to_owned()),
             time_ns: at.time_ns,
         }
     }
@@ -422,12 +567,15 @@ pub(super) struct Raw {
     detail: String,
 }
 
-/// Where findings go: all counted, the first `max` kept.
+/// Where findings go: all counted, the first `max` listed (kept, or passed on by the
+/// checker after each event when streaming).
 #[derive(Debug)]
 pub(super) struct Sink {
     kept: Vec<Raw>,
     counts: [u64; FindingKind::ALL.len()],
     max: usize,
+    /// Findings listed so far (kept or passed on).
+    listed: usize,
 }
 
 impl Sink {
@@ -436,12 +584,14 @@ impl Sink {
             kept: Vec::new(),
             counts: [0; FindingKind::ALL.len()],
             max,
+            listed: 0,
         }
     }
 
     pub(super) fn emit(&mut self, raw: Raw) {
         self.counts[raw.kind as usize] += 1;
-        if self.kept.len() < self.max {
+        if self.listed < self.max {
+            self.listed += 1;
             self.kept.push(raw);
         }
     }
@@ -453,35 +603,39 @@ impl Sink {
 }
 
 /// The streaming checker.
-#[derive(Debug)]
-struct Checker {
+struct Checker<'s> {
     dma: dma::DmaState,
     iommu: Option<iommu::IommuState>,
     sink: Sink,
     names: Names,
     position: Position,
     events: u64,
+    leaks: bool,
     /// Whether each device index is the `iommu` pseudo-device.
     is_iommu: Vec<bool>,
     /// Masks from the options and the trace, by name; resolved per device into `masks`.
     option_masks: Vec<(String, u64)>,
     trace_masks: Vec<(String, u64)>,
     masks: Vec<Option<u64>>,
+    /// Where findings go as they are found (else they are kept in the sink).
+    stream: Option<OnFinding<'s>>,
 }
 
-impl Checker {
-    fn new(options: &CheckOptions, position: Position) -> Self {
+impl<'s> Checker<'s> {
+    fn new(options: &CheckOptions, position: Position, stream: Option<OnFinding<'s>>) -> Self {
         Checker {
-            dma: dma::DmaState::default(),
+            dma: dma::DmaState::new(options.from_boot),
             iommu: options.iommu.then(iommu::IommuState::default),
             sink: Sink::new(options.max_findings),
             names: Names::default(),
             position,
             events: 0,
+            leaks: options.leaks,
             is_iommu: Vec::new(),
             option_masks: options.dma_masks.clone(),
             trace_masks: Vec::new(),
             masks: Vec::new(),
+            stream,
         }
     }
 
@@ -507,7 +661,7 @@ impl Checker {
         }
     }
 
-    fn event(&mut self, e: &Event, ctx: &Ctx, header: &TraceHeader) {
+    fn event(&mut self, e: &Event, ctx: &Ctx, header: &TraceHeader) -> Result<(), CheckError> {
         self.events += 1;
         let dev = usize::from(e.device);
         if dev >= self.is_iommu.len() || dev >= self.masks.len() {
@@ -519,32 +673,32 @@ impl Checker {
             task: ctx.task,
             event: ctx.event,
             cpu: e.cpu,
+            ctx: ctx.context,
         };
         if self.is_iommu.get(dev).copied().unwrap_or(false) {
             if let Some(io) = &mut self.iommu {
                 io.page_table_event(e, at, &mut self.sink);
             }
-            return;
+        } else {
+            // A list's segment records belong to its call: they do not age the lane.
+            if e.kind != EventKind::SgSeg
+                && let Some(io) = &mut self.iommu
+            {
+                io.tick(at.lane(), at.line, &mut self.sink);
+            }
+            let mask = self.masks.get(dev).copied().flatten();
+            self.dma
+                .event(e, ctx, at, mask, self.iommu.as_mut(), &mut self.sink);
         }
-        if let Some(io) = &mut self.iommu {
-            io.tick(e.cpu, &mut self.sink);
+        if self.stream.is_some() && !self.sink.kept.is_empty() {
+            self.pass_on(header)?;
         }
-        let mask = self.masks.get(dev).copied().flatten();
-        self.dma
-            .event(e, ctx, at, mask, self.iommu.as_mut(), &mut self.sink);
+        Ok(())
     }
 
-    fn finish(mut self, name: &str, header: &TraceHeader) -> CheckReport {
-        let mut notes = Vec::new();
-        self.dma.finish(&mut self.sink);
-        let iommu_checked = match self.iommu.take() {
-            Some(io) => io.finish(header, &mut self.sink, &mut notes),
-            None => {
-                notes.push("IOMMU layer not checked (turned off)".to_owned());
-                false
-            }
-        };
-        let device_name = |d: Option<u16>| match d {
+    /// A kept finding with its names.
+    fn resolve(&self, r: &Raw, header: &TraceHeader) -> Finding {
+        let device = match r.device {
             Some(d) => header
                 .devices
                 .get(usize::from(d))
@@ -552,22 +706,59 @@ impl Checker {
                 .unwrap_or_else(|| format!("device #{d}")),
             None => IOMMU_DEVICE.to_owned(),
         };
-        let mut findings: Vec<Finding> = self
-            .sink
-            .kept
-            .iter()
-            .map(|r| Finding {
-                kind: r.kind,
-                linux_check: r.kind.linux_check().to_owned(),
-                device: device_name(r.device),
-                at: self.names.site(&r.at),
-                map: r.map.as_ref().map(|m| self.names.site(m)),
-                detail: r.detail.clone(),
-            })
-            .collect();
-        // Findings surface in stream order, IOMMU ones up to a window late; leaks (at their
-        // oldest map) come last.
-        findings.sort_by_key(|f| (f.kind == FindingKind::Leak, f.at.line));
+        Finding {
+            kind: r.kind,
+            linux_check: r.kind.linux_check().to_owned(),
+            device,
+            at: self.names.site(&r.at),
+            map: r
+                .map
+                .as_ref()
+                .filter(|m| m.line > 0)
+                .map(|m| self.names.site(m)),
+            detail: r.detail.clone(),
+        }
+    }
+
+    /// Passes the kept findings to the stream.
+    fn pass_on(&mut self, header: &TraceHeader) -> Result<(), CheckError> {
+        let kept = std::mem::take(&mut self.sink.kept);
+        for r in &kept {
+            let f = self.resolve(r, header);
+            if let Some(out) = self.stream.as_mut() {
+                out(&f).map_err(CheckError::Write)?;
+            }
+        }
+        // The buffer is reused: no allocation per finding once it has room.
+        self.sink.kept = kept;
+        self.sink.kept.clear();
+        Ok(())
+    }
+
+    fn finish(mut self, name: &str, header: &TraceHeader) -> Result<CheckReport, CheckError> {
+        let mut notes = Vec::new();
+        self.dma.finish(&mut self.sink, self.leaks);
+        let (iommu_checked, counts) = match self.iommu.as_mut() {
+            Some(io) => (io.finish(header, &mut self.sink, &mut notes), io.counts()),
+            None => {
+                notes.push("IOMMU layer not checked (turned off)".to_owned());
+                (false, iommu::IommuCounts::default())
+            }
+        };
+        let mut findings = Vec::new();
+        if self.stream.is_some() {
+            self.pass_on(header)?;
+        } else {
+            findings = self
+                .sink
+                .kept
+                .iter()
+                .map(|r| self.resolve(r, header))
+                .collect();
+            // Findings surface in stream order, IOMMU ones up to a window late; leaks (at
+            // their oldest map) come last.
+            findings.sort_by_key(|f: &Finding| (f.kind == FindingKind::Leak, f.at.line));
+        }
         let by_kind: BTreeMap<FindingKind, u64> = FindingKind::ALL
             .iter()
             .zip(self.sink.counts)
@@ -575,19 +766,29 @@ impl Checker {
             .map(|(&k, n)| (k, n))
             .collect();
         let findings_total: u64 = by_kind.values().sum();
-        CheckReport {
+        Ok(CheckReport {
             trace: name.to_owned(),
             position: self.position,
             events: self.events,
             findings_total,
             by_kind,
-            findings_not_listed: findings_total - findings.len() as u64,
+            findings_not_listed: findings_total - self.sink.listed as u64,
             findings,
-            live_at_end: self.dma.live_at_end(),
+            outstanding_at_end: self.dma.live_at_end(),
             max_live: self.dma.max_live(),
+            mapped_before_tracing: self.dma.before_tracing(),
             iommu_checked,
+            iommu_pairing: if counts.by_context {
+                Pairing::Context
+            } else {
+                Pairing::Cpu
+            },
+            identity_maps: counts.identity_maps,
+            identity_bytes: counts.identity_bytes,
+            cut_at_start: counts.cut_at_start,
+            cut_at_end: counts.cut_at_end,
             notes,
-        }
+        })
     }
 }
 

@@ -34,8 +34,19 @@ fn sync(cpu: bool, dma: u64, size: u64, dir: &str) -> String {
     l(ev, &format!("{D} dir={dir} dma_addr={dma:x} size={size}"))
 }
 
+/// The hand-written traces below hold every call of their devices, as a capture from
+/// boot does, and end with the driver unbound: `from_boot` and `leaks` (the misuse the
+/// defaults do not report on a capture that starts or ends mid-run).
+fn boot() -> CheckOptions {
+    CheckOptions {
+        from_boot: true,
+        leaks: true,
+        ..CheckOptions::default()
+    }
+}
+
 fn check_text(text: &str) -> CheckReport {
-    check_text_with(text, &CheckOptions::default())
+    check_text_with(text, &boot())
 }
 
 fn check_text_with(text: &str, opts: &CheckOptions) -> CheckReport {
@@ -124,7 +135,7 @@ fn clean_map_unmap_is_clean() {
     let r = check_text(&text);
     assert!(r.is_clean(), "{:?}", r.findings);
     assert_eq!(r.events, 6);
-    assert_eq!(r.live_at_end, 0);
+    assert_eq!(r.outstanding_at_end, 0);
     assert_eq!(r.max_live, 1);
 }
 
@@ -460,7 +471,7 @@ fn leaks_per_device() {
     .concat();
     let r = check_text(&t);
     assert_eq!(r.by_kind[&K::Leak], 2);
-    assert_eq!(r.live_at_end, 3);
+    assert_eq!(r.outstanding_at_end, 3);
     assert!(r.findings[0].detail.starts_with("[count=2]"));
     assert_eq!(r.findings[0].at.line, 1);
     assert_eq!(r.findings[1].device, "0000:00:09.0");
@@ -480,7 +491,7 @@ fn dma_mask_from_option_and_trace() {
     assert!(check_text(&t).is_clean());
     let opts = CheckOptions {
         dma_masks: vec![(D.to_owned(), 0xffff_ffff)],
-        ..CheckOptions::default()
+        ..boot()
     };
     let r = check_text_with(&t, &opts);
     assert_eq!(r.findings.len(), 1);
@@ -652,7 +663,7 @@ fn records_of_any_source() {
             ev(EventKind::Unmap, 0x1000),
         ],
     );
-    let r = check_source(&mut src, "m.iot", &CheckOptions::default()).unwrap();
+    let r = check_source(&mut src, "m.iot", &boot()).unwrap();
     assert_eq!(r.position, Position::Record);
     assert_eq!(r.findings.len(), 1);
     let f = &r.findings[0];
@@ -674,7 +685,7 @@ fn max_findings_and_json() {
     }
     let opts = CheckOptions {
         max_findings: 5,
-        ..CheckOptions::default()
+        ..boot()
     };
     let r = check_text_with(&t, &opts);
     assert_eq!(
@@ -685,4 +696,221 @@ fn max_findings_and_json() {
     assert_eq!(j["by_kind"]["unmap_not_mapped"], 20);
     assert_eq!(j["findings"][0]["kind"], "unmap_not_mapped");
     assert!(r.to_text(2).contains("... 18 more findings"));
+}
+
+/// `line` with another flags column and CPU.
+fn in_ctx(line: &str, cpu: u16, flags: &str) -> String {
+    line.replacen("[001] .....", &format!("[{cpu:03}] {flags}"), 1)
+}
+
+/// A task's dma_map_sg whose iommu:maps are interleaved with more than a window of a hard
+/// interrupt's calls on the same CPU: clean when paired by context, findings when the
+/// flags column is gone (per CPU only, as before).
+#[test]
+fn pairing_by_context() {
+    let mut t = String::new();
+    for p in 0..4u64 {
+        t.push_str(&iommu_map(0x10_0000 + p * 0x1000, 4096));
+        // The interrupt: a complete map/unmap with its own page-table events.
+        for k in 0..(iommu::WINDOW / 4 + 1) {
+            let iova = 0x80_0000 + (p * 100 + k) * 0x1000;
+            for l in [
+                iommu_map(iova, 4096),
+                map(iova, 4096, "FROM_DEVICE", 0x4000_0000 + iova),
+                iommu_unmap(iova, 4096),
+                unmap(iova, 4096, "FROM_DEVICE"),
+            ] {
+                t.push_str(&in_ctx(&l, 1, "d.h1."));
+            }
+        }
+    }
+    t.push_str(&map_sg(
+        &[0x1000, 0x2000, 0x3000, 0x4000],
+        0x10_0000,
+        0x4000,
+        "TO_DEVICE",
+    ));
+    t.push_str(&unmap_sg(&[0x1000, 0x2000, 0x3000, 0x4000], "TO_DEVICE"));
+    t.push_str(&iommu_unmap(0x10_0000, 0x4000));
+    let r = check_text(&t);
+    assert!(r.is_clean(), "{}", r.to_text(5));
+    assert_eq!(r.iommu_pairing, Pairing::Context);
+    // The same lines without the flags column.
+    let flat = t.replace("d.h1. ", "").replace("..... ", "");
+    let r = check_text(&flat);
+    assert_eq!(r.iommu_pairing, Pairing::Cpu);
+    assert!(
+        r.by_kind.get(&K::IommuMapOrphan).copied() > Some(0),
+        "{}",
+        r.to_text(5)
+    );
+    assert!(r.notes.iter().any(|n| n.contains("no flags column")));
+    // A finding names the interrupt context.
+    let lost = in_ctx(&iommu_unmap(0x9000, 4096), 1, "d.h1.");
+    let next = in_ctx(&map(0x2_0000, 1, "TO_DEVICE", 1), 1, "d.h1.");
+    let r = check_text(&[t.clone(), lost, next].concat());
+    let f = r
+        .findings
+        .iter()
+        .find(|f| f.kind == K::IommuUnmapOrphan)
+        .unwrap();
+    assert_eq!(f.at.context.as_deref(), Some("hardirq"));
+    assert!(
+        r.to_text(5).contains("(drv-7, cpu 1, hardirq)"),
+        "{}",
+        r.to_text(5)
+    );
+}
+
+/// The IOMMU core's identity map of a reserved region (iova == paddr, no DMA call) is
+/// counted; an unclaimed iommu:map elsewhere is still an orphan.
+#[test]
+fn identity_maps_of_reserved_regions() {
+    let isa = "            init-1       [000] .....     2.435616: map: IOMMU: iova=0x0000000000000000 - 0x0000000001000000 paddr=0x0000000000000000 size=16777216\n";
+    let good = [
+        iommu_map(0xffff_e000, 4096),
+        map(0xffff_e000, 4096, "TO_DEVICE", 0x1000),
+        iommu_unmap(0xffff_e000, 4096),
+        unmap(0xffff_e000, 4096, "TO_DEVICE"),
+    ]
+    .concat();
+    let r = check_text(&[isa, &good].concat());
+    assert!(r.is_clean(), "{}", r.to_text(5));
+    assert_eq!((r.identity_maps, r.identity_bytes), (1, 16 << 20));
+    // Not identity (paddr differs), or in an interrupt: an orphan (once a later DMA call
+    // of its lane shows that its own call is not merely cut by the end of the trace).
+    let other = isa.replace("paddr=0x0000000000000000", "paddr=0x0000000000100000");
+    let later = in_ctx(&map(0x2000_0000, 1, "TO_DEVICE", 1), 0, ".....");
+    let r = check_text(&[other.as_str(), &good, &later].concat());
+    assert_eq!(
+        r.by_kind.get(&K::IommuMapOrphan),
+        Some(&1),
+        "{}",
+        r.to_text(5)
+    );
+    let irq = isa.replace(".....", "d.h1.");
+    let later = in_ctx(&map(0x2000_0000, 1, "TO_DEVICE", 1), 0, "d.h1.");
+    let r = check_text(&[irq.as_str(), &good, &later].concat());
+    assert_eq!(
+        r.by_kind.get(&K::IommuMapOrphan),
+        Some(&1),
+        "{}",
+        r.to_text(5)
+    );
+}
+
+/// A capture that starts and stops mid-run: unmaps and syncs of mappings made before it
+/// began are counted, mappings live at its end are outstanding; a double unmap of a
+/// pre-trace mapping is still found; `from_boot` and `leaks` turn them into findings.
+#[test]
+fn mid_run_defaults() {
+    let t = [
+        sync(true, 0x7000, 64, "FROM_DEVICE"),
+        unmap(0x7000, 4096, "FROM_DEVICE"),
+        unmap_sg(&[0x8000, 0x9000], "TO_DEVICE"),
+        map(0x1000, 4096, "TO_DEVICE", 0x10_0000),
+    ]
+    .concat();
+    let r = check_text_with(&t, &CheckOptions::default());
+    assert!(r.is_clean(), "{}", r.to_text(5));
+    assert_eq!((r.mapped_before_tracing, r.outstanding_at_end), (3, 1));
+    assert!(r.to_text(5).contains("--leaks to list them"));
+    let r = check_text(&t);
+    let k: Vec<_> = r.findings.iter().map(|f| f.kind).collect();
+    assert_eq!(
+        k,
+        [
+            K::SyncNotMapped,
+            K::UnmapNotMapped,
+            K::UnmapNotMapped,
+            K::Leak
+        ]
+    );
+    // Unmapped again: the first unmap is remembered.
+    let twice = [t.clone(), unmap(0x7000, 4096, "FROM_DEVICE")].concat();
+    let r = check_text_with(&twice, &CheckOptions::default());
+    assert_eq!(r.findings.len(), 1);
+    assert_eq!(r.findings[0].kind, K::DoubleUnmap);
+    assert!(r.findings[0].map.is_none(), "the map is before the trace");
+    // A sync of an address the trace saw unmapped is still a finding.
+    let after = [
+        map(0x1000, 4096, "TO_DEVICE", 0x10_0000),
+        unmap(0x1000, 4096, "TO_DEVICE"),
+        sync(false, 0x1000, 64, "TO_DEVICE"),
+    ]
+    .concat();
+    let r = check_text_with(&after, &CheckOptions::default());
+    assert_eq!(kinds_of(&r), [K::SyncNotMapped]);
+}
+
+fn kinds_of(r: &CheckReport) -> Vec<FindingKind> {
+    r.findings.iter().map(|f| f.kind).collect()
+}
+
+/// The IOMMU halves of calls cut by the trace's edges: a dma_unmap_sg whose iommu:unmap
+/// came after tracing stopped, an iommu:unmap whose dma_unmap_sg came before it began, a
+/// dma_map_page whose iommu:map came before (and its unmap, which then claims its
+/// iommu:unmap), and a dma_unmap_sg of a pre-trace list claiming the next iommu:unmap.
+#[test]
+fn calls_cut_by_the_edges_of_the_trace() {
+    let t = [
+        iommu_unmap(0x50_0000, 0x2000),
+        map(0xa000, 4096, "TO_DEVICE", 0x1000),
+        iommu_map(0xf000, 4096),
+        map(0xf000, 4096, "TO_DEVICE", 0x2000),
+        unmap_sg(&[0x8000, 0x9000], "TO_DEVICE"),
+        iommu_unmap(0x60_0000, 0x2000),
+        iommu_unmap(0xa000, 4096),
+        unmap(0xa000, 4096, "TO_DEVICE"),
+        iommu_map(0x2_0000, 4096),
+        map_sg(&[0x3000], 0x2_0000, 0x1000, "TO_DEVICE"),
+        unmap_sg(&[0x3000], "TO_DEVICE"),
+    ]
+    .concat();
+    let r = check_text_with(&t, &CheckOptions::default());
+    assert!(r.is_clean(), "{}", r.to_text(9));
+    assert_eq!((r.cut_at_start, r.cut_at_end), (2, 1), "{}", r.to_text(9));
+    // A dma_unmap_page whose iommu:unmap is missing is not excused at the end.
+    let t2 = [
+        iommu_map(0xf000, 4096),
+        map(0xf000, 4096, "TO_DEVICE", 0x2000),
+        iommu_map(0xe000, 4096),
+        map(0xe000, 4096, "TO_DEVICE", 0x3000),
+        unmap(0xe000, 4096, "TO_DEVICE"),
+    ]
+    .concat();
+    let r = check_text_with(&t2, &CheckOptions::default());
+    assert_eq!(kinds_of(&r), [K::IommuUnmapMissing]);
+}
+
+/// Streaming passes the same findings, in the order found, and keeps none.
+#[test]
+fn streaming_passes_every_finding() {
+    let mut t = String::new();
+    for i in 0..50u64 {
+        t.push_str(&unmap(0x1000 * (i + 1), 4096, "TO_DEVICE"));
+        t.push_str(&map(0x10_0000 + 0x1000 * i, 4096, "FROM_DEVICE", 0x8000));
+    }
+    let kept = check_text(&t);
+    let mut seen = Vec::new();
+    let mut r = FtraceReader::new(t.as_bytes(), "t.txt".into(), FtraceOptions::default());
+    let streamed = check_ftrace_streaming(&mut r, "t.txt", &boot(), &mut |f: &Finding| {
+        seen.push(f.clone());
+        Ok(())
+    })
+    .unwrap();
+    assert!(streamed.findings.is_empty());
+    assert_eq!(streamed.findings_total, kept.findings_total);
+    assert_eq!(streamed.by_kind, kept.by_kind);
+    assert_eq!(seen.len() as u64, kept.findings_total);
+    let mut sorted = seen.clone();
+    sorted.sort_by_key(|f| (f.kind == K::Leak, f.at.line));
+    assert_eq!(sorted, kept.findings);
+    // A consumer's error stops the check.
+    let mut r = FtraceReader::new(t.as_bytes(), "t.txt".into(), FtraceOptions::default());
+    let e = check_ftrace_streaming(&mut r, "t.txt", &boot(), &mut |_: &Finding| {
+        Err(std::io::Error::other("disk full"))
+    })
+    .unwrap_err();
+    assert!(matches!(e, CheckError::Write(_)), "{e}");
 }

@@ -99,6 +99,8 @@ pub(super) struct Head<'a> {
     pub(super) ts: u64,
     pub(super) name: &'a [u8],
     pub(super) body: &'a [u8],
+    /// The latency-format flags column (`..s1.`, `d.h2.`, `d..1`), when the line has one.
+    pub(super) flags: Option<&'a [u8]>,
 }
 
 /// Parses `TASK-PID [(TGID)] [CPU] [FLAGS] SECS.FRAC: EVENT: BODY` (`t` trimmed).
@@ -136,14 +138,17 @@ pub(super) fn parse_head(t: &[u8]) -> Option<Head<'_>> {
         &t[start..*i]
     };
     let tok = word(&mut i);
-    let ts = match tok.strip_suffix(b":").and_then(parse_ts) {
-        Some(ts) => ts,
+    let (ts, flags) = match tok.strip_suffix(b":").and_then(parse_ts) {
+        Some(ts) => (ts, None),
         None => {
             // A flags column (`..s1.`, `d..2`), then the timestamp.
             if tok.len() > 8 {
                 return None;
             }
-            word(&mut i).strip_suffix(b":").and_then(parse_ts)?
+            (
+                word(&mut i).strip_suffix(b":").and_then(parse_ts)?,
+                Some(tok),
+            )
         }
     };
     while i < n && is_space(&t[i]) {
@@ -169,6 +174,7 @@ pub(super) fn parse_head(t: &[u8]) -> Option<Head<'_>> {
         ts,
         name: &t[start..i],
         body: trim_start(&t[i + 1..]),
+        flags,
     })
 }
 

@@ -125,7 +125,7 @@ mod lexer;
 mod origin;
 mod sg;
 
-pub use origin::LineOrigin;
+pub use origin::{IrqContext, LineOrigin};
 
 use fields::{DmaFields, parse_iommu};
 use lexer::{Head, Known, NonEvent, classify, classify_non_event, parse_head, trim, trim_end};

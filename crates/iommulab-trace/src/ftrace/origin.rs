@@ -26,6 +26,61 @@ pub struct LineOrigin<'a> {
     pub attrs: &'a [u8],
     /// `virt_addr=` of `dma_alloc`/`dma_free` in the post-6.12 format.
     pub virt_addr: Option<u64>,
+    /// The context the event ran in, from the flags column; `None` when the line has no
+    /// flags column (`trace-cmd report` without `-l`) or an unknown letter there.
+    pub context: Option<IrqContext>,
+}
+
+/// What a CPU was running when it recorded an event, as the third letter of ftrace's
+/// latency flags column says (`trace_print_lat_fmt` in `kernel/trace/trace_output.c`:
+/// `.` task, `s` softirq, `h` hardirq, `H` hardirq inside a softirq, `z` NMI, `Z` NMI
+/// inside a hardirq). One CPU runs at most one context of each level at a time (hard IRQs
+/// do not nest in Linux), so events of one call share (CPU, context) even when an interrupt
+/// slips in between them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum IrqContext {
+    /// Process context (`.`), BH-disabled sections included.
+    Task,
+    /// Serving a softirq (`s`).
+    SoftIrq,
+    /// Serving a hard interrupt (`h`, `H`).
+    HardIrq,
+    /// Serving an NMI (`z`, `Z`).
+    Nmi,
+}
+
+impl IrqContext {
+    /// Every context, by nesting level.
+    pub const ALL: [IrqContext; 4] = [
+        IrqContext::Task,
+        IrqContext::SoftIrq,
+        IrqContext::HardIrq,
+        IrqContext::Nmi,
+    ];
+
+    /// The context of a flags column (`..s1.`, `d.h2.`, `d..1`): its third letter.
+    pub fn of_flags(flags: &[u8]) -> Option<Self> {
+        if flags.len() < 4 {
+            return None;
+        }
+        Some(match flags[2] {
+            b'.' => IrqContext::Task,
+            b's' => IrqContext::SoftIrq,
+            b'h' | b'H' => IrqContext::HardIrq,
+            b'z' | b'Z' => IrqContext::Nmi,
+            _ => return None,
+        })
+    }
+
+    /// Its name in reports: `task`, `softirq`, `hardirq`, `nmi`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            IrqContext::Task => "task",
+            IrqContext::SoftIrq => "softirq",
+            IrqContext::HardIrq => "hardirq",
+            IrqContext::Nmi => "nmi",
+        }
+    }
 }
 
 impl LineOrigin<'_> {
@@ -89,11 +144,13 @@ fn line_origin(line_no: u64, raw: &[u8]) -> LineOrigin<'_> {
         event: &[],
         attrs: &[],
         virt_addr: None,
+        context: None,
     };
     let Some(head) = parse_head(t) else {
         return o;
     };
     o.event = head.name;
+    o.context = head.flags.and_then(IrqContext::of_flags);
     o.task = task_of(t);
     for w in head
         .body
@@ -151,6 +208,7 @@ mod tests {
         assert!(o.has_attr("SKIP_CPU_SYNC"));
         assert!(!o.has_attr("SKIP"));
         assert_eq!(o.virt_addr, None);
+        assert_eq!(o.context, Some(IrqContext::Task));
         r.next_event().unwrap().unwrap();
         let o = r.last_origin().unwrap();
         assert_eq!(
@@ -159,6 +217,32 @@ mod tests {
         );
         assert_eq!(o.virt_addr, Some(0xffff_8880_0123_4000));
         assert!(o.attrs.is_empty());
+    }
+
+    #[test]
+    fn context_from_the_flags_column() {
+        for (flags, want) in [
+            ("..s1.", Some(IrqContext::SoftIrq)),
+            ("d.h2.", Some(IrqContext::HardIrq)),
+            ("d.H3.", Some(IrqContext::HardIrq)),
+            ("d.Z4.", Some(IrqContext::Nmi)),
+            ("dNz1.", Some(IrqContext::Nmi)),
+            ("D..1.", Some(IrqContext::Task)),
+            ("d..1", Some(IrqContext::Task)),
+            ("d.?1.", None),
+        ] {
+            let text = format!(
+                "a-1 [000] {flags} 1.0: dma_unmap_page: d dir=TO_DEVICE dma_addr=1000 size=1 attrs=\n"
+            );
+            let mut r = FtraceReader::new(text.as_bytes(), "t".into(), FtraceOptions::default());
+            r.next_event().unwrap().unwrap();
+            assert_eq!(r.last_origin().unwrap().context, want, "{flags}");
+        }
+        // trace-cmd report without -l: no column.
+        let text = "a-1 [000] 1.0: dma_unmap_page: d dir=TO_DEVICE dma_addr=1000 size=1 attrs=\n";
+        let mut r = FtraceReader::new(text.as_bytes(), "t".into(), FtraceOptions::default());
+        r.next_event().unwrap().unwrap();
+        assert_eq!(r.last_origin().unwrap().context, None);
     }
 
     #[test]
