@@ -70,9 +70,13 @@ pub struct FlushStats {
     /// Lock hand-offs a kernel would make on this path (modeled software cost).
     pub lock_acquisitions: u64,
     /// Page-selective invalidations issued at once for an `unmap_sg`, bypassing the policy's
-    /// queue (2.6.26's `intel_unmap_sg`; counted in `flushes` too).
-    #[serde(default)]
+    /// queue (2.6.26's `intel_unmap_sg`; counted in `flushes` too). Left out of JSON when 0.
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub sg_flushes_at_once: u64,
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
 }
 
 impl FlushStats {
