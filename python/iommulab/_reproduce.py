@@ -35,8 +35,9 @@ class Reproduction:
     results object for `iosup` and `expether`); `paper`
     holds the numbers the paper published; `tables` the report's tables as DataFrames (the
     CSV files' rows at full precision — `figure4` is `results.csv`, `hit_rate` and `cpu` the
-    Yassour CSVs, `runs` and `groups` for IOSUP, `runs` and `sweep` for ExpEther — plus `runs`, `prices` (each `vtd-2008` price and its source) and `sweep` (the
-    sensitivity sweep) for Fujita & Mori and
+    Yassour CSVs, `runs` and `groups` for IOSUP, `runs` and `sweep` for ExpEther — plus `runs`, `prices` (each `vtd-2008` price and its source), `sweep` (the
+    sensitivity sweep) and `dma_paths` (Figure 4 on `dma_map_sg` and `dma_map_single`) for
+    Fujita & Mori and
     `prefetch`, `protection` and `sensitivity` for Yassour et al.); `claims` every claim of
     the paper judged on this run, one row each (`id`, `claim`, `section`, `published`,
     `inferred`, `ours`, `verdict`, `rule`, `why`; also `tables["claims"]` and

@@ -320,8 +320,10 @@ pub const VTD_2008_PRICES: [PriceSource; 21] = [
     measured("pte_clear", "S1.10: PTE clear, 1100 cycles"),
     estimate(
         "write_buffer_flush",
-        "S1.10: 1200 cycles where the unit reports CAP.RWBF; whether Q35's does is not \
-         verified (0 if not; ~1350 if the MMIO-bound cost is fixed in ns at 3.0 GHz)",
+        "S1.10: 1200 cycles; 2.6.26 issues one per map iff the unit reports CAP.RWBF (X0.1); \
+         whether Q35's does is not verified (X0.2: the 82Q45's unit reports it; Linux's RWBF \
+         quirk does not list Q35) (0 if not; ~1350 if the MMIO-bound cost is fixed in ns at \
+         3.0 GHz)",
         0,
         1350,
     ),

@@ -62,6 +62,7 @@ pub(crate) fn render(dir: &Path, r: &Fujita2008Results) -> Result<PathBuf, Repor
         "relative IOPS",
         &groups,
     )?;
+    crate::fujita2008_paths::write_files(dir, r)?;
     let page = dir.join("README.md");
     write_atomic(&page, fujita2008_page(r).as_bytes())?;
     Ok(page)
@@ -185,7 +186,7 @@ pub(crate) fn tables(r: &Fujita2008Results) -> Vec<Table> {
             (pt.within as u64).into(),
         ]);
     }
-    vec![t, prices, sweep]
+    vec![t, prices, sweep, crate::fujita2008_paths::table(r)]
 }
 
 /// A sweep point's changes as `field = value; ...` (`preset` for none).
@@ -293,6 +294,7 @@ separates the IOMMU configurations comes from counted mechanisms and the prices 
         price("io_wait"),
     );
     p.push_str(&crate::claims::section(&r.claims));
+    p.push_str(&crate::fujita2008_paths::section(r));
 
     let _ = writeln!(p, "\n## Throughput from a CPU and a wait\n");
     let _ = writeln!(

@@ -18,6 +18,7 @@ mod claims;
 mod expether;
 mod files;
 mod fujita2008;
+mod fujita2008_paths;
 mod html;
 mod iosup;
 mod plot;
@@ -115,6 +116,10 @@ pub fn files(reproduction: Reproduction) -> Vec<String> {
             "sweep.csv",
             "figure4.svg",
             "figure4.png",
+            "dma_paths.json",
+            "dma_paths.csv",
+            "figure4_paths.svg",
+            "figure4_paths.png",
         ]
         .iter()
         .map(|f| (*f).to_string())

@@ -50,7 +50,7 @@ pub use netperf_send::{NetperfSend, NetperfSendConfig, TxMapping};
 pub use nic_duplex::{DuplexRxConfig, DuplexTx, NicDuplex, NicDuplexAny, NicDuplexConfig};
 pub use packet_sg::{PacketSg, PacketSgStats};
 pub use page_alloc::PageAllocConfig;
-pub use pseudo_scsi::{PseudoScsi, PseudoScsiConfig};
+pub use pseudo_scsi::{PseudoScsi, PseudoScsiConfig, ScsiDmaPath};
 pub use replay::{ReplayReport, TraceWorkload};
 pub use uniform_random::{UniformRandom, UniformRandomConfig};
 

@@ -4,6 +4,11 @@
 //! mapped, then the oldest one completes and is unmapped. I/Os are issued round-robin by
 //! `cpus` CPUs.
 //!
+//! A SCSI host adapter's driver maps a command's data with `scsi_dma_map`, which is
+//! `dma_map_sg` of the command's scatterlist (one entry for a 1024-byte buffer), and unmaps
+//! it with `scsi_dma_unmap` (`dma_unmap_sg`): `dma_path = "sg"`. `dma_path = "single"`
+//! maps the buffer with `dma_map_single` instead, as a driver without a scatterlist would.
+//!
 //! Buffers come from the kmalloc-1024 slab in the paper's kernel: four 1024-byte objects per
 //! page, so a 1024-byte buffer never crosses a page. The model draws buffer pages at random
 //! (seeded) from a pool and the object index within the page at random, so the same physical
@@ -23,6 +28,27 @@ pub const MAX_OUTSTANDING: u32 = 65_536;
 /// Most CPUs issuing I/Os (the `--threads` bound).
 pub const MAX_CPUS: u16 = 1024;
 
+/// Which DMA API calls map and unmap an I/O's buffer.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ScsiDmaPath {
+    /// `dma_map_single` / `dma_unmap_single`.
+    #[default]
+    Single,
+    /// `dma_map_sg` / `dma_unmap_sg` of a one-entry scatterlist (`scsi_dma_map`).
+    Sg,
+}
+
+impl ScsiDmaPath {
+    /// Its name in configs.
+    pub const fn name(self) -> &'static str {
+        match self {
+            ScsiDmaPath::Single => "single",
+            ScsiDmaPath::Sg => "sg",
+        }
+    }
+}
+
 /// Parameters of [`PseudoScsi`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -41,6 +67,8 @@ pub struct PseudoScsiConfig {
     pub pool_pages: u64,
     /// Seed of the buffer-placement RNG.
     pub seed: u64,
+    /// `dma_map_single` or a one-entry `dma_map_sg` per I/O.
+    pub dma_path: ScsiDmaPath,
 }
 
 impl Default for PseudoScsiConfig {
@@ -53,6 +81,7 @@ impl Default for PseudoScsiConfig {
             touch: false,
             pool_pages: 4096,
             seed: 1,
+            dma_path: ScsiDmaPath::Single,
         }
     }
 }
@@ -73,6 +102,8 @@ pub struct PseudoScsi {
     completed: IoSeq,
     /// Which step of the current I/O comes next.
     step: Step,
+    /// The scatterlist of the last `MapSg` (one entry: no allocation per I/O).
+    sg: [Segment; 1],
 }
 
 /// The next I/O of a sequence (issued or completed) with its slot and CPU, advanced with
@@ -131,6 +162,10 @@ impl PseudoScsi {
             issued: IoSeq::default(),
             completed: IoSeq::default(),
             step: Step::Map,
+            sg: [Segment {
+                phys: Hpa::new(0),
+                len: 0,
+            }],
         }
     }
 
@@ -164,13 +199,14 @@ impl Workload for PseudoScsi {
         while !sink.stopped()
             && let Some(op) = self.step()
         {
-            sink.op(op, &[]);
+            // Only a `MapSg` reads its segments.
+            sink.op(op, &self.sg);
         }
         Ok(())
     }
 
     fn sg_segments(&self) -> &[Segment] {
-        &[]
+        &self.sg
     }
 
     fn devices(&self) -> usize {
@@ -204,6 +240,18 @@ impl PseudoScsi {
                             Step::Map
                         };
                         let phys = self.buffer();
+                        if self.cfg.dma_path == ScsiDmaPath::Sg {
+                            self.sg[0] = Segment {
+                                phys,
+                                len: self.cfg.io_size,
+                            };
+                            return Some(DmaOp::MapSg {
+                                slot: i.slot,
+                                cpu: CpuId::new(i.cpu),
+                                device: 0,
+                                dir: Self::dir_of(i.io),
+                            });
+                        }
                         return Some(DmaOp::Map {
                             slot: i.slot,
                             cpu: CpuId::new(i.cpu),
@@ -316,6 +364,7 @@ mod tests {
                 touch,
                 pool_pages: 64,
                 seed: 9,
+                dma_path: ScsiDmaPath::Single,
             };
             let mut w = PseudoScsi::new(cfg);
             let mut rng = SmallRng::seed_from_u64(9);
@@ -356,5 +405,62 @@ mod tests {
             }
             assert_eq!((maps, unmaps), (50, 50));
         }
+    }
+
+    /// `dma_path = "sg"` makes the same I/Os as `single`, each map a one-entry `MapSg` whose
+    /// segment is the buffer `single` maps, handed to the sink with the op.
+    #[test]
+    fn the_sg_path_maps_the_same_buffers_as_one_entry_lists() {
+        struct Lists(Vec<(DmaOp, Vec<Segment>)>);
+        impl OpSink<Hpa> for Lists {
+            fn op(&mut self, op: DmaOp, sg: &[Segment]) {
+                self.0.push((op, sg.to_vec()));
+            }
+            fn stopped(&self) -> bool {
+                false
+            }
+        }
+        let single = PseudoScsiConfig {
+            ios: 40,
+            outstanding: 2,
+            touch: true,
+            ..PseudoScsiConfig::default()
+        };
+        let sg = PseudoScsiConfig {
+            dma_path: ScsiDmaPath::Sg,
+            ..single
+        };
+        let mut a = Lists(Vec::new());
+        PseudoScsi::new(single).for_each_op(&mut a).unwrap();
+        let mut b = Lists(Vec::new());
+        PseudoScsi::new(sg).for_each_op(&mut b).unwrap();
+        assert_eq!(a.0.len(), b.0.len());
+        let mut lists = 0;
+        for ((x, _), (y, segs)) in a.0.iter().zip(&b.0) {
+            match (*x, *y) {
+                (
+                    DmaOp::Map {
+                        slot,
+                        cpu,
+                        phys,
+                        len,
+                        dir,
+                        ..
+                    },
+                    DmaOp::MapSg {
+                        slot: s2,
+                        cpu: c2,
+                        dir: d2,
+                        ..
+                    },
+                ) => {
+                    assert_eq!((slot, cpu, dir), (s2, c2, d2));
+                    assert_eq!(segs[..], [Segment { phys, len }]);
+                    lists += 1;
+                }
+                (x, y) => assert_eq!(x, y),
+            }
+        }
+        assert_eq!(lists, 40);
     }
 }

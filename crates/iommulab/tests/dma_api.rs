@@ -337,3 +337,69 @@ fn probe_after_unmap_reports_what_the_stale_entry_lets_through() {
     let t = api.oracle().unwrap().totals();
     assert_eq!((t.stale, t.faulted), (1, 1));
 }
+
+/// 2.6.26's routing (v2.6.26 `drivers/pci/intel-iommu.c`): with `unmap_sg_at_once`, a
+/// deferred policy invalidates and frees an `unmap_sg`'s range at once (one page
+/// invalidation, nothing queued, no stale window) while `unmap_single` still queues; without
+/// it both queue. A device retrying the list's address after its unmap faults only in the
+/// first case.
+#[test]
+fn deferred_unmap_sg_at_once_bypasses_the_array_for_lists_only() {
+    for at_once in [true, false] {
+        let cfg = DmaConfig {
+            translation: Translation::Iommu,
+            dma_bits: 32,
+            debug: true,
+            oracle: true,
+            forcedac: false,
+        };
+        let iova = RbTree::new(Pfn::new(1), Pfn::new(1 << 20)).unwrap();
+        let deferred =
+            Deferred::new(DeferredConfig::default(), ClockRate::ghz(3.0)).unmap_sg_at_once(at_once);
+        let mut api = DmaApi::new(
+            cfg,
+            Native::new(Vtd::new(VtdConfig::default()).unwrap()),
+            iova,
+            deferred,
+        );
+        let dev = api.attach(Bdf::new(0, 3, 0).unwrap()).unwrap();
+        let d = DmaDirection::FromDevice;
+        let mut sg = [SgEntry {
+            phys: Hpa::new(0x4_0400),
+            len: 1024,
+            dma: Iova::default(),
+        }];
+        api.map_sg(dev, CPU, &mut sg, d).unwrap();
+        // The device uses the list, so its translation is cached.
+        let used = api
+            .device_access(dev, sg[0].dma, 1024, Access::Write)
+            .unwrap();
+        assert_eq!(used.succeeded, 1);
+        api.unmap_sg(dev, CPU, &sg, d).unwrap();
+        let stats = api.flush_stats();
+        let unit = api.unit().stats();
+        let retry = api.device_access(dev, sg[0].dma, 1, Access::Write).unwrap();
+        if at_once {
+            assert_eq!(api.flush_policy_pending(), 0, "nothing queued");
+            assert_eq!((stats.flushes, stats.sg_flushes_at_once), (1, 1));
+            assert_eq!((unit.inv_page, unit.inv_global), (1, 0));
+            assert_eq!(api.allocator_stats().frees, 1, "freed at once");
+            assert_eq!((retry.succeeded, retry.faulted), (0, 1));
+        } else {
+            assert_eq!(api.flush_policy_pending(), 1, "queued in the array");
+            assert_eq!((stats.flushes, stats.sg_flushes_at_once), (0, 0));
+            assert_eq!(unit.inv_page + unit.inv_global, 0);
+            assert_eq!(retry.succeeded, 1, "the stale entry still translates");
+        }
+        // `unmap_single` is queued either way.
+        let a = api
+            .map_single(dev, CPU, Hpa::new(0x5_0000), 1024, d)
+            .unwrap();
+        api.unmap_single(dev, CPU, a, 1024, d).unwrap();
+        assert_eq!(
+            api.flush_policy_pending(),
+            if at_once { 1 } else { 2 },
+            "at_once = {at_once}"
+        );
+    }
+}

@@ -289,7 +289,8 @@ impl<A: IovaAllocator, F: FlushPolicy, B: MapBackend> DmaApi<A, F, B> {
                 dir,
                 dma_alloc: false,
             };
-            self.teardown(CpuId::new(0), d, addr.pfn(PAGE_4K), pages, attrs)?;
+            let sg = matches!(kind, MapKind::Sg { .. });
+            self.teardown(CpuId::new(0), d, addr.pfn(PAGE_4K), pages, attrs, sg)?;
         }
         self.drain()?;
         if self.config.translation != Translation::Passthrough {
@@ -466,7 +467,7 @@ impl<A: IovaAllocator, F: FlushPolicy, B: MapBackend> DmaApi<A, F, B> {
     }
 
     /// Removes the mapping of a range and, with an IOVA allocator, hands its IOVA to the
-    /// flush policy.
+    /// flush policy (as an `unmap_sg`'s when `sg`).
     // Inline into the unmaps (issue 16: 27 instructions less per `modern` I/O; inlining
     // the unmaps and maps themselves into the runner costs more than it saves).
     #[inline]
@@ -477,6 +478,7 @@ impl<A: IovaAllocator, F: FlushPolicy, B: MapBackend> DmaApi<A, F, B> {
         pfn: Pfn<Iova>,
         pages: u64,
         attrs: MapAttrs,
+        sg: bool,
     ) -> Result<(), DmaError> {
         self.backend
             .unmap(d.domain, pfn, pages, attrs)
@@ -492,15 +494,17 @@ impl<A: IovaAllocator, F: FlushPolicy, B: MapBackend> DmaApi<A, F, B> {
             iovas: &mut self.iovas,
             now: self.now,
         };
-        self.flushes[Self::flush_slot(d.domain)].on_unmap(
-            &mut ctx,
-            cpu,
-            Unmapped {
-                domain: d.domain,
-                pfn,
-                pages,
-            },
-        )?;
+        let range = Unmapped {
+            domain: d.domain,
+            pfn,
+            pages,
+        };
+        let f = &mut self.flushes[Self::flush_slot(d.domain)];
+        if sg {
+            f.on_unmap_sg(&mut ctx, cpu, range)?;
+        } else {
+            f.on_unmap(&mut ctx, cpu, range)?;
+        }
         Ok(())
     }
 
@@ -594,7 +598,7 @@ impl<A: IovaAllocator, F: FlushPolicy, B: MapBackend> DmaApi<A, F, B> {
         attrs: MapAttrs,
     ) -> Result<(), DmaError> {
         if self.config.translation != Translation::Passthrough {
-            self.teardown(cpu, d, addr.pfn(PAGE_4K), pages, attrs)?;
+            self.teardown(cpu, d, addr.pfn(PAGE_4K), pages, attrs, false)?;
         }
         Ok(())
     }
@@ -655,7 +659,7 @@ impl<A: IovaAllocator, F: FlushPolicy, B: MapBackend> DmaApi<A, F, B> {
         }
         let pages = PAGE_4K.pages_spanned(addr.page_offset(PAGE_4K), len);
         if self.config.translation != Translation::Passthrough {
-            self.teardown(cpu, d, addr.pfn(PAGE_4K), pages, attrs)?;
+            self.teardown(cpu, d, addr.pfn(PAGE_4K), pages, attrs, false)?;
         }
         if let Some(o) = self.oracle.as_mut() {
             o.on_unmap(dev.0, addr, pages);
@@ -829,7 +833,8 @@ impl<A: IovaAllocator, F: FlushPolicy, B: MapBackend> DmaApi<A, F, B> {
         match self.config.translation {
             Translation::Passthrough => {}
             Translation::Iommu => {
-                self.teardown(cpu, d, first.dma.pfn(PAGE_4K), Self::sg_pages(sg), attrs)?;
+                let pages = Self::sg_pages(sg);
+                self.teardown(cpu, d, first.dma.pfn(PAGE_4K), pages, attrs, true)?;
             }
             Translation::Identity => {
                 for e in sg {

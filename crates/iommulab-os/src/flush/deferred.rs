@@ -6,6 +6,12 @@
 //!
 //! The stale window: a range stays reachable through a cached IOTLB entry until the next
 //! flush, i.e. for up to 250 unmaps or 10 ms.
+//!
+//! Only `intel_unmap_single` went through the array in 2.6.25/26: `intel_unmap_sg` kept the
+//! code from before the patch, a page-selective invalidation of the list's range and
+//! `__free_iova` at once, whatever `intel_iommu=strict` said (v2.6.26
+//! `drivers/pci/intel-iommu.c`; the split into strict/`add_unmap` for lists came in later
+//! kernels). [`Deferred::unmap_sg_at_once`] models that kernel.
 
 use serde::{Deserialize, Serialize};
 
@@ -46,6 +52,9 @@ pub struct Deferred {
     /// `Some(deadline)` while the 10 ms timer is armed.
     timer: Option<Cycles>,
     timeout: Cycles,
+    /// `unmap_sg` invalidates its range and frees it at once instead of queueing it
+    /// (2.6.26's `intel_unmap_sg`).
+    sg_at_once: bool,
     stats: FlushStats,
 }
 
@@ -59,8 +68,18 @@ impl Deferred {
             array: Vec::with_capacity(entries),
             timer: None,
             timeout: clock.cycles_from_ms(config.timeout_ms),
+            sg_at_once: false,
             stats: FlushStats::default(),
         }
+    }
+
+    /// With `at_once`, `unmap_sg` bypasses the array: one page-selective invalidation of the
+    /// list's range, then the IOVA goes back to the allocator, as 2.6.26's `intel_unmap_sg`
+    /// did (no `async_umap_flush_lock`, no timer). `unmap_single` is queued either way.
+    #[must_use]
+    pub fn unmap_sg_at_once(mut self, at_once: bool) -> Self {
+        self.sg_at_once = at_once;
+        self
     }
 
     /// The parameters in force.
@@ -116,6 +135,24 @@ impl FlushPolicy for Deferred {
             self.stats.timer_arms += 1;
         }
         flushed
+    }
+
+    fn on_unmap_sg<A: IovaAllocator, B: MapBackend>(
+        &mut self,
+        ctx: &mut FlushCtx<'_, A, B>,
+        cpu: CpuId,
+        range: Unmapped,
+    ) -> Result<(), IovaError> {
+        if !self.sg_at_once {
+            return self.on_unmap(ctx, cpu, range);
+        }
+        // 2.6.26 `intel_unmap_sg`: `iommu_flush_iotlb_psi` of the range, then `__free_iova`.
+        self.stats.unmaps += 1;
+        self.stats.flushes += 1;
+        self.stats.sg_flushes_at_once += 1;
+        ctx.invalidate(InvRequest::covering(range.domain, range.pfn, range.pages));
+        self.stats.frees += 1;
+        ctx.free(cpu, &range)
     }
 
     fn on_wrap<A: IovaAllocator, B: MapBackend>(

@@ -263,7 +263,11 @@ impl<W: Workload<Phys = Hpa>> Go<'_, W> {
     ) -> Result<RunResult, Error> {
         match flush {
             FlushConfig::Strict => self.go(a, Strict::new()),
-            FlushConfig::Deferred(c) => self.go(a, Deferred::new(c, clock)),
+            // 2.6.26's `intel_unmap_sg` never queued: it invalidated and freed at once.
+            FlushConfig::Deferred(c) => {
+                let sg_at_once = self.resolved.kernel == Kernel::V2_6_26;
+                self.go(a, Deferred::new(c, clock).unmap_sg_at_once(sg_at_once))
+            }
             FlushConfig::PerLap => self.go(a, PerLap::new()),
             FlushConfig::FlushQueue(c) => self.go(a, FlushQueue::new(c, cpus, clock)),
         }

@@ -15,6 +15,7 @@ use crate::experiment::{
 };
 use crate::hw::cost::{CostModel, CostPreset, PriceSource, VTD_2008_PRICES};
 use crate::hw::cpu_cache::CpuCacheConfig;
+use crate::workload::ScsiDmaPath;
 
 /// The line of the reproductions' index.
 pub const TITLE: &str = "Fujita & Mori 2008, IOMMU performance evaluation in Linux (Figure 4: IOPS of the \
@@ -261,8 +262,52 @@ pub struct Fujita2008Results {
     pub prices: Vec<Price>,
     /// The sensitivity sweep over the estimated prices.
     pub sweep: Vec<SweepPoint>,
+    /// Figure 4 on each DMA API path of the pseudo driver, side by side (`dma_paths.json`).
+    pub dma_paths: Vec<DmaPathRun>,
     /// The paper's claims, judged on this run ([`claims::fujita2008`]).
     pub claims: Vec<Claim>,
+}
+
+/// Figure 4 on one DMA API path of the pseudo driver: `sg` (`scsi_dma_map` →
+/// `dma_map_sg`, the path a SCSI host adapter's driver takes, S0.8) or `single`
+/// (`dma_map_single`, what [`Fujita2008Results::results`] ran).
+#[derive(Clone, Debug, Serialize)]
+pub struct DmaPathRun {
+    /// `sg` or `single` (the workload's `dma_path`).
+    pub dma_path: String,
+    /// The DMA API calls of the path.
+    pub calls: String,
+    /// The four IOMMU bars, relative to `disabled` on the same path.
+    pub bars: Bars,
+    /// Whether they have the paper's ordering ([`Bars::has_paper_ordering`]).
+    pub ordering: bool,
+    /// Which bars lie within [`TOLERANCE`] of the paper's (default, strict, bitmap,
+    /// strict-bitmap).
+    pub within: [bool; 4],
+    /// The bars with `write_buffer_flush = 0` (what the unverified `CAP.RWBF` of Q35 would
+    /// change; `sweep_seconds` per configuration).
+    pub bars_without_rwbf: Bars,
+    /// Flush counters of each configuration (first timing run).
+    pub flushes: Vec<PathFlushes>,
+    /// The aggregates of the five configurations of Figure 4 on this path (no
+    /// malicious-device pass: its columns are 0).
+    pub results: Vec<Aggregate>,
+}
+
+/// What one configuration's flush policy did on one path (first timing run).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct PathFlushes {
+    /// The configuration.
+    pub config: String,
+    /// Unmaps the flush policy was told about.
+    pub unmaps: u64,
+    /// Invalidation rounds.
+    pub flushes: u64,
+    /// Of which page-selective flushes 2.6.26's `unmap_sg` issued at once, bypassing the
+    /// deferred array.
+    pub sg_flushes_at_once: u64,
+    /// `flushes / unmaps`.
+    pub flushes_per_unmap: f64,
 }
 
 /// One price of the preset and where it comes from.
@@ -371,8 +416,11 @@ pub fn run(opts: &ReproOptions<'_>) -> Result<Fujita2008Results, Error> {
     debug_assert_eq!(base.hardware.cost, CostPreset::Vtd2008);
     let configs = NamedConfig::ALL;
     let plan = sweep_plan(protocol.sweep_grid);
+    // The sg path: the five bars of Figure 4, repeated, and once without the write-buffer
+    // flush; the single path's no-RWBF bars are one more sweep point.
     let total = configs.len() as u64 * (u64::from(protocol.repeats) + 1)
-        + plan.len() as u64 * SWEPT.len() as u64;
+        + plan.len() as u64 * SWEPT.len() as u64
+        + SWEPT.len() as u64 * (u64::from(protocol.repeats) + 2);
     let mut steps = Steps::new(opts, Reproduction::Fujita2008, total);
     let timing = run_configs(&base, &configs, protocol.repeats, &mut steps, "")?;
     // The security pass: the same configurations with a malicious device (a separate run,
@@ -399,6 +447,7 @@ pub fn run(opts: &ReproOptions<'_>) -> Result<Fujita2008Results, Error> {
             &mut steps,
         )?);
     }
+    let dma_paths = dma_paths(&base, &timing, protocol, &mut steps)?;
     steps.finish()?;
     let results = aggregate(&timing, &security);
     let mut runs = timing;
@@ -414,10 +463,115 @@ pub fn run(opts: &ReproOptions<'_>) -> Result<Fujita2008Results, Error> {
         },
         prices: prices(),
         sweep,
+        dma_paths,
         claims: Vec::new(),
     };
     r.claims = claims::fujita2008::claims(&r);
     Ok(r)
+}
+
+/// `base` with the pseudo driver on `path`.
+fn on_path(base: &ExperimentConfig, path: ScsiDmaPath) -> ExperimentConfig {
+    let mut cfg = base.clone();
+    // The reproduction's base is the default workload, the pseudo driver.
+    debug_assert!(cfg.pseudo_scsi().is_some());
+    if let Some(w) = cfg.pseudo_scsi_mut() {
+        w.dma_path = path;
+    }
+    cfg
+}
+
+/// Figure 4 on the `sg` path (new runs) and on the `single` path (the timing runs already
+/// made), each with its bars without the write-buffer flush.
+fn dma_paths(
+    base: &ExperimentConfig,
+    single_timing: &[RunResult],
+    protocol: Protocol,
+    steps: &mut Steps<'_, '_>,
+) -> Result<Vec<DmaPathRun>, Error> {
+    let no_rwbf = [("write_buffer_flush".to_string(), 0)];
+    let sg_base = on_path(base, ScsiDmaPath::Sg);
+    let sg_timing = run_configs(&sg_base, &SWEPT, protocol.repeats, steps, ", dma_map_sg")?;
+    let sg_no_rwbf = sweep_point(&sg_base, "sg", &no_rwbf, protocol.sweep_seconds, steps)?;
+    let single_no_rwbf = sweep_point(
+        &on_path(base, ScsiDmaPath::Single),
+        "single",
+        &no_rwbf,
+        protocol.sweep_seconds,
+        steps,
+    )?;
+    Ok(vec![
+        path_run(
+            ScsiDmaPath::Sg,
+            "scsi_dma_map → dma_map_sg / dma_unmap_sg (one 1024-byte entry)",
+            &sg_timing,
+            sg_no_rwbf.bars,
+        ),
+        path_run(
+            ScsiDmaPath::Single,
+            "dma_map_single / dma_unmap_single",
+            single_timing,
+            single_no_rwbf.bars,
+        ),
+    ])
+}
+
+fn path_run(
+    path: ScsiDmaPath,
+    calls: &str,
+    timing: &[RunResult],
+    bars_without_rwbf: Bars,
+) -> DmaPathRun {
+    let results: Vec<Aggregate> = aggregate(timing, &[])
+        .into_iter()
+        .filter(|a| SWEPT.iter().any(|c| c.name() == a.config))
+        .collect();
+    let bars = bars_of(&results);
+    let flushes = SWEPT
+        .iter()
+        .filter_map(|c| timing.iter().find(|r| r.config == c.name()))
+        .map(|r| {
+            let f = &r.stats.flush;
+            PathFlushes {
+                config: r.config.clone(),
+                unmaps: f.unmaps,
+                flushes: f.flushes,
+                sg_flushes_at_once: f.sg_flushes_at_once,
+                flushes_per_unmap: if f.unmaps > 0 {
+                    f.flushes as f64 / f.unmaps as f64
+                } else {
+                    0.0
+                },
+            }
+        })
+        .collect();
+    DmaPathRun {
+        dma_path: path.name().into(),
+        calls: calls.into(),
+        ordering: bars.has_paper_ordering(),
+        within: bars.within_paper(),
+        bars,
+        bars_without_rwbf,
+        flushes,
+        results,
+    }
+}
+
+/// The four IOMMU bars of aggregates relative to `disabled` (0 where a configuration is
+/// missing).
+pub fn bars_of(agg: &[Aggregate]) -> Bars {
+    let rel = |n: &str| {
+        agg.iter()
+            .find(|a| a.config == n)
+            .and_then(|a| a.relative_to_disabled)
+            .unwrap_or(0.0)
+    };
+    Bars {
+        default: rel("default"),
+        strict: rel("strict"),
+        bitmap: rel("bitmap"),
+        strict_bitmap: rel("strict-bitmap"),
+    }
 }
 
 /// [`VTD_2008_PRICES`] with the preset's values.
