@@ -30,7 +30,7 @@ use crate::iova::IovaAllocator;
 const SUB_BITS: u32 = 7;
 const SUB: u64 = 1 << SUB_BITS;
 /// Buckets: 128 exact values, then 128 per power of two up to 2^64.
-const BUCKETS: usize = (SUB as usize) * (64 - SUB_BITS as usize + 1);
+const BUCKETS: usize = (1 << SUB_BITS) * (64 - SUB_BITS as usize + 1);
 
 /// A log-linear histogram of nanoseconds: fixed size, so recording never allocates.
 #[derive(Clone, Debug)]
@@ -51,6 +51,8 @@ impl Default for WindowHistogram {
 }
 
 impl WindowHistogram {
+    // The casts hold values below 2^7 and exponents below 64.
+    #[allow(clippy::cast_possible_truncation)]
     fn bucket(v: u64) -> usize {
         if v < SUB {
             return v as usize;
@@ -61,6 +63,7 @@ impl WindowHistogram {
     }
 
     /// The smallest value of bucket `b`.
+    #[allow(clippy::cast_possible_truncation)] // `hi` < 64
     fn low(b: usize) -> u64 {
         let (hi, sub) = ((b as u64) / SUB, (b as u64) % SUB);
         if hi == 0 {
@@ -104,7 +107,7 @@ impl WindowHistogram {
         if self.n == 0 {
             return 0;
         }
-        let rank = ((q.clamp(0.0, 1.0) * self.n as f64).ceil() as u64).max(1);
+        let rank = crate::clock::saturating_u64((q.clamp(0.0, 1.0) * self.n as f64).ceil()).max(1);
         let mut seen = 0;
         for (b, &c) in self.counts.iter().enumerate() {
             seen += c;

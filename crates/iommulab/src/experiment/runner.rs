@@ -266,7 +266,7 @@ where
         domain_cycles(api, &cost, cache.is_none(), &mut a.domain_before);
     }
     api.drain()?;
-    if let (Some(a), Some(b)) = (acct.as_deref_mut(), before) {
+    if let (Some(a), Some(b)) = (acct, before) {
         a.before(b);
         domain_cycles(api, &cost, cache.is_none(), &mut a.domain_after);
         let now = exposure::snapshot(api, modeled_now(api, &cost, 0, iommu_on, None));
@@ -463,7 +463,7 @@ impl<A: IovaAllocator, F: FlushPolicy, U: RemapUnit> Driver<'_, A, F, U> {
     /// [`step`](Self::step), with the op's cycles, invalidations and exposure windows kept
     /// per device.
     fn step_accounted(&mut self, op: DmaOp, sg: &[Segment]) -> Result<(), Error> {
-        let Some(mut acct) = self.acct.take() else {
+        let Some(acct) = self.acct.take() else {
             return self.step(op, sg);
         };
         let mut r = Ok(());
@@ -479,18 +479,18 @@ impl<A: IovaAllocator, F: FlushPolicy, U: RemapUnit> Driver<'_, A, F, U> {
                     .filter_map(FlushPolicy::next_deadline)
                     .min();
                 let Some(d) = due else { break };
-                let d_ns = clock.ns(d).ceil() as u64;
+                let d_ns = crate::clock::saturating_u64(clock.ns(d).ceil());
                 if d_ns >= now_ns || d <= self.now() {
                     break;
                 }
-                r = self.account(&mut acct, DmaOp::Tick { now_ns: d_ns }, sg);
+                r = self.account(acct, DmaOp::Tick { now_ns: d_ns }, sg);
                 if r.is_err() {
                     break;
                 }
             }
         }
         if r.is_ok() {
-            r = self.account(&mut acct, op, sg);
+            r = self.account(acct, op, sg);
         }
         self.acct = Some(acct);
         r
