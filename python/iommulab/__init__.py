@@ -8,6 +8,7 @@ the CLI and config files (docs/configuration.md)::
     r.iops, r.to_dict()
     df = iommulab.sweep({"configuration": ["default", "strict"], "workload.ios": [1000, 10000]})
     fig4 = iommulab.reproduce("fujita2008", quick=True).tables["figure4"]
+    c = iommulab.compare("traces/fio-6.12.95+deb12-amd64.txt.zst")  # Linux strict vs lazy
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from iommulab._native import (
     VirtError,
     bench,
     cancel_runs,
+    compare,
     replay,
     run,
     version,
@@ -52,6 +54,7 @@ __all__ = [
     "bench",
     "cancel_runs",
     "check",
+    "compare",
     "expand_grid",
     "mrc",
     "plots",

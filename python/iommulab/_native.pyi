@@ -19,6 +19,7 @@ __all__ = [
     "VirtError",
     "bench",
     "cancel_runs",
+    "compare",
     "mrc",
     "replay",
     "reproduce",
@@ -94,6 +95,14 @@ def bench(
 def replay(
     trace: _StrPath, config: _Config = None, format: str = "auto", lenient: bool = False
 ) -> RunResult: ...
+def compare(
+    path: _StrPath,
+    configs: Optional[list[str]] = None,
+    device: Optional[str] = None,
+    config: _Config = None,
+    format: str = "auto",
+    lenient: bool = False,
+) -> dict[str, Any]: ...
 def trace_stats(path: _StrPath, format: str = "auto", lenient: bool = False) -> dict[str, Any]: ...
 def trace_check(
     path: _StrPath,

@@ -117,9 +117,9 @@ def test_corrupt_trace_is_trace_error(tmp_path: Path) -> None:
         iommulab.trace.stats(bad)
 
 
-def test_replay_default_is_modern(trace_path: Path) -> None:
+def test_replay_default_is_linux_lazy_on_modern(trace_path: Path) -> None:
     r = iommulab.replay(trace_path)
-    assert (r.config, r.cost_preset) == ("modern", "modern")
+    assert (r.config, r.cost_preset) == ("linux-lazy", "modern")
     assert r.ops == iommulab.trace.stats(trace_path)["dma_api"]["maps"]
 
 

@@ -125,11 +125,11 @@ def test_replay_refuses_keys_it_does_not_use(trace_path: Path) -> None:
 
 
 def test_replay_config_is_the_clis_config_file(trace_path: Path) -> None:
-    # Without a config: `iommulab replay TRACE` (modern on modern); with one: `--config-file`
-    # (the schema's defaults for the keys it leaves out).
-    assert (iommulab.replay(trace_path).config, iommulab.replay(trace_path).cost_preset) == ("modern", "modern")
+    # Without a config: `iommulab replay TRACE` (linux-lazy on modern); with one: `--config-file`
+    # (the schema's defaults for the keys it leaves out: the same preset, one for every entry point).
+    assert (iommulab.replay(trace_path).config, iommulab.replay(trace_path).cost_preset) == ("linux-lazy", "modern")
     r = iommulab.replay(trace_path, {"configuration": "strict"})
-    assert (r.config, r.cost_preset) == ("strict", "vtd-2008")
+    assert (r.config, r.cost_preset) == ("strict", "modern")
 
 
 # --- bench: the CLI's rules ----------------------------------------------------------------

@@ -24,14 +24,15 @@ software that drives it (the DMA API, IOVA allocators, IOTLB flush policies), wi
 cycle clock and a measured wall clock, and reruns published experiments on the model.
 
 Every command that prints results takes --json (machine-readable, on stdout) and -q/--quiet
-(no progress bar, no informational lines). Progress bars are drawn on stderr, only when it is
-a terminal. Errors go to stderr with a non-zero exit status (2 for a bad argument).";
+(no progress bar, no informational lines); -o/--out FILE always names a file. Progress bars
+are drawn on stderr, only when it is a terminal. Errors go to stderr with a non-zero exit status (2 for a bad argument).";
 
 const AFTER_HELP: &str = "\
 Examples:
   iommulab reproduce all                       # every paper; open results/index.html
   iommulab bench --config default,strict       # the pseudo-driver benchmark, one row each
-  iommulab replay my.iot --config strict,modern
+  iommulab compare trace.txt.zst               # Linux strict vs lazy: cost and exposure window
+  iommulab replay my.iot --config linux-strict,linux-lazy
   iommulab trace stats my.iot                  # DMA-API and IOMMU layers, apart
   iommulab mrc my.iot --policy lru             # hit rate vs map-cache quota
   iommulab completions bash > ~/.local/share/bash-completion/completions/iommulab
@@ -103,6 +104,23 @@ DMA-API layer; the iommu records are skipped and counted.",
 iommulab replay trace.txt.zst --strategy on-demand --quota 512 --eviction lru --json"
     )]
     Replay(ReplayArgs),
+    /// What Linux's strict and lazy modes cost on a trace, per device and in total, and how
+    /// long each unmapped buffer stays reachable (the exposure window).
+    #[command(
+        long_about = "Replays a trace through Linux 6.x's two modes, linux-strict (iommu.strict=1: \
+an IOTLB invalidation at every unmap) and linux-lazy (iommu.strict=0, the default: a flush \
+queue invalidates per domain when a per-CPU ring fills or its 10 ms timer fires), and any \
+configuration --config adds. Per device and in total: the modeled CPU time of the IOMMU's \
+work per I/O (a map and its unmap; the preset's prices), that work as a share of one core over \
+the trace's own duration (last timestamp - first), the IOTLB invalidations, and the exposure \
+window of each unmap: the trace time from the unmap's return to the invalidation that covers \
+it (0 under strict; p50/p99/max), with the most bytes and ranges left reachable at once. The \
+windows come from the flush policy's own bookkeeping: no device probes, nothing added to the \
+cost. Flush timers follow the trace's clock; windows have its 10 us resolution.",
+        after_help = "Examples:\n  iommulab compare traces/fio-6.12.95+deb12-amd64.txt.zst\n  \
+iommulab compare my.txt.zst --config 2.6.26-deferred --device 0000:01:00.0 --json"
+    )]
+    Compare(CompareArgs),
     /// Hit rate of the guest map cache against its quota over a trace, for one eviction
     /// policy (Yassour et al. 2010's Figures 3-4 method, on any trace).
     #[command(
@@ -164,7 +182,7 @@ pub struct RunArgs {
     #[arg(long)]
     pub json: bool,
     /// Also write the result as JSON to this file.
-    #[arg(long)]
+    #[arg(long, short, value_name = "FILE")]
     pub out: Option<PathBuf>,
 }
 
@@ -239,7 +257,12 @@ pub struct TraceImportArgs {
     #[arg(long)]
     pub lenient: bool,
     /// The output file; its extension picks the format (`.iot` native, `.csv`).
-    #[arg(short, long)]
+    #[arg(
+        short = 'o',
+        long = "out",
+        visible_alias = "output",
+        value_name = "FILE"
+    )]
     pub output: PathBuf,
     /// Print the import report (events, lines, skipped and unknown lines) as JSON.
     #[arg(long)]
@@ -274,7 +297,12 @@ pub struct TraceConvertArgs {
     #[arg(long)]
     pub lenient: bool,
     /// The output; its extension picks the format.
-    #[arg(short, long)]
+    #[arg(
+        short = 'o',
+        long = "out",
+        visible_alias = "output",
+        value_name = "FILE"
+    )]
     pub output: PathBuf,
     /// Print a JSON summary (input, output, events) instead of a line.
     #[arg(long)]
@@ -295,7 +323,12 @@ pub struct TraceGenerateArgs {
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
     /// The output; its extension picks the format (`.iot`, `.csv`, `.oracleGeneral`).
-    #[arg(short, long)]
+    #[arg(
+        short = 'o',
+        long = "out",
+        visible_alias = "output",
+        value_name = "FILE"
+    )]
     pub output: PathBuf,
     /// Print a JSON summary (workload, output, events, operations) instead of a line.
     #[arg(long)]
@@ -332,7 +365,7 @@ pub struct ReplayArgs {
     /// Skip malformed ftrace lines.
     #[arg(long)]
     pub lenient: bool,
-    /// Configurations to run, comma separated [default: modern].
+    /// Configurations to run, comma separated [default: linux-lazy].
     #[arg(long = "config", value_delimiter = ',')]
     pub configs: Vec<ConfigArg>,
     /// A TOML file with the configuration (mechanisms, hardware, device; see
@@ -350,11 +383,18 @@ pub struct ReplayArgs {
     #[arg(long)]
     pub dma_debug: bool,
     /// Print JSON (an object, or an array for several configurations).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "csv")]
     pub json: bool,
+    /// Print the table as CSV (one line per configuration).
+    #[arg(long)]
+    pub csv: bool,
     /// Also write the results as JSON to this file.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, short, value_name = "FILE")]
     pub out: Option<PathBuf>,
+    /// Only this device's events (as the trace names it, e.g. 0000:01:00.0); the trace's
+    /// clock still advances with every event.
+    #[arg(long, value_name = "BDF")]
+    pub device: Option<String>,
     /// Run the guest model of direct device assignment with this DMA-mapping strategy
     /// (Yassour et al. 2010) instead of the bare-metal configurations; the trace's
     /// addresses are taken as guest-physical.
@@ -373,6 +413,43 @@ pub struct ReplayArgs {
     /// (64 GiB: the host model keeps a pin count per guest page).
     #[arg(long, value_name = "MIB", default_value_t = 2048, value_parser = clap::value_parser!(u64).range(1..=65536))]
     pub guest_mib: u64,
+}
+
+/// `iommulab compare`.
+#[derive(Debug, Args)]
+pub struct CompareArgs {
+    /// The trace (Linux ftrace text, native `.iot` or `.csv`; `.gz`/`.zst` read
+    /// transparently).
+    pub trace: PathBuf,
+    /// A configuration to compare besides linux-strict and linux-lazy; repeat or comma
+    /// separate.
+    #[arg(long = "config", value_delimiter = ',')]
+    pub configs: Vec<ConfigArg>,
+    /// A configuration file (docs/configuration.md) to compare besides them, labelled by its
+    /// `configuration` (or `custom` for `[mechanisms]`); its `[hardware]` prices them all.
+    #[arg(long, value_name = "FILE")]
+    pub config_file: Option<PathBuf>,
+    /// Only this device's events (as the trace names it, e.g. 0000:01:00.0).
+    #[arg(long, value_name = "BDF")]
+    pub device: Option<String>,
+    /// Cost preset [default: modern].
+    #[arg(long, value_enum)]
+    pub cost: Option<CostArg>,
+    /// The input's format.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub format: TraceFormatArg,
+    /// Skip malformed ftrace lines.
+    #[arg(long)]
+    pub lenient: bool,
+    /// Print JSON: {"preset", "duration_ns", "configs": [{"name", "total", "devices"}]}.
+    #[arg(long, conflicts_with = "csv")]
+    pub json: bool,
+    /// Print CSV: one line per configuration and device (device `total` for all).
+    #[arg(long)]
+    pub csv: bool,
+    /// Also write the JSON to this file.
+    #[arg(long, short, value_name = "FILE")]
+    pub out: Option<PathBuf>,
 }
 
 /// `iommulab check`.
@@ -591,26 +668,53 @@ impl From<BatchingArg> for iommulab::virt::Batching {
     }
 }
 
-/// A named configuration (S0.7 + modern).
+/// A named configuration: Linux's modes by their kernel names, then S0.7's names (aliases
+/// of the kernel-named ones, labelled as given).
 #[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
 pub enum ConfigArg {
-    /// IOMMU off: DMA addresses are physical.
+    /// Linux 6.x iommu.strict=1: per-CPU magazines + invalidation at every unmap.
+    LinuxStrict,
+    /// Linux 6.x iommu.strict=0 (its default): per-CPU magazines + flush queue.
+    #[value(alias = "lazy")]
+    LinuxLazy,
+    /// iommu.passthrough=1: identity, DMA addresses are physical.
+    Passthrough,
+    /// Linux 2.6.26's default: rbtree + deferred flush (250 entries / 10 ms).
+    #[value(name = "2.6.26-deferred")]
+    Deferred2626,
+    /// rbtree + invalidation at every unmap, no per-CPU caches (Linux before 4.7).
+    #[value(name = "pre-4.7-strict")]
+    StrictPre47,
+    /// S0.7's bitmap + flush once per lap (2.6.26).
+    #[value(name = "2.6.26-bitmap")]
+    Bitmap2626,
+    /// S0.7's bitmap + invalidation at every unmap (2.6.26).
+    #[value(name = "2.6.26-strict-bitmap")]
+    StrictBitmap2626,
+    /// Alias of passthrough (intel_iommu=off; S0.7's name).
     Disabled,
-    /// rbtree + deferred flush (250 entries / 10 ms).
+    /// Alias of 2.6.26-deferred (S0.7's name).
     Default,
-    /// rbtree + invalidation at every unmap.
+    /// Alias of pre-4.7-strict (S0.7's name).
     Strict,
-    /// bitmap + flush once per lap.
+    /// Alias of 2.6.26-bitmap (S0.7's name).
     Bitmap,
-    /// bitmap + invalidation at every unmap.
+    /// Alias of 2.6.26-strict-bitmap (S0.7's name).
     StrictBitmap,
-    /// per-CPU magazines + per-CPU flush queues.
+    /// Alias of linux-lazy.
     Modern,
 }
 
 impl From<ConfigArg> for NamedConfig {
     fn from(c: ConfigArg) -> Self {
         match c {
+            ConfigArg::LinuxStrict => NamedConfig::LinuxStrict,
+            ConfigArg::LinuxLazy => NamedConfig::LinuxLazy,
+            ConfigArg::Passthrough => NamedConfig::Passthrough,
+            ConfigArg::Deferred2626 => NamedConfig::Deferred2626,
+            ConfigArg::StrictPre47 => NamedConfig::StrictPre47,
+            ConfigArg::Bitmap2626 => NamedConfig::Bitmap2626,
+            ConfigArg::StrictBitmap2626 => NamedConfig::StrictBitmap2626,
             ConfigArg::Disabled => NamedConfig::Disabled,
             ConfigArg::Default => NamedConfig::Default,
             ConfigArg::Strict => NamedConfig::Strict,
@@ -716,7 +820,7 @@ pub struct BenchArgs {
     /// [default: 1].
     #[arg(long, value_parser = clap::value_parser!(u64).range(0..=MAX_NEIGHBOURS))]
     pub neighbours: Option<u64>,
-    /// Cost preset of the modeled machine [default: vtd-2008].
+    /// Cost preset of the modeled machine [default: modern; the paper's machine: vtd-2008].
     #[arg(long, value_enum)]
     pub cost: Option<CostArg>,
     /// Page-table levels (3, 4, 5) [default: the preset's].
@@ -741,7 +845,7 @@ pub struct BenchArgs {
     #[arg(long)]
     pub json: bool,
     /// Also write the per-run results as JSON to this file.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, short, value_name = "FILE")]
     pub out: Option<PathBuf>,
     /// Also write the per-run results as CSV to this file.
     #[arg(long, value_name = "FILE")]
@@ -780,8 +884,14 @@ pub struct ReproduceArgs {
     /// A shorter run (fewer repeats, less modeled time) for CI and a first look.
     #[arg(long)]
     pub quick: bool,
-    /// Where the results go (a folder per paper inside).
-    #[arg(long, default_value = "results")]
+    /// The folder the results go to (a folder per paper inside). `--out` is its old name,
+    /// still accepted: everywhere else `-o/--out` names a file.
+    #[arg(
+        long = "out-dir",
+        alias = "out",
+        value_name = "DIR",
+        default_value = "results"
+    )]
     pub out: PathBuf,
     /// Print the paths written and each reproduction's results as JSON.
     #[arg(long)]

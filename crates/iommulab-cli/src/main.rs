@@ -32,6 +32,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Reproduce(a) => cmd::reproduce::run(&a, cli.quiet).and(done),
         Command::Run(a) => cmd::run::run(&a, cli.quiet).and(done),
         Command::Replay(a) => cmd::replay::run(&a, cli.quiet).and(done),
+        Command::Compare(a) => cmd::compare::run(&a, cli.quiet).and(done),
         Command::Mrc(a) => cmd::mrc::run(&a, cli.quiet).and(done),
         Command::Trace { command } => cmd::trace::run(&command, cli.quiet).and(done),
         Command::Completions { shell } => {

@@ -81,7 +81,21 @@ fn fmt_count(v: u64) -> String {
     out
 }
 
-/// The bench table: one row per result.
+/// The line above every table: the cost preset its numbers are priced with.
+pub fn preset_line<'a>(presets: impl IntoIterator<Item = &'a str>) -> String {
+    let mut names: Vec<&str> = Vec::new();
+    for p in presets {
+        if !names.contains(&p) {
+            names.push(p);
+        }
+    }
+    if names.is_empty() {
+        return String::new();
+    }
+    format!("preset: {}\n", names.join(", "))
+}
+
+/// The bench table: the preset line, then one row per result.
 pub fn table(results: &[RunResult]) -> String {
     let header = [
         "config",
@@ -133,7 +147,7 @@ pub fn table(results: &[RunResult]) -> String {
                 .unwrap_or(0)
         })
         .collect();
-    let mut out = String::new();
+    let mut out = preset_line(results.iter().map(|r| r.cost_preset.as_str()));
     let line = |cells: &[&str], out: &mut String| {
         for (i, c) in cells.iter().enumerate() {
             if i == 0 {

@@ -195,7 +195,10 @@ fn bench_table_has_header_and_one_row_per_config() {
         "5000",
     ]);
     let lines: Vec<&str> = text.lines().collect();
-    assert_eq!(lines.len(), 4, "{text}");
+    assert_eq!(lines.len(), 5, "{text}");
+    // The preset the numbers are priced with comes first.
+    assert_eq!(lines[0], "preset: modern", "{text}");
+    let lines = &lines[1..];
     assert!(
         lines[0].split_whitespace().next() == Some("config"),
         "{text}"
@@ -213,7 +216,7 @@ fn bench_without_config_runs_all_six() {
     let text = stdout_of(&["bench", "--ops", "2000"]);
     let names: Vec<&str> = text
         .lines()
-        .skip(1)
+        .skip(2)
         .filter_map(|l| l.split_whitespace().next())
         .collect();
     assert_eq!(names, ALL_CONFIGS, "{text}");
@@ -658,7 +661,7 @@ fn bench_help_documents_flags_and_defaults() {
                 .and(predicate::str::contains("--config-file"))
                 .and(predicate::str::contains("strict-bitmap"))
                 .and(predicate::str::contains("[default: 200000]"))
-                .and(predicate::str::contains("[default: vtd-2008]")),
+                .and(predicate::str::contains("[default: modern;")),
         );
 }
 

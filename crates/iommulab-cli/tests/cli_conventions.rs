@@ -117,7 +117,7 @@ fn json_on_every_command_that_prints_results() {
     let s = json(&["trace", "stats", &d("q.iot"), "--json"]);
     assert_eq!(s["events"], i["events"]);
     let r = json(&["replay", &d("b.iot"), "--json"]);
-    assert_eq!(r["config"], "modern");
+    assert_eq!(r["config"], "linux-lazy");
     let k = json(&["check", &d("b.iot"), "--json"]);
     assert!(k.is_object(), "{k}");
     std::fs::write(

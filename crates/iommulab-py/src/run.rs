@@ -4,7 +4,6 @@
 use std::path::PathBuf;
 
 use iommulab::experiment::{ConfigError, ExperimentConfig, NamedConfig, RunResult, run_bench};
-use iommulab::hw::cost::CostPreset;
 use iommulab::trace::{TraceFormat, open};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
@@ -301,9 +300,9 @@ pub fn trace_format(name: &str) -> PyResult<TraceFormat> {
 }
 
 /// `iommulab replay`: a trace through one configuration, with the CLI's defaults. Without a
-/// config, as `iommulab replay TRACE`: the `modern` configuration on the `modern` cost
-/// preset. A config (dict or TOML) is `--config-file`'s: its keys, and the schema's defaults
-/// for the rest (configuration `default`, cost `vtd-2008`). The trace is the workload: a
+/// config, as `iommulab replay TRACE`: the `linux-lazy` configuration on the `modern` cost
+/// preset (the default preset of every entry point). A config (dict or TOML) is `--config-file`'s: its keys, and the schema's defaults
+/// for the rest (configuration `default`, cost `modern`). The trace is the workload: a
 /// config with `workload` or `duration_s` is refused.
 #[pyfunction]
 #[pyo3(signature = (trace, config=None, format="auto", lenient=false))]
@@ -317,11 +316,7 @@ pub fn replay(
     let cfg = match config {
         Some(c) if !c.is_none() => bench_config(Some(c))?,
         _ => ExperimentConfig {
-            configuration: NamedConfig::Modern,
-            hardware: iommulab::experiment::HardwareConfig {
-                cost: CostPreset::Modern,
-                ..Default::default()
-            },
+            configuration: NamedConfig::LinuxLazy,
             ..ExperimentConfig::default()
         },
     };
@@ -349,6 +344,45 @@ pub fn replay(
         Ok(iommulab::experiment::replay_trace(&cfg, src, &mut |_, _| stop.check())?.0)
     });
     Ok(PyRunResult(r.map_err(|e| stop.error(e))?))
+}
+
+/// `iommulab compare --json`, as a dict: Linux strict vs lazy (and `configs`, and `config`'s
+/// own configuration when given) on a trace, per device and in total. `config` (a dict or
+/// TOML) is `--config-file`'s: its `[hardware]` prices every configuration.
+#[pyfunction]
+#[pyo3(signature = (path, configs=None, device=None, config=None, format="auto", lenient=false))]
+#[allow(clippy::too_many_arguments)] // the Python keyword arguments
+pub fn compare<'py>(
+    py: Python<'py>,
+    path: PathBuf,
+    configs: Option<Vec<String>>,
+    device: Option<String>,
+    config: Option<&Bound<'py, PyAny>>,
+    format: &str,
+    lenient: bool,
+) -> PyResult<Bound<'py, PyAny>> {
+    let file = match config {
+        Some(c) if !c.is_none() => Some(bench_config(Some(c))?),
+        _ => None,
+    };
+    let asked = configs
+        .unwrap_or_default()
+        .iter()
+        .map(|c| NamedConfig::parse(c))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(PyErrWrap::from)?;
+    let cfgs = iommulab::experiment::compare::configs_for(file, &asked).map_err(PyErrWrap::from)?;
+    let format = trace_format(format)?;
+    let stop = Interrupt::new();
+    let r = py.detach(|| {
+        iommulab::experiment::compare::compare_trace(
+            &cfgs,
+            || Ok(open(&path, format, lenient)?),
+            device.as_deref(),
+            &mut |_, _| stop.check(),
+        )
+    });
+    crate::convert::to_py(py, &r.map_err(|e| stop.error(e))?)
 }
 
 /// Parses and validates a config without running it (raises `ConfigError`).

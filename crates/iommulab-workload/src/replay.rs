@@ -64,6 +64,9 @@ pub struct ReplayReport {
     pub skipped_iommu_events: u64,
     /// `dma_sync_*` events (no mapping change).
     pub syncs: u64,
+    /// Events of other devices than the one [`TraceWorkload::only_device`] keeps.
+    #[serde(default)]
+    pub other_device_events: u64,
     /// Scatter-gather segments with no `map_sg`/`unmap_sg` before them.
     pub stray_segments: u64,
     /// Events earlier than one before them (out of order, e.g. merged per-CPU buffers):
@@ -109,6 +112,9 @@ pub struct TraceWorkload<S> {
     /// The header may have gained devices since `known_devices` was taken (a batch was read
     /// or the source lent out): checked once per batch, not per event.
     devices_may_change: bool,
+    /// The one device replayed ([`TraceWorkload::only_device`]): its name, and its index once
+    /// the device table holds it.
+    only: Option<(String, Option<u16>)>,
     report: ReplayReport,
 }
 
@@ -133,6 +139,7 @@ impl<S: EventSource> TraceWorkload<S> {
             fed: false,
             known_devices: 0,
             devices_may_change: false,
+            only: None,
             report: ReplayReport::default(),
         };
         w.scan_devices();
@@ -155,6 +162,18 @@ impl<S: EventSource> TraceWorkload<S> {
     #[must_use]
     pub fn fed(mut self) -> Self {
         self.fed = true;
+        self
+    }
+
+    /// Replays only the events of the device named `device` (as the trace names it, e.g. a
+    /// PCI address `0000:01:00.0`); the others are read and counted
+    /// ([`ReplayReport::other_device_events`]). The trace's clock still advances with every
+    /// event, so flush timers fire as they did. A name the trace never shows is an error at
+    /// its end, listing the devices it holds.
+    #[must_use]
+    pub fn only_device(mut self, device: &str) -> Self {
+        self.only = Some((device.to_string(), None));
+        self.scan_devices();
         self
     }
 
@@ -197,6 +216,12 @@ impl<S: EventSource> TraceWorkload<S> {
             .position(|d| d == IOMMU_DEVICE)
             .and_then(|i| u16::try_from(i).ok());
         self.other_devices = devices.iter().any(|d| d != IOMMU_DEVICE);
+        if let Some((name, idx)) = &mut self.only {
+            *idx = devices
+                .iter()
+                .position(|d| d == name)
+                .and_then(|i| u16::try_from(i).ok());
+        }
     }
 
     /// Counts the next event read and returns its index in the batch, reading the next
@@ -219,6 +244,31 @@ impl<S: EventSource> TraceWorkload<S> {
     /// it would time no I/O (and report zeros as if they were results).
     fn at_end(&self) -> Result<(), TraceError> {
         let r = &self.report;
+        if let Some((name, None)) = &self.only {
+            let path = self
+                .src
+                .source_path()
+                .map_or_else(|| "<trace>".into(), Path::to_path_buf);
+            let devices: Vec<&str> = self
+                .src
+                .header()
+                .devices
+                .iter()
+                .map(String::as_str)
+                .filter(|d| *d != IOMMU_DEVICE)
+                .collect();
+            return Err(TraceError::Unsupported {
+                path,
+                what: format!(
+                    "no device {name:?} in the trace; its devices: {}",
+                    if devices.is_empty() {
+                        "none".to_string()
+                    } else {
+                        devices.join(", ")
+                    }
+                ),
+            });
+        }
         if !self.fed && r.maps + r.unmaps + r.accesses == 0 {
             return Err(TraceError::NoDmaEvents {
                 path: self
@@ -309,6 +359,16 @@ impl<S: EventSource> TraceWorkload<S> {
             }
         }
         let cpu = CpuId::new(e.cpu);
+        if let Some((_, only)) = &self.only
+            && *only != Some(e.device)
+            && e.kind != EventKind::SgSeg
+        {
+            self.report.other_device_events += 1;
+            if matches!(e.kind, EventKind::MapSg | EventKind::UnmapSg) {
+                self.read_segments(e.nents, e.len)?;
+            }
+            return Ok(());
+        }
         if Some(e.device) == self.iommu_device && self.other_devices {
             self.report.skipped_iommu_events += 1;
             if matches!(e.kind, EventKind::MapSg | EventKind::UnmapSg) {

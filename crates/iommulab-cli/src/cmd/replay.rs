@@ -5,8 +5,9 @@ use std::path::Path;
 use anyhow::{Context, Result, anyhow};
 use iommulab::device::DeviceMode;
 use iommulab::experiment::{
-    ExperimentConfig, GuestSystemConfig, HardwareConfig, NamedConfig, ResolvedSystem, RunResult,
-    SystemConfig, TraceSpec, WorkloadSpec, no_progress, replay_trace, run_experiment,
+    ExperimentConfig, GuestSystemConfig, HardwareConfig, NamedConfig, ReplayOptions,
+    ResolvedSystem, RunResult, SystemConfig, TraceSpec, WorkloadSpec, no_progress,
+    replay_trace_with, run_experiment,
 };
 use iommulab::hw::cost::CostPreset;
 use iommulab::trace::check::{CheckOptions, CheckReport, check};
@@ -23,6 +24,8 @@ use crate::progress::Progress;
 #[derive(Debug, Serialize)]
 struct ReplayResult {
     trace: String,
+    /// The cost preset the run is priced with.
+    preset: String,
     #[serde(flatten)]
     run: RunResult,
     #[serde(skip)]
@@ -79,11 +82,7 @@ fn base_config(args: &ReplayArgs) -> Result<ExperimentConfig> {
             let text = crate::cmd::read_text(path)?;
             ExperimentConfig::from_toml(&text).with_context(|| format!("in {}", path.display()))?
         }
-        None => {
-            let mut c = ExperimentConfig::default();
-            c.hardware.cost = CostPreset::Modern;
-            c
-        }
+        None => ExperimentConfig::default(),
     };
     if let Some(c) = args.cost {
         cfg.hardware.cost = c.into();
@@ -101,7 +100,7 @@ fn base_config(args: &ReplayArgs) -> Result<ExperimentConfig> {
 
 /// `iommulab replay --strategy ...`: the trace through the guest model, as the experiment
 /// its flags describe (a guest system, the trace as workload), run by the one runner.
-fn run_guest_model(args: &ReplayArgs, strategy: StrategyArg) -> Result<()> {
+fn run_guest_model(args: &ReplayArgs, strategy: StrategyArg, quiet: bool) -> Result<()> {
     let checked = check_trace(args)?;
     let exp = ExperimentConfig {
         system: SystemConfig::Guest(GuestSystemConfig {
@@ -113,7 +112,9 @@ fn run_guest_model(args: &ReplayArgs, strategy: StrategyArg) -> Result<()> {
             ..GuestSystemConfig::default()
         }),
         hardware: HardwareConfig {
-            cost: args.cost.map_or(CostPreset::Kvm2010, CostPreset::from),
+            cost: args
+                .cost
+                .map_or(HardwareConfig::default().cost, CostPreset::from),
             ..HardwareConfig::default()
         },
         workload: WorkloadSpec::Trace(TraceSpec {
@@ -184,7 +185,11 @@ fn run_guest_model(args: &ReplayArgs, strategy: StrategyArg) -> Result<()> {
             cfg.link_mbps,
             r.stale_accesses,
             r.stale_writes,
-        ) + &check_text(&checked)
+        ) + &if quiet {
+            String::new()
+        } else {
+            check_text(&checked)
+        }
     };
     crate::print_stdout(&text)
 }
@@ -192,7 +197,7 @@ fn run_guest_model(args: &ReplayArgs, strategy: StrategyArg) -> Result<()> {
 /// `iommulab replay --config-file F` whose `system` is a guest or a Xen PV domain: the trace
 /// as that system's workload, run by the one runner (as `iommulab run` would with `[workload]
 /// trace = ...`).
-fn run_system(args: &ReplayArgs, base: ExperimentConfig) -> Result<()> {
+fn run_system(args: &ReplayArgs, base: ExperimentConfig, quiet: bool) -> Result<()> {
     if !args.configs.is_empty() {
         return Err(anyhow!(
             "--config names bare-metal configurations, but the --config-file describes a {} \
@@ -221,9 +226,15 @@ fn run_system(args: &ReplayArgs, base: ExperimentConfig) -> Result<()> {
             "internal: a run over a trace lacks its replay part"
         ));
     };
-    let text = crate::cmd::run::result_text(&run) + &check_text(&checked);
+    let text = crate::cmd::run::result_text(&run)
+        + &if quiet {
+            String::new()
+        } else {
+            check_text(&checked)
+        };
     let result = ReplayResult {
         trace: args.trace.display().to_string(),
+        preset: run.cost_preset.clone(),
         run,
         replay,
         check: checked,
@@ -250,19 +261,32 @@ pub fn run(args: &ReplayArgs, quiet: bool) -> Result<()> {
             .map(|p| ("--config-file", p.as_path())),
     );
     prepare_outputs(&outputs, &inputs)?;
-    if let Some(s) = args.strategy {
-        return run_guest_model(args, s);
+    let base = match args.strategy {
+        Some(_) => None,
+        None => Some(base_config(args)?),
+    };
+    let bare = base
+        .as_ref()
+        .is_some_and(|b| matches!(b.system, SystemConfig::BareMetal));
+    if !bare && (args.device.is_some() || args.csv) {
+        return Err(anyhow!(
+            "--device and --csv apply to the bare-metal configurations' replay; the guest \
+             model and the other systems replay the whole trace and print their own report \
+             (--json for all of it)"
+        ));
     }
-    let base = base_config(args)?;
-    if !matches!(base.system, SystemConfig::BareMetal) {
-        return run_system(args, base);
-    }
+    let base = match (args.strategy, base) {
+        (Some(s), _) => return run_guest_model(args, s, quiet),
+        (None, Some(b)) if !bare => return run_system(args, b, quiet),
+        (None, Some(b)) => b,
+        (None, None) => return Err(anyhow!("internal: no configuration")),
+    };
     let configs: Vec<NamedConfig> = if !args.configs.is_empty() {
         args.configs.iter().map(|&c| c.into()).collect()
     } else if args.config_file.is_some() {
         vec![base.configuration]
     } else {
-        vec![NamedConfig::Modern]
+        vec![NamedConfig::LinuxLazy]
     };
     let checked = check_trace(args)?;
     let mut results = Vec::new();
@@ -274,12 +298,17 @@ pub fn run(args: &ReplayArgs, quiet: bool) -> Result<()> {
         };
         let src = open_input(&args.trace, args.format, args.lenient)?;
         progress.start_run(c.name());
-        let (run, replay) = replay_trace(&cfg, src, &mut |done, _| progress.update(done))
-            .with_context(|| {
-                format!("replaying {} through `{}`", args.trace.display(), c.name())
-            })?;
+        let opts = ReplayOptions {
+            device: args.device.as_deref(),
+            accounting: None,
+        };
+        let (run, replay, _) =
+            replay_trace_with(&cfg, src, &mut |done, _| progress.update(done), opts).with_context(
+                || format!("replaying {} through `{}`", args.trace.display(), c.name()),
+            )?;
         results.push(ReplayResult {
             trace: args.trace.display().to_string(),
+            preset: run.cost_preset.clone(),
             run,
             replay,
             check: checked.clone(),
@@ -294,7 +323,9 @@ pub fn run(args: &ReplayArgs, quiet: bool) -> Result<()> {
     if let Some(path) = &args.out {
         write_atomic(path, serde_json::to_string_pretty(&results)?.as_bytes())?;
     }
-    let text = if args.json {
+    let text = if args.csv {
+        crate::output::csv(&runs)
+    } else if args.json {
         let mut t = if results.len() == 1 {
             serde_json::to_string_pretty(&results[0])?
         } else {
@@ -312,7 +343,9 @@ pub fn run(args: &ReplayArgs, quiet: bool) -> Result<()> {
                 crate::cmd::run::replay_text(p)
             ));
         }
-        t.push_str(&check_text(&checked));
+        if !quiet {
+            t.push_str(&check_text(&checked));
+        }
         t
     };
     crate::print_stdout(&text)

@@ -1025,6 +1025,12 @@ impl<A: IovaAllocator, F: FlushPolicy, B: MapBackend> DmaApi<A, F, B> {
     pub fn domain_of(&self, dev: DeviceHandle) -> Option<DomainId> {
         self.devices.get(usize::from(dev.0)).map(|d| d.domain)
     }
+
+    /// The index in [`DmaApi::flush_policies`] of the policy serving `dev`'s unmaps: its
+    /// domain's when each domain has its own ([`FlushPolicy::PER_DOMAIN`]), else 0.
+    pub fn flush_index_of(&self, dev: DeviceHandle) -> Option<usize> {
+        self.domain_of(dev).map(Self::flush_slot)
+    }
 }
 
 impl<A: IovaAllocator, F: FlushPolicy, U: RemapUnit> DmaApi<A, F, Native<U>> {

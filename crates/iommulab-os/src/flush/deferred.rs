@@ -56,6 +56,8 @@ pub struct Deferred {
     /// (2.6.26's `intel_unmap_sg`).
     sg_at_once: bool,
     stats: FlushStats,
+    /// Unmaps a global invalidation has covered ([`FlushPolicy::covered_unmaps`]).
+    covered: u64,
 }
 
 impl Deferred {
@@ -70,6 +72,7 @@ impl Deferred {
             timeout: clock.cycles_from_ms(config.timeout_ms),
             sg_at_once: false,
             stats: FlushStats::default(),
+            covered: 0,
         }
     }
 
@@ -98,6 +101,8 @@ impl Deferred {
         self.stats.flushes += 1;
         // One global invalidation per IOMMU (2.6.26 `iommu_flush_iotlb_global`); there is one.
         ctx.invalidate(InvRequest::Global);
+        // The array holds every unmap not yet covered, in order.
+        self.covered += self.array.len() as u64;
         let mut first_err = Ok(());
         for (cpu, r) in self.array.drain(..) {
             self.stats.frees += 1;
@@ -195,6 +200,14 @@ impl FlushPolicy for Deferred {
 
     fn stats(&self) -> &FlushStats {
         &self.stats
+    }
+
+    fn covered_unmaps(&self) -> u64 {
+        self.covered
+    }
+
+    fn next_deadline(&self) -> Option<Cycles> {
+        self.timer
     }
 
     fn name(&self) -> &'static str {

@@ -116,6 +116,8 @@ pub struct FlushQueue {
     /// Entries in all rings (kept so the per-unmap path need not sum the rings).
     queued: usize,
     stats: FlushStats,
+    /// Unmaps a domain invalidation has covered ([`FlushPolicy::covered_unmaps`]).
+    covered: u64,
 }
 
 impl FlushQueue {
@@ -136,6 +138,7 @@ impl FlushQueue {
             dirty: Vec::with_capacity(16),
             queued: 0,
             stats: FlushStats::default(),
+            covered: 0,
         }
     }
 
@@ -148,6 +151,9 @@ impl FlushQueue {
     fn flush_iotlb<A: IovaAllocator, B: MapBackend>(&mut self, ctx: &mut FlushCtx<'_, A, B>) {
         self.flush_start_cnt += 1;
         self.stats.flushes += 1;
+        // Every range queued so far, on any CPU's ring: one append per unmap, and an unmap
+        // that finds its ring full flushes before it appends.
+        self.covered = self.stats.queue_appends;
         for &d in &self.dirty {
             ctx.invalidate(InvRequest::Domain(d));
         }
@@ -320,6 +326,14 @@ impl FlushPolicy for FlushQueue {
 
     fn stats(&self) -> &FlushStats {
         &self.stats
+    }
+
+    fn covered_unmaps(&self) -> u64 {
+        self.covered
+    }
+
+    fn next_deadline(&self) -> Option<Cycles> {
+        self.timer.map(|(at, _)| at)
     }
 
     fn name(&self) -> &'static str {

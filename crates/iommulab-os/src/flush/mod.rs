@@ -192,6 +192,16 @@ pub trait FlushPolicy: Clone {
     /// The counters so far.
     fn stats(&self) -> &FlushStats;
 
+    /// How many of the unmaps so far (counted as [`FlushStats::unmaps`] counts them) an
+    /// invalidation has covered: always a prefix of them, since every policy's invalidation
+    /// covers at least every range it held. The time from an unmap to the moment this
+    /// passes it is the unmap's exposure window (what a device may still reach through a
+    /// stale IOTLB entry), read from the policy's own bookkeeping, with no probe.
+    fn covered_unmaps(&self) -> u64;
+
+    /// When the policy's timer fires, if one is armed.
+    fn next_deadline(&self) -> Option<Cycles>;
+
     /// A short name for tables and JSON.
     fn name(&self) -> &'static str;
 }

@@ -10,6 +10,7 @@
 
 use super::{FlushCtx, FlushPolicy, FlushStats, Unmapped};
 use crate::addr::CpuId;
+use crate::clock::Cycles;
 use crate::dma::backend::MapBackend;
 use crate::hw::invalidate::InvRequest;
 use crate::iova::{IovaAllocator, IovaError};
@@ -21,6 +22,8 @@ pub struct PerLap {
     /// Ranges freed since the last wrap flush that might still be cached: only for
     /// `max_pending`, the size of the stale window.
     since_flush: u64,
+    /// Unmaps a wrap (or drain) flush has covered ([`FlushPolicy::covered_unmaps`]).
+    covered: u64,
 }
 
 impl PerLap {
@@ -53,6 +56,7 @@ impl FlushPolicy for PerLap {
         self.stats.flushes_wrap += 1;
         self.since_flush = 0;
         ctx.invalidate(InvRequest::Global);
+        self.covered = self.stats.unmaps;
         Ok(())
     }
 
@@ -72,6 +76,7 @@ impl FlushPolicy for PerLap {
             self.stats.flushes_drain += 1;
             self.since_flush = 0;
             ctx.invalidate(InvRequest::Global);
+            self.covered = self.stats.unmaps;
         }
         Ok(())
     }
@@ -83,6 +88,14 @@ impl FlushPolicy for PerLap {
 
     fn stats(&self) -> &FlushStats {
         &self.stats
+    }
+
+    fn covered_unmaps(&self) -> u64 {
+        self.covered
+    }
+
+    fn next_deadline(&self) -> Option<Cycles> {
+        None
     }
 
     fn name(&self) -> &'static str {

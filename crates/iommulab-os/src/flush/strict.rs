@@ -5,6 +5,7 @@
 
 use super::{FlushCtx, FlushPolicy, FlushStats, Unmapped};
 use crate::addr::CpuId;
+use crate::clock::Cycles;
 use crate::dma::backend::MapBackend;
 use crate::hw::invalidate::InvRequest;
 use crate::iova::{IovaAllocator, IovaError};
@@ -64,6 +65,15 @@ impl FlushPolicy for Strict {
 
     fn stats(&self) -> &FlushStats {
         &self.stats
+    }
+
+    fn covered_unmaps(&self) -> u64 {
+        // Each unmap is invalidated before it returns.
+        self.stats.unmaps
+    }
+
+    fn next_deadline(&self) -> Option<Cycles> {
+        None
     }
 
     fn name(&self) -> &'static str {

@@ -22,6 +22,7 @@ use crate::workload::{
 use super::config::{
     ExperimentConfig, HardwareConfig, Kernel, Resolved, ResolvedSystem, UnitKind, WorkloadSpec,
 };
+use super::exposure::Accounting;
 use super::progress::Progress;
 use super::result::RunResult;
 use super::runner::{self, RunLabels};
@@ -75,6 +76,7 @@ pub fn run_experiment(
                         stop_at: None,
                         progress: self.progress,
                         cpus: None,
+                        acct: None,
                     }
                     .run()
                 }
@@ -90,7 +92,7 @@ pub fn run_experiment(
         }
         (ResolvedSystem::BareMetal, WorkloadSpec::Trace(t)) => {
             let src = crate::trace::open(&t.trace, t.format, t.lenient)?;
-            Ok(replay_resolved(cfg, &resolved, src, progress)?.0)
+            Ok(replay_resolved(cfg, &resolved, src, progress, None)?.0)
         }
         (ResolvedSystem::Guest(g), WorkloadSpec::Generator(w)) => {
             super::guest::run_on_generator(cfg, g, w, progress)
@@ -142,6 +144,7 @@ fn bench(
         stop_at,
         progress,
         cpus: None,
+        acct: None,
     };
     go.run()
 }
@@ -193,6 +196,7 @@ pub fn run_workload<W: Workload<Phys = Hpa>>(
         stop_at,
         progress,
         cpus: None,
+        acct: None,
     };
     go.run()
 }
@@ -207,6 +211,8 @@ struct Go<'a, W> {
     progress: &'a mut Progress<'a>,
     /// The CPUs a trace replay models (the trace's count); `None` for a generator.
     cpus: Option<usize>,
+    /// Per-device accounting (`iommulab compare`).
+    acct: Option<&'a mut Accounting>,
 }
 
 impl<W: Workload<Phys = Hpa>> Go<'_, W> {
@@ -313,6 +319,7 @@ impl<W: Workload<Phys = Hpa>> Go<'_, W> {
             self.stop_at,
             cfg.hardware.cpu_cache,
             self.progress,
+            self.acct,
         )
     }
 }
@@ -368,6 +375,12 @@ pub fn replay_trace<S: crate::trace::EventSource>(
     progress: &mut Progress<'_>,
 ) -> Result<(RunResult, ReplayReport), Error> {
     let resolved = cfg.resolve()?;
+    refuse_unreplayable(cfg, &resolved)?;
+    replay_resolved(cfg, &resolved, src, progress, None)
+}
+
+/// A system other than bare metal, or a `duration_s`, which a replay would ignore.
+fn refuse_unreplayable(cfg: &ExperimentConfig, resolved: &Resolved) -> Result<(), Error> {
     if !matches!(resolved.system, ResolvedSystem::BareMetal) {
         // Replaying bare metal under a guest's label would report numbers of a system the
         // config does not describe.
@@ -389,16 +402,52 @@ pub fn replay_trace<S: crate::trace::EventSource>(
         }
         .into());
     }
-    replay_resolved(cfg, &resolved, src, progress)
+    Ok(())
 }
+
+/// What a replay should keep apart: one device of the trace only (by the trace's name for
+/// it), and per-device accounting ([`Accounting`]: `iommulab compare`).
+#[derive(Debug, Default)]
+pub struct ReplayOptions<'a> {
+    /// Replay only this device's events (the trace's clock still advances with all).
+    pub device: Option<&'a str>,
+    /// Keep per-device cycles, invalidations and exposure windows here.
+    pub accounting: Option<&'a mut Accounting>,
+}
+
+/// [`replay_trace`] with [`ReplayOptions`]; also returns the trace's device names, by the
+/// index [`Accounting::devices`] uses.
+pub fn replay_trace_with<S: crate::trace::EventSource>(
+    cfg: &ExperimentConfig,
+    src: S,
+    progress: &mut Progress<'_>,
+    opts: ReplayOptions<'_>,
+) -> Result<(RunResult, ReplayReport, Vec<String>), Error> {
+    let resolved = cfg.resolve()?;
+    refuse_unreplayable(cfg, &resolved)?;
+    let mut names = Vec::new();
+    let (run, report) = replay_resolved(cfg, &resolved, src, progress, Some((opts, &mut names)))?;
+    Ok((run, report, names))
+}
+
+type Extra<'a, 'b> = Option<(ReplayOptions<'a>, &'b mut Vec<String>)>;
 
 fn replay_resolved<S: crate::trace::EventSource>(
     cfg: &ExperimentConfig,
     resolved: &Resolved,
     src: S,
     progress: &mut Progress<'_>,
+    extra: Extra<'_, '_>,
 ) -> Result<(RunResult, ReplayReport), Error> {
+    let (opts, names) = match extra {
+        Some((o, n)) => (o, Some(n)),
+        None => (ReplayOptions::default(), None),
+    };
     let mut w = TraceWorkload::new(src);
+    if let Some(d) = opts.device {
+        w = w.only_device(d);
+    }
+    let acct = opts.accounting;
     // The magazines' and flush queues' CPUs: the trace's own (`#P:N`), else the config's.
     let trace_cpus = w.trace_cpus()?.map(|n| n as usize);
     // A trace has no seed, I/O size or queue depth of its own: those labels stay zero.
@@ -419,8 +468,12 @@ fn replay_resolved<S: crate::trace::EventSource>(
         stop_at: None,
         progress,
         cpus: Some(trace_cpus.unwrap_or(resolved.mechanisms.magazine.cpus)),
+        acct,
     }
     .run()?;
     run.replay = Some(w.report());
+    if let Some(n) = names {
+        n.clone_from(&w.header().devices);
+    }
     Ok((run, w.report()))
 }

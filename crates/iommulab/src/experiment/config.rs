@@ -6,11 +6,13 @@
 //!
 //! ```toml
 //! # every key is optional; this is the pseudo-driver benchmark on bare metal
-//! configuration = "default"          # disabled | default | strict | bitmap | strict-bitmap | modern
+//! configuration = "default"          # linux-strict | linux-lazy (lazy) | passthrough | 2.6.26-deferred
+//!                                    # | pre-4.7-strict | 2.6.26-bitmap | 2.6.26-strict-bitmap, or
+//!                                    # S0.7's aliases: disabled | default | strict | bitmap | strict-bitmap | modern
 //! software_clock = "modeled"         # modeled | measured
 //! dma_debug = false
 //! [hardware]
-//! cost = "vtd-2008"                  # vtd-2008 | kvm-2010 | modern
+//! cost = "modern"                    # modern (default) | vtd-2008 | kvm-2010
 //! levels = 3                         # 3 | 4 | 5 (default: the preset's)
 //! invalidation = "register"          # register | queued (default: the preset's)
 //! iotlb = { sets = 32, ways = 8 }
@@ -41,7 +43,7 @@
 //! eviction = { kind = "lru" }        # fifo | lru | opt | opt_batch | prefetch
 //! batching = "none"                  # none | map | unmap | piggyback | map-unmap
 //! [hardware]
-//! cost = "kvm-2010"
+//! cost = "kvm-2010"                  # Yassour's machine (default: modern)
 //! [workload]
 //! kind = "netperf-send"              # pseudo-scsi | netperf-send | apache-sendfile | block | uniform-random
 //! packets = 20000
@@ -109,9 +111,23 @@ impl From<ParamError> for ConfigError {
     }
 }
 
-/// S0.7's five configurations, plus Linux's current default.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
+/// A named configuration: Linux's modes by the names a kernel gives them, the historical
+/// ones by the kernel they come from, and S0.7's names (Fujita & Mori's, which the
+/// reproduction and `bench` print) kept as aliases of those.
+///
+/// | name | what a kernel does | alias of the same mechanisms |
+/// |---|---|---|
+/// | `linux-lazy` (also `lazy`) | 6.x default, `iommu.strict=0`: magazines + flush queue | `modern` |
+/// | `linux-strict` | 6.x `iommu.strict=1`: magazines + invalidation at every unmap | — |
+/// | `passthrough` | `iommu.passthrough=1`: identity, no translation | `disabled` |
+/// | `2.6.26-deferred` | 2.6.26's default: rbtree + deferred flush | `default` |
+/// | `pre-4.7-strict` | rbtree + strict, no per-CPU caches (before 4.7) | `strict` |
+/// | `2.6.26-bitmap` | S0.7's bitmap + per-lap flush | `bitmap` |
+/// | `2.6.26-strict-bitmap` | S0.7's bitmap + strict | `strict-bitmap` |
+///
+/// An alias and its name run the same mechanisms; each is labelled as it was named, so
+/// results of the old names read as they always did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum NamedConfig {
     /// `intel_iommu=off`: DMA addresses are physical (S0.7).
     Disabled,
@@ -125,10 +141,25 @@ pub enum NamedConfig {
     StrictBitmap,
     /// Per-CPU magazines over the red-black tree + per-CPU flush queues (Linux ≥ 4.14/5.17).
     Modern,
+    /// Linux 6.x `iommu.strict=0` (its default): per-CPU magazines + flush queue.
+    LinuxLazy,
+    /// Linux 6.x `iommu.strict=1`: per-CPU magazines + invalidation at every unmap.
+    LinuxStrict,
+    /// `iommu.passthrough=1`: the identity domain, DMA addresses are physical.
+    Passthrough,
+    /// 2.6.26's default: red-black tree + deferred flush (250 entries / 10 ms).
+    Deferred2626,
+    /// Red-black tree + invalidation at every unmap, no per-CPU IOVA caches (Linux < 4.7).
+    StrictPre47,
+    /// S0.7's bitmap allocator + per-lap flush, on 2.6.26.
+    Bitmap2626,
+    /// S0.7's bitmap allocator + invalidation at every unmap, on 2.6.26.
+    StrictBitmap2626,
 }
 
 impl NamedConfig {
-    /// All of them, in the order the paper's Figure 4 (then modern) lists them.
+    /// S0.7's six, in the order the paper's Figure 4 (then modern) lists them: what `bench`
+    /// runs by default and what the reproduction prints.
     pub const ALL: [NamedConfig; 6] = [
         NamedConfig::Disabled,
         NamedConfig::Default,
@@ -138,7 +169,35 @@ impl NamedConfig {
         NamedConfig::Modern,
     ];
 
-    /// Its name in configs and on the command line.
+    /// Linux's modes and the historical ones by their kernel names.
+    pub const LINUX: [NamedConfig; 7] = [
+        NamedConfig::LinuxStrict,
+        NamedConfig::LinuxLazy,
+        NamedConfig::Passthrough,
+        NamedConfig::Deferred2626,
+        NamedConfig::StrictPre47,
+        NamedConfig::Bitmap2626,
+        NamedConfig::StrictBitmap2626,
+    ];
+
+    /// Every name, the kernel names first.
+    pub const EVERY: [NamedConfig; 13] = [
+        NamedConfig::LinuxStrict,
+        NamedConfig::LinuxLazy,
+        NamedConfig::Passthrough,
+        NamedConfig::Deferred2626,
+        NamedConfig::StrictPre47,
+        NamedConfig::Bitmap2626,
+        NamedConfig::StrictBitmap2626,
+        NamedConfig::Disabled,
+        NamedConfig::Default,
+        NamedConfig::Strict,
+        NamedConfig::Bitmap,
+        NamedConfig::StrictBitmap,
+        NamedConfig::Modern,
+    ];
+
+    /// Its name in configs, on the command line and in tables.
     pub const fn name(self) -> &'static str {
         match self {
             NamedConfig::Disabled => "disabled",
@@ -147,50 +206,88 @@ impl NamedConfig {
             NamedConfig::Bitmap => "bitmap",
             NamedConfig::StrictBitmap => "strict-bitmap",
             NamedConfig::Modern => "modern",
+            NamedConfig::LinuxLazy => "linux-lazy",
+            NamedConfig::LinuxStrict => "linux-strict",
+            NamedConfig::Passthrough => "passthrough",
+            NamedConfig::Deferred2626 => "2.6.26-deferred",
+            NamedConfig::StrictPre47 => "pre-4.7-strict",
+            NamedConfig::Bitmap2626 => "2.6.26-bitmap",
+            NamedConfig::StrictBitmap2626 => "2.6.26-strict-bitmap",
         }
     }
 
-    /// Parses a name, or says which names exist.
+    /// The kernel name of an S0.7 alias (`default` → `2.6.26-deferred`); itself otherwise.
+    pub const fn canonical(self) -> NamedConfig {
+        match self {
+            NamedConfig::Disabled => NamedConfig::Passthrough,
+            NamedConfig::Default => NamedConfig::Deferred2626,
+            NamedConfig::Strict => NamedConfig::StrictPre47,
+            NamedConfig::Bitmap => NamedConfig::Bitmap2626,
+            NamedConfig::StrictBitmap => NamedConfig::StrictBitmap2626,
+            NamedConfig::Modern => NamedConfig::LinuxLazy,
+            c => c,
+        }
+    }
+
+    /// Whether DMA addresses are physical (no translation): `disabled`, `passthrough`.
+    pub const fn is_untranslated(self) -> bool {
+        matches!(self, NamedConfig::Disabled | NamedConfig::Passthrough)
+    }
+
+    /// Parses a name or an alias (`lazy`, Linux's word for `iommu.strict=0`), or says which
+    /// names exist.
     pub fn parse(name: &str) -> Result<Self, ConfigError> {
-        Self::ALL
+        if name == "lazy" {
+            return Ok(NamedConfig::LinuxLazy);
+        }
+        Self::EVERY
             .into_iter()
             .find(|c| c.name() == name)
             .ok_or_else(|| ConfigError::Invalid {
                 key: "configuration".into(),
                 value: name.into(),
-                expected: format!("one of {}", Self::ALL.map(NamedConfig::name).join(", ")),
+                expected: format!(
+                    "one of {}, lazy (aliases: {})",
+                    Self::LINUX.map(NamedConfig::name).join(", "),
+                    Self::ALL.map(NamedConfig::name).join(", ")
+                ),
             })
     }
 
     /// The mechanisms this configuration stands for.
     pub fn mechanisms(self) -> Mechanisms {
-        let (translation, allocator, flush) = match self {
-            NamedConfig::Disabled => (
+        let (translation, allocator, flush) = match self.canonical() {
+            NamedConfig::Passthrough => (
                 Translation::Passthrough,
                 AllocatorKind::Rbtree,
                 FlushConfig::Strict,
             ),
-            NamedConfig::Default => (
+            NamedConfig::Deferred2626 => (
                 Translation::Iommu,
                 AllocatorKind::Rbtree,
                 FlushConfig::Deferred(DeferredConfig::default()),
             ),
-            NamedConfig::Strict => (
+            NamedConfig::StrictPre47 => (
                 Translation::Iommu,
                 AllocatorKind::Rbtree,
                 FlushConfig::Strict,
             ),
-            NamedConfig::Bitmap => (
+            NamedConfig::Bitmap2626 => (
                 Translation::Iommu,
                 AllocatorKind::Bitmap,
                 FlushConfig::PerLap,
             ),
-            NamedConfig::StrictBitmap => (
+            NamedConfig::StrictBitmap2626 => (
                 Translation::Iommu,
                 AllocatorKind::Bitmap,
                 FlushConfig::Strict,
             ),
-            NamedConfig::Modern => (
+            NamedConfig::LinuxStrict => (
+                Translation::Iommu,
+                AllocatorKind::Magazine,
+                FlushConfig::Strict,
+            ),
+            _ => (
                 Translation::Iommu,
                 AllocatorKind::Magazine,
                 FlushConfig::FlushQueue(FlushQueueConfig::default()),
@@ -202,6 +299,24 @@ impl NamedConfig {
             flush,
             magazine: MagazineConfig::default(),
         }
+    }
+}
+
+impl Serialize for NamedConfig {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
+    }
+}
+
+impl<'de> Deserialize<'de> for NamedConfig {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let name = String::deserialize(d)?;
+        NamedConfig::parse(&name).map_err(|e| match e {
+            ConfigError::Invalid { expected, .. } => serde::de::Error::custom(format!(
+                "unknown configuration {name:?}: expected {expected}"
+            )),
+            e => serde::de::Error::custom(e.to_string()),
+        })
     }
 }
 
@@ -253,7 +368,8 @@ impl Kernel {
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Mechanisms {
-    /// IOMMU or passthrough.
+    /// IOMMU or passthrough (default: IOMMU).
+    #[serde(default = "iommu_translation")]
     pub translation: Translation,
     /// The IOVA allocator (for `magazine`, the backing allocator is the red-black tree).
     pub allocator: AllocatorKind,
@@ -357,6 +473,10 @@ impl Mechanisms {
     }
 }
 
+fn iommu_translation() -> Translation {
+    Translation::Iommu
+}
+
 /// Whether the software part of the per-I/O time is modeled or measured.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "snake_case")]
@@ -433,9 +553,11 @@ impl UnitKind {
 }
 
 impl Default for HardwareConfig {
+    /// `modern`, for every entry point (flags, files, Python): a user's trace comes from a
+    /// current machine; a reproduction names its paper's preset itself.
     fn default() -> Self {
         Self {
-            cost: CostPreset::Vtd2008,
+            cost: CostPreset::Modern,
             levels: None,
             iotlb: None,
             invalidation: None,
@@ -674,16 +796,25 @@ impl ExperimentConfig {
         })
     }
 
-    /// Parses a file's text by its name: `.json` is JSON, anything else TOML.
+    /// Parses a file's text by its name: `.json` is JSON, anything else TOML. A relative
+    /// `workload.trace` is taken relative to the file's folder (as an `#include` is), so a
+    /// config runs the same from any working directory.
     pub fn from_file_text(path: &std::path::Path, text: &str) -> Result<Self, ConfigError> {
-        if path
+        let mut c = if path
             .extension()
             .is_some_and(|e| e.eq_ignore_ascii_case("json"))
         {
-            Self::from_json(text)
+            Self::from_json(text)?
         } else {
-            Self::from_toml(text)
+            Self::from_toml(text)?
+        };
+        if let WorkloadSpec::Trace(t) = &mut c.workload
+            && t.trace.is_relative()
+            && let Some(dir) = path.parent()
+        {
+            t.trace = dir.join(&t.trace);
         }
+        Ok(c)
     }
 
     /// The configuration as TOML.
@@ -1379,7 +1510,7 @@ mod tests {
             .insert("inv_page".into(), toml::Value::Integer(2500));
         let m = hw.cost_model().unwrap();
         assert_eq!(m.inv_page, 2500);
-        assert_eq!(m.pte_set, CostModel::VTD_2008.pte_set);
+        assert_eq!(m.pte_set, CostModel::MODERN.pte_set);
     }
 
     /// The clock rate is `ghz` in TOML, a float; one outside 0.1–100 GHz (0, NaN) is refused.

@@ -4,7 +4,9 @@
 //! lives here, above both).
 
 pub mod build;
+pub mod compare;
 pub mod config;
+pub mod exposure;
 mod guest;
 pub mod progress;
 pub mod pv_dma;
@@ -13,7 +15,8 @@ pub mod result;
 pub mod runner;
 
 pub use build::{
-    WorkloadVisitor, replay_trace, run_bench, run_experiment, run_workload, with_workload,
+    ReplayOptions, WorkloadVisitor, replay_trace, replay_trace_with, run_bench, run_experiment,
+    run_workload, with_workload,
 };
 pub use config::{
     ConfigError, ExperimentConfig, GuestSystemConfig, HardwareConfig, Mechanisms, NamedConfig,

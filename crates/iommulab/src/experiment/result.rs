@@ -302,7 +302,7 @@ peak_metadata_bytes,stale_accesses,subpage_accesses,exposed_bytes,faults,wall_se
     pub fn fill_relative(results: &mut [RunResult]) {
         let base = results
             .iter()
-            .find(|r| r.config == "disabled")
+            .find(|r| r.config == "disabled" || r.config == "passthrough")
             .map(|r| r.iops);
         if let Some(base) = base.filter(|b| *b > 0.0) {
             for r in results {

@@ -19,6 +19,7 @@ use crate::iova::{IovaAllocator, IovaStats};
 use crate::workload::{DmaOp, OpSink, Segment, Workload};
 
 use super::config::SoftwareClock;
+use super::exposure::{self, Accounting};
 use super::progress::{PROGRESS_EVERY, Progress};
 use super::result::{ComponentStats, RunResult};
 
@@ -149,6 +150,7 @@ pub fn run<A, F, U, W>(
     stop_at: Option<Cycles>,
     cpu_cache: Option<CpuCacheConfig>,
     progress: &mut Progress<'_>,
+    acct: Option<&mut Accounting>,
 ) -> Result<RunResult, Error>
 where
     A: IovaAllocator,
@@ -223,6 +225,7 @@ where
         progress,
         stopped: false,
         error: None,
+        acct,
     };
     // The workload hands its ops to the driver in a loop of its own (a generator makes
     // them there, a trace translates its events there), so no op is returned through a call.
@@ -235,6 +238,7 @@ where
         mut cache,
         progress,
         error,
+        mut acct,
         ..
     } = driver;
     if let Some(e) = error {
@@ -252,8 +256,22 @@ where
             api.unmap_single(dev, CpuId::new(0), s.addr, s.len, dir)?;
         }
     }
-    // Drain what is pending, so every IOVA is back and every stale window closed.
+    // Drain what is pending, so every IOVA is back and every stale window closed. (The
+    // mappings still live at the trace's end are not I/Os of the trace: the accounting
+    // starts after them, and charges the drain to the devices whose ranges it covers.)
+    let before = acct
+        .as_ref()
+        .map(|_| exposure::snapshot(api, modeled_now(api, &cost, 0, iommu_on, None)));
+    if let Some(a) = acct.as_deref_mut() {
+        domain_cycles(api, &cost, cache.is_none(), &mut a.domain_before);
+    }
     api.drain()?;
+    if let (Some(a), Some(b)) = (acct, before) {
+        a.before(b);
+        domain_cycles(api, &cost, cache.is_none(), &mut a.domain_after);
+        let now = exposure::snapshot(api, modeled_now(api, &cost, 0, iommu_on, None));
+        a.after(api, now, None, 0);
+    }
     if let Some(c) = cache.as_mut() {
         play_touched_lines(api, c);
     }
@@ -304,6 +322,8 @@ struct Driver<'a, A: IovaAllocator, F: FlushPolicy, U: RemapUnit> {
     /// The run ends: the end time was reached, or an op failed (`error`).
     stopped: bool,
     error: Option<Error>,
+    /// Per-device accounting, when asked for ([`Accounting`]).
+    acct: Option<&'a mut Accounting>,
 }
 
 impl<A: IovaAllocator, F: FlushPolicy, U: RemapUnit> OpSink<Hpa> for Driver<'_, A, F, U> {
@@ -312,7 +332,12 @@ impl<A: IovaAllocator, F: FlushPolicy, U: RemapUnit> OpSink<Hpa> for Driver<'_, 
         if self.stopped {
             return;
         }
-        if let Err(e) = self.step(op, sg) {
+        let r = if self.acct.is_some() {
+            self.step_accounted(op, sg)
+        } else {
+            self.step(op, sg)
+        };
+        if let Err(e) = r {
             self.error = Some(e);
             self.stopped = true;
         }
@@ -435,12 +460,125 @@ impl<A: IovaAllocator, F: FlushPolicy, U: RemapUnit> Driver<'_, A, F, U> {
         Ok(())
     }
 
+    /// [`step`](Self::step), with the op's cycles, invalidations and exposure windows kept
+    /// per device.
+    fn step_accounted(&mut self, op: DmaOp, sg: &[Segment]) -> Result<(), Error> {
+        let Some(acct) = self.acct.take() else {
+            return self.step(op, sg);
+        };
+        let mut r = Ok(());
+        if let DmaOp::Tick { now_ns } = op {
+            // A flush timer due while the trace was idle fired at its deadline, not at the
+            // next event: tick there first, so its windows close when the kernel's did.
+            let clock = self.cost.clock;
+            for _ in 0..=self.api.flush_policies().len() {
+                let due = self
+                    .api
+                    .flush_policies()
+                    .iter()
+                    .filter_map(FlushPolicy::next_deadline)
+                    .min();
+                let Some(d) = due else { break };
+                let d_ns = crate::clock::saturating_u64(clock.ns(d).ceil());
+                if d_ns >= now_ns || d <= self.now() {
+                    break;
+                }
+                r = self.account(acct, DmaOp::Tick { now_ns: d_ns }, sg);
+                if r.is_err() {
+                    break;
+                }
+            }
+        }
+        if r.is_ok() {
+            r = self.account(acct, op, sg);
+        }
+        self.acct = Some(acct);
+        r
+    }
+
+    /// One op with its accounting.
+    fn account(&mut self, acct: &mut Accounting, op: DmaOp, sg: &[Segment]) -> Result<(), Error> {
+        // The op's device, and for an unmap the pages it frees.
+        let live = |slot: u32| self.slots.get(slot as usize).filter(|s| s.live);
+        let (device, pages, unmap) = match op {
+            DmaOp::Map { device, .. } | DmaOp::MapSg { device, .. } => (Some(device), 0, false),
+            DmaOp::Access { slot, .. } => (live(slot).map(|s| s.device), 0, false),
+            DmaOp::Unmap { slot, .. } => match live(slot) {
+                Some(s) if s.is_sg => (Some(s.device), exposure::sg_pages(&s.sg), true),
+                Some(s) => (
+                    Some(s.device),
+                    exposure::pages_of(s.addr.get(), s.len),
+                    true,
+                ),
+                None => (None, 0, false),
+            },
+            DmaOp::Tick { now_ns } => {
+                acct.at(now_ns);
+                (None, 0, false)
+            }
+        };
+        let tick = device.is_none();
+        if tick {
+            domain_cycles(
+                self.api,
+                &self.cost,
+                self.cache.is_none(),
+                &mut acct.domain_before,
+            );
+        }
+        let cache = self.cache.as_ref().map(CpuCache::stats).copied();
+        acct.before(exposure::snapshot(
+            self.api,
+            modeled_now(self.api, &self.cost, 0, self.iommu_on, cache.as_ref()),
+        ));
+        let r = self.step(op, sg);
+        let cache = self.cache.as_ref().map(CpuCache::stats).copied();
+        let now = exposure::snapshot(
+            self.api,
+            modeled_now(self.api, &self.cost, 0, self.iommu_on, cache.as_ref()),
+        );
+        if tick {
+            domain_cycles(
+                self.api,
+                &self.cost,
+                self.cache.is_none(),
+                &mut acct.domain_after,
+            );
+        }
+        let dev = device.map(|d| (d, device_of(self.devs, d)));
+        acct.after(self.api, now, dev, pages);
+        if let (true, Some(d)) = (unmap, device) {
+            acct.io(d);
+        }
+        r
+    }
+
     /// The modeled clock, or the workload's if that is later.
     #[inline(always)]
     fn now(&self) -> Cycles {
         let cache_stats = self.cache.as_ref().map(CpuCache::stats);
         modeled_now(self.api, &self.cost, self.ios, self.iommu_on, cache_stats)
             .max(self.workload_now)
+    }
+}
+
+/// Each domain's own modeled cycles into `out` (reused: no allocation once sized): its
+/// allocator's, and its flush policy's when every domain has one.
+fn domain_cycles<A: IovaAllocator, F: FlushPolicy, U: RemapUnit>(
+    api: &DmaApi<A, F, Native<U>>,
+    cost: &CostModel,
+    flat_metadata: bool,
+    out: &mut Vec<(u64, u64)>,
+) {
+    out.clear();
+    let per_domain = F::PER_DOMAIN;
+    let flushes = api.flush_policies();
+    for (k, a) in api.allocators().iter().enumerate() {
+        let (c, n) = match flushes.get(k) {
+            Some(f) if per_domain => (flush_cycles(cost, f.stats()), f.stats().flushes),
+            _ => (0, 0),
+        };
+        out.push((allocator_cycles(cost, &a.stats(), flat_metadata) + c, n));
     }
 }
 
