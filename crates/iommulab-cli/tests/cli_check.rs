@@ -1,4 +1,4 @@
-//! End-to-end tests of `iommulab check` (issue 17): exit codes (0 clean, 3 findings, 1
+//! End-to-end tests of `iommulab check`: exit codes (0 clean, 3 findings, 1
 //! errors, 2 usage), the text and JSON reports, `--max`, `--dma-mask`, the committed QEMU
 //! trace (only its explained leaks), and the same findings in `replay`'s report.
 

@@ -1,4 +1,4 @@
-//! End-to-end tests of `iommulab mrc` (issue 9): both views of the committed real QEMU
+//! End-to-end tests of `iommulab mrc`: both views of the committed real QEMU
 //! trace, quota ranges and lists, every policy, the table and JSON outputs, and clear errors.
 //! The curves' values are checked against libCacheSim in `libcachesim.rs`.
 

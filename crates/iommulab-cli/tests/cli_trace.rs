@@ -1,4 +1,4 @@
-//! End-to-end tests of `iommulab trace ...` and `iommulab replay` (issue 3): import of real
+//! End-to-end tests of `iommulab trace ...` and `iommulab replay`: import of real
 //! ftrace text shapes, stats, conversions, generated workloads, replay, and clear errors for
 //! bad input with no output left behind.
 

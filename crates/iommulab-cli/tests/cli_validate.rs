@@ -1,4 +1,4 @@
-//! End-to-end tests of `iommulab validate` (issue 12): the committed real trace's scores in
+//! End-to-end tests of `iommulab validate`: the committed real trace's scores in
 //! text and JSON, the options that set up the domain, and errors with file and line.
 
 use std::path::{Path, PathBuf};

@@ -1,4 +1,4 @@
-//! The S4.4 discrete-event model's speed (issue 15: 60 s of 10 GbE for 3 hosts in under
+//! The S4.4 discrete-event model's speed (60 s of 10 GbE for 3 hosts in under
 //! 10 s). One iteration simulates 60 modeled seconds; criterion's minimum of 10 samples.
 
 use std::hint::black_box;

@@ -1,4 +1,4 @@
-//! TLP encode + decode throughput (issue 15: at least 50 M TLPs/s on one core).
+//! TLP encode + decode throughput (at least 50 M TLPs/s on one core).
 //!
 //! Each iteration encodes one TLP into a stack buffer and decodes it back, over a batch of
 //! 1024 headers cycling through the kinds S4.4's traffic is made of: 3 DW memory reads,

@@ -885,7 +885,7 @@ mod tests {
     /// The page-level statistics of single maps and unmaps counted the plain way, with a
     /// hash map or set per quantity and the stack distance by counting the pages mapped
     /// since (the
-    /// representation `trace stats` had before issue 16): distinct pages, distinct IOVA
+    /// representation `trace stats` had): distinct pages, distinct IOVA
     /// pages, working set, reuse histogram and cold maps.
     fn reference(events: &[Event]) -> (u64, u64, u64, Log2Histogram, u64) {
         use std::collections::{HashMap, HashSet};

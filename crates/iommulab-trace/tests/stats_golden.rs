@@ -1,7 +1,7 @@
 //! `trace stats` of every committed Linux trace (`traces/*.txt.zst`) gives exactly what the
 //! first, hash-map-based implementation gave: `tests/data/stats/NAME.json` is its `--json`
 //! output (`iommulab trace stats traces/NAME.txt.zst --json`, written before the faster
-//! counting of issue 16), so a change of representation cannot change one number.
+//! counting), so a change of representation cannot change one number.
 
 use std::path::Path;
 

@@ -255,7 +255,7 @@ impl Lookahead {
 mod tests {
     use super::*;
 
-    /// The representation before issue 16: the page and the next use of every map as
+    /// The earlier representation: the page and the next use of every map as
     /// `u64`s, the next use found with a page → last-seen hash map.
     fn plain(pages: &[u64]) -> Vec<(u64, u64)> {
         let mut next = vec![NEVER; pages.len()];

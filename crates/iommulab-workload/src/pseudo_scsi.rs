@@ -193,7 +193,7 @@ impl Workload for PseudoScsi {
         Ok(self.step())
     }
 
-    // The ops are made in the loop that hands them over (issue 16: a call per op, its
+    // The ops are made in the loop that hands them over (a call per op, its
     // frame and its `Result<Option<DmaOp>>` copied out, cost a sixth of `disabled`'s I/O).
     fn for_each_op<K: OpSink<Hpa>>(&mut self, sink: &mut K) -> Result<(), WorkloadError> {
         while !sink.stopped()

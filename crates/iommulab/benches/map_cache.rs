@@ -8,14 +8,14 @@
 //!   quota of 1024 pages (40% of the working set). Throughput in events (maps + unmaps).
 //!   Target (the brief): LRU ≥ 30 M events/s on one core. Its 2.5 K pages stay in the CPU
 //!   cache: the speed of the policies' bookkeeping, not of a trace-scale replay.
-//! - `map_cache/replay_zipf_10m/{lru,fifo,opt}`: the trace-scale shape of issue 16: 10 M
+//! - `map_cache/replay_zipf_10m/{lru,fifo,opt}`: the trace-scale shape of 10 M
 //!   map/unmap pairs of pages drawn Zipf(1) from 2^20 (≈ 786 K distinct pages expected:
 //!   the sum over ranks of 1 − (1 − p_k)^N), quota 2^16 pages; the cache's tables outgrow the
 //!   CPU caches.
 //! - `mrc/lru_10m`: the one-pass LRU curve up to quota 4096 over the small ring + hot-set
 //!   stream, 10 M maps (20 M events): 2.5 K distinct pages.
 //! - `mrc/lru_zipf_10m`: the one-pass LRU curve over every cache size (up to 2^20) of the
-//!   10 M-map Zipf stream. Issue 16's target: ≤ 2 s.
+//!   10 M-map Zipf stream. The target: ≤ 2 s.
 //! - `mrc/opt_1m`: the one-pass OPT curve up to quota 256 over a 1 M-map stream.
 
 use std::hint::black_box;

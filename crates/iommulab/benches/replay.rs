@@ -1,4 +1,4 @@
-//! Trace replay speed (issue 3): events per second through a whole configuration.
+//! Trace replay speed: events per second through a whole configuration.
 //!
 //! Cases (group `replay`): a 400 000-event trace of the `pseudo-scsi` workload (map, unmap;
 //! recorded with Linux-like IOVAs), held in memory, replayed through `modern` (magazines +

@@ -1,4 +1,4 @@
-//! Wall-clock speed of `iommulab validate` (issue 12): a 1 M-allocation ftrace text,
+//! Wall-clock speed of `iommulab validate`: a 1 M-allocation ftrace text,
 //! generated in memory, replayed through both models (open loop and one step).
 //!
 //! The "kernel" that made the trace is the model itself ([`IovaDomain`], the Linux 6.x

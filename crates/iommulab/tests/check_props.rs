@@ -1,4 +1,4 @@
-//! Property tests of `trace::check` (issue 17): a random *valid* history of DMA-API calls —
+//! Property tests of `trace::check`: a random *valid* history of DMA-API calls —
 //! maps, allocs and scatter-gather lists on several devices and CPUs, unmapped with their
 //! own size, direction and list, synced inside their range in a legal direction, with the
 //! kernel's `iommu:map`/`iommu:unmap` events around them, everything unmapped at the end —

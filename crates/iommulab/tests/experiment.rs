@@ -1,4 +1,4 @@
-//! One experiment description, one runner (issue 9, item 3): every system × workload pair
+//! One experiment description, one runner: every system × workload pair
 //! parses from the same TOML/JSON and runs through `experiment::run_experiment`, giving the
 //! same numbers as the specialised entry points it replaced.
 

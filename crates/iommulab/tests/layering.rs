@@ -1,4 +1,4 @@
-//! The library's layering (issue 9), one crate per layer, so the compiler refuses a lower layer
+//! The library's layering, one crate per layer, so the compiler refuses a lower layer
 //! that names a higher one. What the compiler cannot see is a manifest that grows an upward
 //! dependency; this test reads every manifest and holds it to the layer table.
 //!

@@ -577,7 +577,7 @@ fn check_committed(e: &Expected) -> ValidateReport {
 }
 
 /// A cold boot traced from the kernel command line, 2 CPUs, strict: every allocation of all
-/// five devices predicted exactly in both modes (issue 12: 100% on cold-start probe traces).
+/// five devices predicted exactly in both modes (100% on cold-start probe traces).
 #[test]
 fn committed_probe_trace_is_predicted_exactly() {
     let r = check_committed(&Expected {

@@ -56,7 +56,12 @@ pub fn run(args: &ReproduceArgs, quiet: bool) -> Result<()> {
         bar.finish();
         let page = iommulab_report::render(&args.out, &results)?;
         scores.push(iommulab_report::Score::of(&results));
-        say(format!("report: {}\n", page.display()))?;
+        // The paper's scoreboard line: its claims by verdict (the page's claims table).
+        say(format!(
+            "report: {} ({})\n",
+            page.display(),
+            iommulab::repro::claims::summary(results.claims())
+        ))?;
         if args.json {
             done.push(json!({
                 "name": r.name(),
@@ -76,8 +81,19 @@ pub fn run(args: &ReproduceArgs, quiet: bool) -> Result<()> {
     if args.paper == Paper::All {
         let md = iommulab_report::write_index(&args.out, &scores, args.quick)?;
         let page = iommulab_report::index_html_path(&args.out);
+        let total = scores.iter().fold([0usize; 4], |mut t, s| {
+            for (a, b) in t.iter_mut().zip(s.counts) {
+                *a += b;
+            }
+            t
+        });
         say(format!(
-            "index: {}\nhtml: {}\n",
+            "scoreboard: {} of {} claims reproduced, {} partly, {} not reproduced, {} set by an input\nindex: {}\nhtml: {}\n",
+            total[0],
+            total.iter().sum::<usize>(),
+            total[1],
+            total[2],
+            total[3],
             md.display(),
             page.display()
         ))?;

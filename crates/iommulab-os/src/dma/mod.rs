@@ -323,7 +323,7 @@ impl<A: IovaAllocator, F: FlushPolicy, B: MapBackend> DmaApi<A, F, B> {
     }
 
     /// Sets the modeled time (the runner advances it) and lets expired timers fire.
-    // Inline: the runner ticks once per I/O (issue 16: 19 instructions less per I/O).
+    // Inline: the runner ticks once per I/O (19 instructions less per I/O).
     #[inline]
     pub fn tick(&mut self, now: Cycles) -> Result<(), DmaError> {
         self.now = now;
@@ -468,7 +468,7 @@ impl<A: IovaAllocator, F: FlushPolicy, B: MapBackend> DmaApi<A, F, B> {
 
     /// Removes the mapping of a range and, with an IOVA allocator, hands its IOVA to the
     /// flush policy (as an `unmap_sg`'s when `sg`).
-    // Inline into the unmaps (issue 16: 27 instructions less per `modern` I/O; inlining
+    // Inline into the unmaps (27 instructions less per `modern` I/O; inlining
     // the unmaps and maps themselves into the runner costs more than it saves).
     #[inline]
     fn teardown(

@@ -1,6 +1,6 @@
 //! [`GapTree`]: an IOVA allocator that makes exactly the decisions of Linux 6.x's
 //! red-black-tree walk ([`super::RbTree`]) in time logarithmic in the size of the space
-//! instead of linear in the ranges walked over (issue 16: what a kernel could ship).
+//! instead of linear in the ranges walked over (what a kernel could ship).
 //!
 //! **Why the walk can be replaced.** `__alloc_and_insert_iova_range` walks down from the
 //! cached node, gap by gap, and stops at the first gap whose top, rounded down to the

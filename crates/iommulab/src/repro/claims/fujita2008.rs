@@ -6,6 +6,9 @@
 use super::{Claim, change, holds, input, level};
 use crate::repro::fujita2008::{Aggregate, Bars, Fujita2008Results, PAPER_BARS, TOLERANCE};
 
+/// Reads one bar of a [`Bars`].
+type BarOf = fn(&Bars) -> f64;
+
 /// The wider tolerance of a bar that is only *partly* reproduced: 2.5 times "≈".
 const NEAR: f64 = 2.5 * TOLERANCE;
 
@@ -18,7 +21,7 @@ pub fn claims(r: &Fujita2008Results) -> Vec<Claim> {
     // X0.2: whether Q35 needs the write-buffer flush is not established; the bars without it
     // are what that one fact would change.
     let no_rwbf = sg.map(|p| p.bars_without_rwbf);
-    let rwbf_note = |bar: fn(&Bars) -> f64| {
+    let rwbf_note = |bar: BarOf| {
         no_rwbf.map_or_else(String::new, |b| {
             format!(
                 "; {:.3} without the write-buffer flush (whether Q35 reports CAP.RWBF is not established)",
@@ -143,7 +146,7 @@ software per I/O (strict vs strict-bitmap)",
             ),
     );
 
-    let bars: [(&str, &str, f64, f64, fn(&Bars) -> f64); 2] = [
+    let bars: [(&str, &str, f64, f64, BarOf); 2] = [
         ("strict-bar", "strict", b.strict, PAPER_BARS.strict, |b| {
             b.strict
         }),

@@ -1,4 +1,4 @@
-//! The generators tuned to the recordings (issue 11, item 5): a `nic-duplex` stream (the
+//! The generators tuned to the recordings: a `nic-duplex` stream (the
 //! sender beside its NIC's receive ring, [`crate::workload::NicDuplex`]) per recording, its
 //! parameters read off the recording's own NIC operations ([`Shape`]) and the capture's
 //! parameters, never off a hit rate or a CPU figure. Each derivation is returned beside its
