@@ -102,7 +102,9 @@ def test_fujita_table_has_the_csv_columns_at_full_precision(
 def test_yassour_results_are_the_golden_ones(quick_all: tuple[Path, dict[str, iommulab.Reproduction]]) -> None:
     r = quick_all[1]["yassour2010"]
     golden = json.loads((GOLDEN / "yassour2010" / "results.json").read_text())
-    assert r.results == golden
+    # results.json holds the results and, beside them, the judged claims.
+    assert r.results == {k: v for k, v in golden.items() if k != "claims"}
+    assert list(r.claims["verdict"]) == [c["verdict"] for c in golden["claims"]]
     netperf = next(w for w in r.results["workloads"] if w["workload"] == "netperf-send")
     assert netperf["working_set_pages"] == 70
     for name in ("hit_rate", "cpu"):
