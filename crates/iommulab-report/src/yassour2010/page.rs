@@ -6,20 +6,12 @@ use std::fmt::Write as _;
 
 use iommulab::hw::cost::KVM_2010_PRICES;
 use iommulab::repro::claims::Claim;
+use iommulab::repro::claims::yassour2010::at;
 use iommulab::repro::yassour2010::hit_rate::{Point, PrefetchAt};
 use iommulab::repro::yassour2010::{
     CPU_FORMULA, CpuCurve, HitCurve, PAPER_FINDINGS, Results, WorkloadResult,
     recorded::RecordedResult, round_quota,
 };
-
-/// The value at the point whose quota is `round(f × ws)`.
-fn at(v: &[f64], quotas: &[u64], ws: u64, f: f64) -> f64 {
-    let q = round_quota(f, ws);
-    quotas
-        .iter()
-        .position(|&x| x == q)
-        .map_or(f64::NAN, |i| v[i])
-}
 
 fn pct(x: f64) -> String {
     format!("{:.1}%", 100.0 * x)
