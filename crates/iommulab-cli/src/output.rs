@@ -95,6 +95,32 @@ pub fn preset_line<'a>(presets: impl IntoIterator<Item = &'a str>) -> String {
     format!("preset: {}\n", names.join(", "))
 }
 
+/// The width of each column: its widest cell or its header.
+pub fn column_widths(header: &[&str], rows: &[Vec<String>]) -> Vec<usize> {
+    (0..header.len())
+        .map(|i| {
+            rows.iter()
+                .map(|r| r[i].len())
+                .chain([header[i].len()])
+                .max()
+                .unwrap_or(0)
+        })
+        .collect()
+}
+
+/// Checks a trace command's `--out` before the run, against its inputs: the trace and the
+/// `--config-file`, if any.
+pub fn prepare_trace_outputs(
+    out: Option<&Path>,
+    trace: &Path,
+    config_file: Option<&Path>,
+) -> Result<()> {
+    let outputs: Vec<(&str, &Path)> = out.iter().map(|p| ("--out", *p)).collect();
+    let mut inputs = vec![("the trace", trace)];
+    inputs.extend(config_file.map(|p| ("--config-file", p)));
+    prepare_outputs(&outputs, &inputs)
+}
+
 /// The bench table: the preset line, then one row per result.
 pub fn table(results: &[RunResult]) -> String {
     let header = [
@@ -138,15 +164,7 @@ pub fn table(results: &[RunResult]) -> String {
             ]
         })
         .collect();
-    let widths: Vec<usize> = (0..header.len())
-        .map(|i| {
-            rows.iter()
-                .map(|r| r[i].len())
-                .chain([header[i].len()])
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
+    let widths = column_widths(&header, &rows);
     let mut out = preset_line(results.iter().map(|r| r.cost_preset.as_str()));
     let line = |cells: &[&str], out: &mut String| {
         for (i, c) in cells.iter().enumerate() {

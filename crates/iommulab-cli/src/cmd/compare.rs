@@ -1,15 +1,13 @@
 //! `iommulab compare`: Linux strict vs lazy (and any configuration asked) on a trace, per
 //! device and in total (`iommulab::experiment::compare`).
 
-use std::path::Path;
-
 use anyhow::{Context, Result};
 use iommulab::experiment::ExperimentConfig;
 use iommulab::experiment::NamedConfig;
 use iommulab::experiment::compare::{CompareReport, CompareRow, compare_trace, configs_for};
 
 use crate::args::CompareArgs;
-use crate::output::{prepare_outputs, preset_line, write_atomic};
+use crate::output::{column_widths, prepare_trace_outputs, preset_line, write_atomic};
 use crate::progress::Progress;
 
 /// A duration in ns for the table: `0`, `850 ns`, `12.3 us`, `10.1 ms`, `1.20 s`.
@@ -77,15 +75,7 @@ pub fn table(r: &CompareReport) -> String {
             }
         }
     }
-    let widths: Vec<usize> = (0..header.len())
-        .map(|i| {
-            rows.iter()
-                .map(|r| r[i].len())
-                .chain([header[i].len()])
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
+    let widths = column_widths(&header, &rows);
     let mut out = preset_line([r.preset.as_str()]);
     out.push_str(&format!(
         "trace: {} (last - first timestamp); cpu ns/op: modeled IOMMU work per map + unmap; \
@@ -173,14 +163,11 @@ fn configs(args: &CompareArgs) -> Result<Vec<ExperimentConfig>> {
 
 /// `iommulab compare`.
 pub fn run(args: &CompareArgs, quiet: bool) -> Result<()> {
-    let outputs: Vec<(&str, &Path)> = args.out.iter().map(|p| ("--out", p.as_path())).collect();
-    let mut inputs = vec![("the trace", args.trace.as_path())];
-    inputs.extend(
-        args.config_file
-            .iter()
-            .map(|p| ("--config-file", p.as_path())),
-    );
-    prepare_outputs(&outputs, &inputs)?;
+    prepare_trace_outputs(
+        args.out.as_deref(),
+        &args.trace,
+        args.config_file.as_deref(),
+    )?;
     let cfgs = configs(args)?;
     let mut progress = Progress::new(0, quiet);
     progress.start_run("compare");

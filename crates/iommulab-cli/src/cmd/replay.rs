@@ -1,7 +1,5 @@
 //! `iommulab replay`: a recorded or generated trace through one or more configurations.
 
-use std::path::Path;
-
 use anyhow::{Context, Result, anyhow};
 use iommulab::device::DeviceMode;
 use iommulab::experiment::{
@@ -16,7 +14,7 @@ use serde::Serialize;
 
 use crate::args::{ReplayArgs, StrategyArg};
 use crate::cmd::trace::open_input;
-use crate::output::{prepare_outputs, table, write_atomic};
+use crate::output::{prepare_trace_outputs, table, write_atomic};
 use crate::progress::Progress;
 
 /// One configuration's replay: the run's result (its `replay` part says what the replay made
@@ -253,14 +251,11 @@ fn run_system(args: &ReplayArgs, base: ExperimentConfig, quiet: bool) -> Result<
 
 /// `iommulab replay`.
 pub fn run(args: &ReplayArgs, quiet: bool) -> Result<()> {
-    let outputs: Vec<(&str, &Path)> = args.out.iter().map(|p| ("--out", p.as_path())).collect();
-    let mut inputs = vec![("the trace", args.trace.as_path())];
-    inputs.extend(
-        args.config_file
-            .iter()
-            .map(|p| ("--config-file", p.as_path())),
-    );
-    prepare_outputs(&outputs, &inputs)?;
+    prepare_trace_outputs(
+        args.out.as_deref(),
+        &args.trace,
+        args.config_file.as_deref(),
+    )?;
     let base = match args.strategy {
         Some(_) => None,
         None => Some(base_config(args)?),
