@@ -70,7 +70,7 @@ measured software ns/op, modeled ns/op (total and hardware), modeled IOPS, IOPS 
 `disabled`, IOTLB invalidations and flushes, peak allocator metadata, stale accesses (a device \
 reaching a buffer after its unmap through a stale IOTLB entry; use --malicious) and faults.",
         after_help = "Examples:\n  iommulab bench\n  iommulab bench --config modern --ops 1000000 --json\n  \
-iommulab bench --config default,strict --malicious --repeats 5 --csv out.csv\n  \
+iommulab bench --config default,strict --malicious --repeats 5 --out runs.csv\n  \
 iommulab bench --config-file my.toml      # docs/configuration.md"
     )]
     Bench(BenchArgs),
@@ -179,11 +179,15 @@ pub struct RunArgs {
     /// The experiment: TOML, or JSON when the name ends in `.json`.
     pub experiment: PathBuf,
     /// Print the result as JSON.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "csv")]
     pub json: bool,
-    /// Also write the result as JSON to this file.
+    /// Print the result as CSV (a header and one line).
+    #[arg(long)]
+    pub csv: bool,
+    /// Also write the results to this file: CSV if its name ends in `.csv`, JSON otherwise;
+    /// repeat for several files.
     #[arg(long, short, value_name = "FILE")]
-    pub out: Option<PathBuf>,
+    pub out: Vec<PathBuf>,
 }
 
 /// `iommulab trace ...`.
@@ -388,9 +392,10 @@ pub struct ReplayArgs {
     /// Print the table as CSV (one line per configuration).
     #[arg(long)]
     pub csv: bool,
-    /// Also write the results as JSON to this file.
+    /// Also write the results to this file: CSV if its name ends in `.csv`, JSON otherwise;
+    /// repeat for several files.
     #[arg(long, short, value_name = "FILE")]
-    pub out: Option<PathBuf>,
+    pub out: Vec<PathBuf>,
     /// Only this device's events (as the trace names it, e.g. 0000:01:00.0); the trace's
     /// clock still advances with every event.
     #[arg(long, value_name = "BDF")]
@@ -447,9 +452,10 @@ pub struct CompareArgs {
     /// Print CSV: one line per configuration and device (device `total` for all).
     #[arg(long)]
     pub csv: bool,
-    /// Also write the JSON to this file.
+    /// Also write the results to this file: CSV (as `--csv` prints it) if its name ends in `.csv`, the JSON otherwise;
+    /// repeat for several files.
     #[arg(long, short, value_name = "FILE")]
-    pub out: Option<PathBuf>,
+    pub out: Vec<PathBuf>,
 }
 
 /// `iommulab check`.
@@ -571,8 +577,15 @@ pub struct MrcArgs {
     #[arg(long, value_name = "Q,Q,..", value_delimiter = ',', num_args = 1..)]
     pub quotas: Option<Vec<usize>>,
     /// Print the curve as JSON (one array per column).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "csv")]
     pub json: bool,
+    /// Print the curve as CSV (one line per quota, every quota).
+    #[arg(long)]
+    pub csv: bool,
+    /// Also write the curve to this file: CSV if its name ends in `.csv`, JSON otherwise;
+    /// repeat for several files.
+    #[arg(long, short, value_name = "FILE")]
+    pub out: Vec<PathBuf>,
     /// The input's format.
     #[arg(long, value_enum, default_value = "auto")]
     pub format: TraceFormatArg,
@@ -842,14 +855,15 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100))]
     pub repeats: u32,
     /// Print JSON (an object, or an array when several configurations run) instead of a table.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "csv")]
     pub json: bool,
-    /// Also write the per-run results as JSON to this file.
+    /// Print the per-run results as CSV (one line per run) instead of a table.
+    #[arg(long)]
+    pub csv: bool,
+    /// Also write the per-run results to this file: CSV if its name ends in `.csv`, JSON otherwise;
+    /// repeat for several files.
     #[arg(long, short, value_name = "FILE")]
-    pub out: Option<PathBuf>,
-    /// Also write the per-run results as CSV to this file.
-    #[arg(long, value_name = "FILE")]
-    pub csv: Option<PathBuf>,
+    pub out: Vec<PathBuf>,
 }
 
 /// A paper to reproduce.

@@ -108,17 +108,96 @@ pub fn column_widths(header: &[&str], rows: &[Vec<String>]) -> Vec<usize> {
         .collect()
 }
 
-/// Checks a trace command's `--out` before the run, against its inputs: the trace and the
-/// `--config-file`, if any.
+/// Checks a trace command's `--out` files before the run, against its inputs: the trace and
+/// the `--config-file`, if any.
 pub fn prepare_trace_outputs(
-    out: Option<&Path>,
+    outs: &[PathBuf],
     trace: &Path,
     config_file: Option<&Path>,
 ) -> Result<()> {
-    let outputs: Vec<(&str, &Path)> = out.iter().map(|p| ("--out", *p)).collect();
     let mut inputs = vec![("the trace", trace)];
     inputs.extend(config_file.map(|p| ("--config-file", p)));
-    prepare_outputs(&outputs, &inputs)
+    prepare_outputs(&out_flags(outs), &inputs)
+}
+
+/// The `--out` files as `prepare_outputs` names them.
+pub fn out_flags(outs: &[PathBuf]) -> Vec<(&'static str, &Path)> {
+    outs.iter().map(|p| ("--out", p.as_path())).collect()
+}
+
+/// What an `--out` file holds, chosen by its name: CSV for a name ending in `.csv`, JSON for
+/// any other (`-`, standard output, included). One meaning on every command that writes
+/// results.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OutFormat {
+    /// The command's `--json` output.
+    Json,
+    /// The command's `--csv` output.
+    Csv,
+}
+
+impl OutFormat {
+    /// The format `path`'s name picks.
+    pub fn of(path: &Path) -> Self {
+        if path
+            .extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("csv"))
+        {
+            OutFormat::Csv
+        } else {
+            OutFormat::Json
+        }
+    }
+}
+
+/// Refuses, before a run, an `--out FILE.csv` on a command (or a mode of one) that has no CSV
+/// form.
+pub fn refuse_csv_outs(outs: &[PathBuf], what: &str) -> Result<()> {
+    if let Some(p) = outs.iter().find(|p| OutFormat::of(p) == OutFormat::Csv) {
+        bail!(
+            "--out {}: {what} has no CSV form (a `.csv` name asks for CSV); name the file              something else to get JSON",
+            p.display()
+        );
+    }
+    Ok(())
+}
+
+/// Writes each `--out` file whole, in the format its name picks: `json` or `csv` (the text
+/// `--json` or `--csv` prints). A command without a CSV form passes `None` and has refused
+/// `.csv` names before its run ([`refuse_csv_outs`]).
+pub fn write_outs(outs: &[PathBuf], json: &str, csv: Option<&str>) -> Result<()> {
+    for p in outs {
+        let text = match (OutFormat::of(p), csv) {
+            (OutFormat::Json, _) => json,
+            (OutFormat::Csv, Some(c)) => c,
+            (OutFormat::Csv, None) => {
+                bail!(
+                    "internal: --out {} asks for CSV, which this has not",
+                    p.display()
+                )
+            }
+        };
+        write_atomic(p, text.as_bytes()).with_context(|| format!("--out {}", p.display()))?;
+    }
+    Ok(())
+}
+
+/// Pretty JSON with a final newline: one object for one item, an array for several (what
+/// `--json` prints for one or several configurations).
+pub fn json_one_or_many<T: serde::Serialize>(items: &[T]) -> Result<String> {
+    let mut t = match items {
+        [one] => serde_json::to_string_pretty(one)?,
+        many => serde_json::to_string_pretty(many)?,
+    };
+    t.push('\n');
+    Ok(t)
+}
+
+/// Pretty JSON with a final newline.
+pub fn json_text<T: serde::Serialize + ?Sized>(value: &T) -> Result<String> {
+    let mut t = serde_json::to_string_pretty(value)?;
+    t.push('\n');
+    Ok(t)
 }
 
 /// The bench table: the preset line, then one row per result.

@@ -465,7 +465,8 @@ fn config_file_is_overridden_by_given_flags() {
 // bench: output files
 // ---------------------------------------------------------------------------------------
 
-/// `--out` and `--csv` write the per-run results whole: a JSON array and a rectangular CSV.
+/// `--out` writes the per-run results whole, in the format each file's name picks: a JSON
+/// array, and a rectangular CSV for a `.csv` name (the same text `--csv` prints).
 #[test]
 fn bench_out_and_csv_write_complete_files() {
     let dir = TempDir::new().unwrap();
@@ -475,7 +476,7 @@ fn bench_out_and_csv_write_complete_files() {
         .args(["bench", "--config", "disabled,strict", "--ops", "2000"])
         .arg("--out")
         .arg(&json)
-        .arg("--csv")
+        .arg("--out")
         .arg(&csv)
         .assert()
         .success()
@@ -509,6 +510,24 @@ fn bench_out_and_csv_write_complete_files() {
 
     // Nothing but the two outputs (and the folder made for one of them).
     assert_eq!(tree(dir.path()), ["nested", "nested/runs.json", "runs.csv"]);
+    // `--csv` prints what the `.csv` file holds.
+    let printed = iommulab()
+        .args([
+            "bench",
+            "--config",
+            "disabled,strict",
+            "--ops",
+            "2000",
+            "--csv",
+        ])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let printed = String::from_utf8(printed).unwrap();
+    assert_eq!(printed.lines().next(), Some(lines[0]));
+    assert_eq!(printed.lines().count(), 3, "{printed}");
 }
 
 /// `--out` under a regular file fails clearly and leaves nothing behind.
@@ -555,7 +574,7 @@ fn bench_output_naming_an_input_or_the_other_output_is_refused() {
     let dir = TempDir::new().unwrap();
     let config = "[workload]\nios = 100\n";
     let file = write_file(&dir, "b.toml", config);
-    for flag in ["--out", "--csv"] {
+    for flag in ["--out", "-o"] {
         iommulab()
             .args(["bench", "--config-file"])
             .arg(&file)
@@ -565,7 +584,7 @@ fn bench_output_naming_an_input_or_the_other_output_is_refused() {
             .code(1)
             .stdout("")
             .stderr(
-                predicate::str::contains(format!("{flag} "))
+                predicate::str::contains("--out ")
                     .and(predicate::str::contains("same file as --config-file")),
             );
         assert_eq!(fs::read_to_string(&file).unwrap(), config, "after {flag}");
@@ -574,15 +593,15 @@ fn bench_output_naming_an_input_or_the_other_output_is_refused() {
     iommulab()
         .args(["bench", "--config", "strict", "--ops", "100", "--out"])
         .arg(&both)
-        .arg("--csv")
-        .arg(&both)
+        .arg("--out")
+        .arg(dir.path().join(".").join("runs"))
         .assert()
         .code(1)
-        .stderr(predicate::str::contains("same file as --csv"));
+        .stderr(predicate::str::contains("same file as --out"));
     assert_eq!(tree(dir.path()), ["b.toml"]);
 }
 
-/// A run that fails validation writes neither `--out` nor `--csv`.
+/// A run that fails validation writes no `--out` file.
 #[test]
 fn bench_failed_run_writes_no_output_file() {
     let dir = TempDir::new().unwrap();
@@ -595,7 +614,7 @@ fn bench_failed_run_writes_no_output_file() {
         .arg(&file)
         .arg("--out")
         .arg(&out)
-        .arg("--csv")
+        .arg("--out")
         .arg(&csv)
         .assert()
         .code(1)

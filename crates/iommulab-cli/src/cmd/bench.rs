@@ -7,7 +7,7 @@ use iommulab::device::DeviceMode;
 use iommulab::experiment::{ExperimentConfig, NamedConfig, RunResult, run_bench};
 
 use crate::args::BenchArgs;
-use crate::output::{csv, prepare_outputs, table, write_atomic};
+use crate::output::{csv, json_one_or_many, out_flags, prepare_outputs, table, write_outs};
 use crate::progress::Progress;
 
 /// Pages on each side of an unmapped page a malicious device probes, unless `--neighbours`
@@ -145,16 +145,12 @@ pub fn run_configs(
 
 /// `iommulab bench`.
 pub fn run(args: &BenchArgs, quiet: bool) -> Result<()> {
-    let outputs: Vec<(&str, &Path)> = [("--out", &args.out), ("--csv", &args.csv)]
-        .into_iter()
-        .filter_map(|(flag, p)| p.as_deref().map(|p| (flag, p)))
-        .collect();
     let inputs: Vec<(&str, &Path)> = args
         .config_file
         .iter()
         .map(|p| ("--config-file", p.as_path()))
         .collect();
-    prepare_outputs(&outputs, &inputs)?;
+    prepare_outputs(&out_flags(&args.out), &inputs)?;
     let base = base_config(args)?;
     let configs: Vec<NamedConfig> = if args.configs.is_empty() {
         if args.config_file.is_some() {
@@ -166,20 +162,12 @@ pub fn run(args: &BenchArgs, quiet: bool) -> Result<()> {
         args.configs.iter().map(|&c| c.into()).collect()
     };
     let results = run_configs(&base, &configs, args.repeats, quiet)?;
-    if let Some(path) = &args.out {
-        write_atomic(path, serde_json::to_string_pretty(&results)?.as_bytes())?;
-    }
-    if let Some(path) = &args.csv {
-        write_atomic(path, csv(&results).as_bytes())?;
-    }
+    let (json, csv) = (json_one_or_many(&results)?, csv(&results));
+    write_outs(&args.out, &json, Some(&csv))?;
     let text = if args.json {
-        let mut t = if results.len() == 1 {
-            serde_json::to_string_pretty(&results[0])?
-        } else {
-            serde_json::to_string_pretty(&results)?
-        };
-        t.push('\n');
-        t
+        json
+    } else if args.csv {
+        csv
     } else {
         table(&results)
     };

@@ -7,7 +7,7 @@ use iommulab::experiment::NamedConfig;
 use iommulab::experiment::compare::{CompareReport, CompareRow, compare_trace, configs_for};
 
 use crate::args::CompareArgs;
-use crate::output::{column_widths, prepare_trace_outputs, preset_line, write_atomic};
+use crate::output::{column_widths, json_text, prepare_trace_outputs, preset_line, write_outs};
 use crate::progress::Progress;
 
 /// A duration in ns for the table: `0`, `850 ns`, `12.3 us`, `10.1 ms`, `1.20 s`.
@@ -163,11 +163,7 @@ fn configs(args: &CompareArgs) -> Result<Vec<ExperimentConfig>> {
 
 /// `iommulab compare`.
 pub fn run(args: &CompareArgs, quiet: bool) -> Result<()> {
-    prepare_trace_outputs(
-        args.out.as_deref(),
-        &args.trace,
-        args.config_file.as_deref(),
-    )?;
+    prepare_trace_outputs(&args.out, &args.trace, args.config_file.as_deref())?;
     let cfgs = configs(args)?;
     let mut progress = Progress::new(0, quiet);
     progress.start_run("compare");
@@ -186,18 +182,13 @@ pub fn run(args: &CompareArgs, quiet: bool) -> Result<()> {
     .map_err(anyhow::Error::from)
     .with_context(|| format!("comparing on {}", args.trace.display()))?;
     progress.finish();
-    let json = {
-        let mut t = serde_json::to_string_pretty(&report)?;
-        t.push('\n');
-        t
-    };
-    if let Some(path) = &args.out {
-        write_atomic(path, json.as_bytes())?;
-    }
+    let json = json_text(&report)?;
+    let csv = csv(&report);
+    write_outs(&args.out, &json, Some(&csv))?;
     let text = if args.json {
         json
     } else if args.csv {
-        csv(&report)
+        csv
     } else {
         table(&report)
     };

@@ -11,9 +11,11 @@ use iommulab::mrc::{
 };
 
 use clap::ValueEnum;
+use iommulab_report::{Cell, Table};
 
 use crate::args::MrcArgs;
 use crate::cmd::trace::open_input;
+use crate::output::{json_text, prepare_trace_outputs, write_outs};
 use crate::progress::{NoEvents, Reading};
 
 /// Longest curve the table prints whole; longer `0..=N` curves print a subset.
@@ -21,6 +23,7 @@ const FULL_TABLE_ROWS: usize = 41;
 
 /// `iommulab mrc`.
 pub fn run(args: &MrcArgs, quiet: bool) -> Result<()> {
+    prepare_trace_outputs(&args.out, &args.trace, None)?;
     let src = open_input(&args.trace, args.format, args.lenient)?;
     let src = Reading::new(src, format!("reading {}", args.trace.display()), quiet);
     let quotas = match (&args.quotas, args.max_quota) {
@@ -57,10 +60,13 @@ pub fn run(args: &MrcArgs, quiet: bool) -> Result<()> {
         drop(spinner);
         curve
     };
+    let json = json_text(&curve)?;
+    let csv = csv(&curve);
+    write_outs(&args.out, &json, Some(&csv))?;
     let text = if args.json {
-        let mut t = serde_json::to_string_pretty(&curve)?;
-        t.push('\n');
-        t
+        json
+    } else if args.csv {
+        csv
     } else {
         table(
             &curve,
@@ -69,6 +75,40 @@ pub fn run(args: &MrcArgs, quiet: bool) -> Result<()> {
         )
     };
     crate::print_stdout(&text)
+}
+
+/// The whole curve as CSV: one line per quota, with the trace's totals on every line so
+/// one file can be concatenated with others (several policies or traces) and still be read.
+fn csv(c: &HitRateCurve) -> String {
+    let mut t = Table::new(
+        "mrc",
+        None,
+        &[
+            "policy",
+            "pinning",
+            "quota",
+            "hits",
+            "misses",
+            "refused",
+            "hit_rate",
+            "maps",
+            "distinct_pages",
+        ],
+    );
+    for i in 0..c.len() {
+        t.push(vec![
+            Cell::from(&c.policy),
+            Cell::from(if c.pinning { "true" } else { "false" }),
+            Cell::Int(c.quota[i] as u64),
+            Cell::Int(c.hits[i]),
+            Cell::Int(c.misses[i]),
+            Cell::Int(c.refused[i]),
+            Cell::float(c.hit_rate[i], 6),
+            Cell::Int(c.maps),
+            Cell::Int(c.distinct_pages as u64),
+        ]);
+    }
+    t.to_csv()
 }
 
 /// Indices of the rows a long `0..=N` table shows: quota 0, powers of two below 10% of the
@@ -140,7 +180,7 @@ fn table(c: &HitRateCurve, trace: &str, listed: bool) -> String {
         let _ = writeln!(
             s,
             "\n{} of {} quotas shown (0, powers of two up to 10% of the distinct pages, then \
-             every 10%, and the last); --json prints all, --quotas picks others",
+             every 10%, and the last); --json or --csv prints all, --quotas picks others",
             rows.len(),
             c.len()
         );

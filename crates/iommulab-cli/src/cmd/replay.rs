@@ -14,7 +14,9 @@ use serde::Serialize;
 
 use crate::args::{ReplayArgs, StrategyArg};
 use crate::cmd::trace::open_input;
-use crate::output::{prepare_trace_outputs, table, write_atomic};
+use crate::output::{
+    csv, json_one_or_many, json_text, prepare_trace_outputs, refuse_csv_outs, table, write_outs,
+};
 use crate::progress::Progress;
 
 /// One configuration's replay: the run's result (its `replay` part says what the replay made
@@ -145,13 +147,10 @@ fn run_guest_model(args: &ReplayArgs, strategy: StrategyArg, quiet: bool) -> Res
         "replay": replay,
         "check": checked,
     });
-    if let Some(path) = &args.out {
-        write_atomic(path, serde_json::to_string_pretty(&out)?.as_bytes())?;
-    }
+    let json = json_text(&out)?;
+    write_outs(&args.out, &json, None)?;
     let text = if args.json {
-        let mut t = serde_json::to_string_pretty(&out)?;
-        t.push('\n');
-        t
+        json
     } else {
         format!(
             "guest {} (eviction {}, quota {}, batching {}): {} page maps, {} hits, {} misses, {} refused (hit rate {:.1}%)\n\
@@ -237,25 +236,21 @@ fn run_system(args: &ReplayArgs, base: ExperimentConfig, quiet: bool) -> Result<
         replay,
         check: checked,
     };
-    if let Some(path) = &args.out {
-        write_atomic(path, serde_json::to_string_pretty(&result)?.as_bytes())?;
-    }
-    if args.json {
-        let mut t = serde_json::to_string_pretty(&result)?;
-        t.push('\n');
-        crate::print_stdout(&t)
+    let json = json_text(&result)?;
+    let csv = csv(std::slice::from_ref(&result.run));
+    write_outs(&args.out, &json, Some(&csv))?;
+    crate::print_stdout(if args.json {
+        &json
+    } else if args.csv {
+        &csv
     } else {
-        crate::print_stdout(&text)
-    }
+        &text
+    })
 }
 
 /// `iommulab replay`.
 pub fn run(args: &ReplayArgs, quiet: bool) -> Result<()> {
-    prepare_trace_outputs(
-        args.out.as_deref(),
-        &args.trace,
-        args.config_file.as_deref(),
-    )?;
+    prepare_trace_outputs(&args.out, &args.trace, args.config_file.as_deref())?;
     let base = match args.strategy {
         Some(_) => None,
         None => Some(base_config(args)?),
@@ -263,12 +258,19 @@ pub fn run(args: &ReplayArgs, quiet: bool) -> Result<()> {
     let bare = base
         .as_ref()
         .is_some_and(|b| matches!(b.system, SystemConfig::BareMetal));
-    if !bare && (args.device.is_some() || args.csv) {
+    if !bare && args.device.is_some() {
         return Err(anyhow!(
-            "--device and --csv apply to the bare-metal configurations' replay; the guest \
-             model and the other systems replay the whole trace and print their own report \
-             (--json for all of it)"
+            "--device applies to the bare-metal configurations' replay; the guest model and \
+             the other systems replay the whole trace"
         ));
+    }
+    if args.strategy.is_some() {
+        if args.csv {
+            return Err(anyhow!(
+                "--csv: the guest model's replay (--strategy) has no CSV form; use --json"
+            ));
+        }
+        refuse_csv_outs(&args.out, "the guest model's replay (--strategy)")?;
     }
     let base = match (args.strategy, base) {
         (Some(s), _) => return run_guest_model(args, s, quiet),
@@ -315,19 +317,12 @@ pub fn run(args: &ReplayArgs, quiet: bool) -> Result<()> {
     for (r, run) in results.iter_mut().zip(runs.iter()) {
         r.run.relative_to_disabled = run.relative_to_disabled;
     }
-    if let Some(path) = &args.out {
-        write_atomic(path, serde_json::to_string_pretty(&results)?.as_bytes())?;
-    }
+    let (json, csv) = (json_one_or_many(&results)?, csv(&runs));
+    write_outs(&args.out, &json, Some(&csv))?;
     let text = if args.csv {
-        crate::output::csv(&runs)
+        csv
     } else if args.json {
-        let mut t = if results.len() == 1 {
-            serde_json::to_string_pretty(&results[0])?
-        } else {
-            serde_json::to_string_pretty(&results)?
-        };
-        t.push('\n');
-        t
+        json
     } else {
         let mut t = table(&runs);
         for r in &results {

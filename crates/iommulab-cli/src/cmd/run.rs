@@ -5,15 +5,13 @@ use anyhow::{Context, Result};
 use iommulab::experiment::{ExperimentConfig, RunResult, run_experiment};
 
 use crate::args::RunArgs;
-use crate::output::{prepare_outputs, table, write_atomic};
+use crate::output::{csv, json_text, out_flags, prepare_outputs, table, write_outs};
 use crate::progress::Progress;
 
 /// `iommulab run`.
 pub fn run(args: &RunArgs, quiet: bool) -> Result<()> {
     let path = &args.experiment;
-    if let Some(out) = &args.out {
-        prepare_outputs(&[("--out", out)], &[("the experiment", path)])?;
-    }
+    prepare_outputs(&out_flags(&args.out), &[("the experiment", path)])?;
     let text = crate::cmd::read_text(path)?;
     let cfg = ExperimentConfig::from_file_text(path, &text)
         .with_context(|| format!("in {}", path.display()))?;
@@ -28,13 +26,13 @@ pub fn run(args: &RunArgs, quiet: bool) -> Result<()> {
     let result = run_experiment(&cfg, &mut |done, _| progress.update(done))
         .with_context(|| format!("running {}", path.display()))?;
     progress.finish();
-    if let Some(out) = &args.out {
-        write_atomic(out, serde_json::to_string_pretty(&result)?.as_bytes())?;
-    }
+    let json = json_text(&result)?;
+    let csv = csv(std::slice::from_ref(&result));
+    write_outs(&args.out, &json, Some(&csv))?;
     let text = if args.json {
-        let mut t = serde_json::to_string_pretty(&result)?;
-        t.push('\n');
-        t
+        json
+    } else if args.csv {
+        csv
     } else {
         result_text(&result)
     };
