@@ -21,7 +21,7 @@ CHROMIUM ?= $(shell command -v chromium || command -v chromium-browser || comman
 PY_TEST_DEPS = maturin pytest hypothesis numpy pandas matplotlib tqdm mypy typing_extensions \
 	pandas-stubs==3.1.0.261029 types-tqdm==4.70.0.20261106 "ray[default]==2.60.0" libcachesim==0.3.5
 
-.PHONY: deps rust-deps venv py-deps chromium demo test pytest report-test fuzz-check fuzz-smoke bench bench-python fresh-clone-check clean-venv
+.PHONY: deps rust-deps venv py-deps chromium demo test pytest report-test doc-check fuzz-check fuzz-smoke bench bench-python fresh-clone-check clean-venv
 
 # Rust components (the toolchain itself comes from rustup; rust-toolchain.toml pins it).
 rust-deps:
@@ -74,8 +74,13 @@ test: deps
 	$(CARGO) clippy --workspace --all-targets --all-features -- -D warnings
 	IOMMULAB_REQUIRE_LIBCACHESIM=1 IOMMULAB_PYTHON=$(abspath $(VPY)) IOMMULAB_REQUIRE_CHROMIUM=1 CHROMIUM=$(CHROMIUM) \
 		$(CARGO) test --workspace --all-features
+	$(MAKE) doc-check
 	$(MAKE) fuzz-check
 	$(MAKE) pytest
+
+# The API docs build without a warning: a rustdoc link to an item that moved or went fails.
+doc-check: rust-deps
+	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --workspace --no-deps --all-features --quiet
 
 # The fuzz targets (fuzz/, their own workspace) type-checked on stable, so they cannot rot:
 # without libFuzzer linked in (no C++ build, no nightly). Same target folder as the rest, so

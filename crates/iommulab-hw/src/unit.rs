@@ -4,7 +4,7 @@
 //!
 //! ```text
 //!  DmaApi / FlushPolicy / Host ──► RemapUnit ──► VT-d (hw::vtd::Vtd): root → context → page tables
-//!                                      │         (not yet modeled: a TCE unit, one flat table per bus, S2.1)
+//!                                      │         TCE units (hw::tce: Calgary, DART): one flat table per bus, S2.1
 //!                                      ├─ map_range / unmap_range / after_map   CPU cycles
 //!                                      ├─ translate (device side)               device cycles, faults
 //!                                      └─ invalidate, within InvalidationCaps   IOTLB

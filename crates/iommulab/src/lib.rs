@@ -1,8 +1,9 @@
 //! # iommulab
 //!
-//! A software model of IOMMU hardware (Intel VT-d page tables, IOTLB, invalidation) and of
-//! the OS software that drives it (the DMA API, IOVA allocators, IOTLB flush policies), with
-//! a modeled cycle clock and a measured wall clock.
+//! A software model of IOMMU hardware (Intel VT-d page tables, IOTLB, invalidation; the
+//! Calgary and DART TCE units; a PCIe/SR-IOV bridge) and of the OS and hypervisor software
+//! that drives it (the DMA API, IOVA allocators, IOTLB flush policies, guest map caches, Xen
+//! PV DMA), with a modeled cycle clock and a measured wall clock.
 //!
 //! ```text
 //!  workload ──► DMA operations ──► DmaApi ──────────────────► IOMMU model ──► statistics
@@ -16,7 +17,7 @@
 //! | [`addr`] | `Iova`, `Hpa`, `Gpa`, `Pfn<A>`, `PageSize`, `DmaDirection`, `Perm`, `Bdf` |
 //! | [`clock`] | the modeled clock: `Cycles`, the CPU's `ClockRate` and their conversions |
 //! | [`hash`] | the fast hasher of the hot integer-keyed tables |
-//! | [`hw`] | VT-d tables, IOTLB, invalidation, fault log, [`hw::cost`] presets |
+//! | [`hw`] | the `RemapUnit` seam; VT-d tables, IOTLB, invalidation, fault log; Calgary and DART TCE units; [`hw::cost`] presets |
 //! | [`iova`] | rbtree, bitmap and magazine IOVA allocators |
 //! | [`flush`] | strict, deferred, per-lap and flush-queue IOTLB flush policies |
 //! | [`dma`] | the DMA API (`map_single`, `map_sg`, ...) and the dma-debug checker |
@@ -24,18 +25,19 @@
 //! | [`trace`] | DMA traces: event model, native format, CSV, Linux ftrace import, stats |
 //! | [`workload`] | built-in generators of DMA operations, and trace replay ([`workload::TraceWorkload`]) |
 //! | [`pcie`] | TLPs, configuration space, SR-IOV, the ExpEther bridge, multi-root sharing and its timing model (S4.1–S4.4) |
-//! | [`virt`] | the guest map cache of on-demand DMA mapping and its eviction policies (S1.2–S1.5) |
+//! | [`virt`] | guests: the hypercall map backend, the host, the guest map cache and its eviction policies (S1.2–S1.5); Xen PV DMA and page types (S2.6, S3.x) |
 //! | [`mrc`] | hit-rate (miss-ratio) curves over every quota of a trace, page sequence or pinned map cache; one pass for LRU and OPT (S1.9) |
 //! | [`experiment`] | configs, the one place enums become types, the runner, results, trace recording |
 //! | [`validate`] | `iommulab validate`: the Linux 6.x IOVA allocator model against a real kernel's trace, allocation by allocation |
-//! | [`repro`] | reproductions of published results (Fujita & Mori 2008, Yassour et al. 2010) as typed data |
+//! | [`repro`] | the five papers' reproductions as typed data, each with its claims table ([`repro::claims`]) |
 //!
 //! The modules are layered, each layer its own crate (base → hw → os → virt; base → trace →
 //! workload → virt; this façade, [`experiment`], [`repro`] and [`Error`], on top), so the
 //! compiler refuses a lower layer that reaches up; docs/architecture.md has the map and
 //! `tests/layering.rs` checks the manifests.
 //!
-//! Cargo features: `test-utils` exports the naive oracles in `testing`.
+//! Cargo features: `test-utils` exports the naive oracles in `testing`. Its rustdoc links are
+//! checked by `make doc-check` (part of `make test`); `tests/docs_paths.rs` checks the paths docs/architecture.md names.
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations)]
 

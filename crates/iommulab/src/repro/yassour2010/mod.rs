@@ -221,7 +221,8 @@ pub struct Yassour2010Results {
     pub results: Results,
     /// The paper's findings, beside which the report puts ours.
     pub paper: Vec<PaperFinding>,
-    /// The paper's claims, judged on this run ([`claims::yassour2010`]).
+    /// The paper's claims, judged on this run (`repro/claims/yassour2010.rs`,
+    /// [`crate::repro::claims`]).
     pub claims: Vec<crate::repro::claims::Claim>,
 }
 
