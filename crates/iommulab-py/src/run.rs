@@ -3,7 +3,9 @@
 
 use std::path::PathBuf;
 
-use iommulab::experiment::{ConfigError, ExperimentConfig, NamedConfig, RunResult, run_bench};
+use iommulab::experiment::{
+    ConfigError, ExperimentConfig, NamedConfig, RunResult, Series, run_bench, run_series,
+};
 use iommulab::trace::{TraceFormat, open};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
@@ -171,6 +173,21 @@ pub fn run(py: Python<'_>, config: Option<&Bound<'_, PyAny>>) -> PyResult<PyRunR
     Ok(PyRunResult(r.map_err(|e| stop.error(e))?))
 }
 
+/// A bench series that Ctrl-C stops: between runs, and inside one.
+struct Stoppable<'a>(&'a Interrupt);
+
+impl Series for Stoppable<'_> {
+    type Error = iommulab::Error;
+
+    fn start(&mut self, _cfg: &mut ExperimentConfig) -> Result<(), iommulab::Error> {
+        self.0.between_runs()
+    }
+
+    fn progress(&mut self, _done: u64, _total: u64) -> std::ops::ControlFlow<()> {
+        self.0.check()
+    }
+}
+
 /// `iommulab bench`: every named configuration in `configs` (default: all six), `repeats`
 /// (1 to 100) times with seeds `seed..seed+repeats`, with `relative_to_disabled` filled. A
 /// `base` that sets `configuration` or `mechanisms` runs that one configuration, as
@@ -259,21 +276,7 @@ pub fn bench(
     base.validate().map_err(PyErrWrap::from)?;
     let base = &*base;
     let stop = Interrupt::new();
-    let results = py.detach(|| -> Result<Vec<RunResult>, iommulab::Error> {
-        let mut out = Vec::new();
-        for &c in &names {
-            for r in 0..repeats {
-                stop.between_runs()?;
-                let cfg = ExperimentConfig {
-                    configuration: c,
-                    ..base.with_seed_offset(u64::from(r))
-                };
-                out.push(run_bench(&cfg, &mut |_, _| stop.check())?);
-            }
-        }
-        RunResult::fill_relative(&mut out);
-        Ok(out)
-    });
+    let results = py.detach(|| run_series(base, &names, repeats, &mut Stoppable(&stop)));
     Ok(results
         .map_err(|e| stop.error(e))?
         .into_iter()

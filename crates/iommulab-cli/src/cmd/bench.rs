@@ -4,7 +4,7 @@ use std::path::Path;
 
 use anyhow::{Context, Result, bail};
 use iommulab::device::DeviceMode;
-use iommulab::experiment::{ExperimentConfig, NamedConfig, RunResult, run_bench};
+use iommulab::experiment::{ExperimentConfig, NamedConfig, RunResult, Series, run_series};
 
 use crate::args::BenchArgs;
 use crate::output::{csv, json_one_or_many, out_flags, prepare_outputs, table, write_outs};
@@ -113,7 +113,8 @@ pub fn base_config(args: &BenchArgs) -> Result<ExperimentConfig> {
     Ok(cfg)
 }
 
-/// Runs every configuration `repeats` times with seeds `seed..seed+repeats`.
+/// Runs every configuration `repeats` times with seeds `seed..seed+repeats`
+/// ([`run_series`]), with a progress bar.
 pub fn run_configs(
     base: &ExperimentConfig,
     configs: &[NamedConfig],
@@ -124,23 +125,33 @@ pub fn run_configs(
         Some(w) if base.duration_s.is_none() => w.ios,
         _ => 0,
     };
-    let mut progress = Progress::new(per_run * configs.len() as u64 * u64::from(repeats), quiet);
-    let mut results = Vec::new();
-    for &c in configs {
-        for r in 0..repeats {
-            let cfg = ExperimentConfig {
-                configuration: c,
-                ..base.with_seed_offset(u64::from(r))
-            };
-            progress.start_run(c.name());
-            let result = run_bench(&cfg, &mut |done, _| progress.update(done))
-                .with_context(|| format!("configuration `{}`", c.name()))?;
-            results.push(result);
-        }
-    }
-    progress.finish();
-    RunResult::fill_relative(&mut results);
+    let mut bar = Bar(Progress::new(
+        per_run * configs.len() as u64 * u64::from(repeats),
+        quiet,
+    ));
+    let results = run_series(base, configs, repeats, &mut bar)?;
+    bar.0.finish();
     Ok(results)
+}
+
+/// The progress bar as a series' hooks.
+struct Bar(Progress);
+
+impl Series for Bar {
+    type Error = anyhow::Error;
+
+    fn start(&mut self, cfg: &mut ExperimentConfig) -> Result<()> {
+        self.0.start_run(cfg.configuration.name());
+        Ok(())
+    }
+
+    fn progress(&mut self, done: u64, _total: u64) -> std::ops::ControlFlow<()> {
+        self.0.update(done)
+    }
+
+    fn failed(&mut self, cfg: &ExperimentConfig, e: iommulab::Error) -> anyhow::Error {
+        anyhow::Error::new(e).context(format!("configuration `{}`", cfg.configuration.name()))
+    }
 }
 
 /// `iommulab bench`.

@@ -1,7 +1,7 @@
 //! Experiments: the configuration schema, the one place configuration enums become types
-//! ([`build`]), the runner that keeps the two clocks, [`RunResult`], and [`record`]: a built-in
-//! workload written out as a trace (it needs the IOVA allocator and the workload registry, so it
-//! lives here, above both).
+//! ([`build`]), the runner that keeps the two clocks, [`RunResult`], a bench [`series`], and
+//! [`record`]: a built-in workload written out as a trace (it needs the IOVA allocator and the
+//! workload registry, so it lives here, above both).
 
 pub mod build;
 pub mod compare;
@@ -13,6 +13,7 @@ pub mod pv_dma;
 pub mod record;
 pub mod result;
 pub mod runner;
+pub mod series;
 
 pub use build::{
     ReplayOptions, WorkloadVisitor, replay_trace, replay_trace_with, run_bench, run_experiment,
@@ -27,3 +28,4 @@ pub use progress::{PROGRESS_EVERY, Progress, no_progress};
 pub use pv_dma::{PvDmaKind, PvDmaRun, PvDmaSpec, run_pv_dma, xen_2007_unit};
 pub use result::{ComponentStats, RunResult};
 pub use runner::RunLabels;
+pub use series::{Plain, Series, run_series};

@@ -11,7 +11,8 @@ use crate::Error;
 use crate::device::DeviceMode;
 use crate::experiment::config::Kernel;
 use crate::experiment::{
-    ExperimentConfig, HardwareConfig, NamedConfig, RunResult, no_progress, run_bench,
+    ExperimentConfig, HardwareConfig, NamedConfig, RunResult, Series, no_progress, run_bench,
+    run_series,
 };
 use crate::hw::cost::{CostModel, CostPreset, PriceSource, VTD_2008_PRICES};
 use crate::hw::cpu_cache::CpuCacheConfig;
@@ -719,7 +720,7 @@ fn sweep_point(
 }
 
 /// Every configuration `repeats` times with seeds `seed..seed+repeats`, `relative_to_disabled`
-/// filled within the batch (as `iommulab bench`).
+/// filled within the batch: `iommulab bench`'s series ([`run_series`]), each run a step.
 fn run_configs(
     base: &ExperimentConfig,
     configs: &[NamedConfig],
@@ -727,26 +728,28 @@ fn run_configs(
     steps: &mut Steps<'_, '_>,
     what: &str,
 ) -> Result<Vec<RunResult>, Error> {
-    let mut results = Vec::new();
-    for &c in configs {
-        for r in 0..repeats {
-            let cfg = ExperimentConfig {
-                configuration: c,
-                // 2.6.26 had no magazines or flush queues: `modern` runs on 6.12's.
-                kernel: if c == NamedConfig::Modern {
-                    Kernel::V6_12
-                } else {
-                    base.kernel
-                },
-                ..base.with_seed_offset(u64::from(r))
-            };
-            let seed = cfg.seed().unwrap_or_default();
-            steps.start(|| format!("{}, seed {seed}{what}", c.name()))?;
-            results.push(run_bench(&cfg, &mut no_progress)?);
+    run_series(base, configs, repeats, &mut PaperRuns { steps, what })
+}
+
+/// Fujita's runs as a bench series: `modern` on 6.12's mechanisms, each run a step.
+struct PaperRuns<'s, 'o, 'a> {
+    steps: &'s mut Steps<'o, 'a>,
+    what: &'s str,
+}
+
+impl Series for PaperRuns<'_, '_, '_> {
+    type Error = Error;
+
+    fn start(&mut self, cfg: &mut ExperimentConfig) -> Result<(), Error> {
+        // 2.6.26 had no magazines or flush queues: `modern` runs on 6.12's.
+        if cfg.configuration == NamedConfig::Modern {
+            cfg.kernel = Kernel::V6_12;
         }
+        let seed = cfg.seed().unwrap_or_default();
+        let (name, what) = (cfg.configuration.name(), self.what);
+        self.steps.start(|| format!("{name}, seed {seed}{what}"))?;
+        Ok(())
     }
-    RunResult::fill_relative(&mut results);
-    Ok(results)
 }
 
 fn mean(v: &[f64]) -> f64 {
