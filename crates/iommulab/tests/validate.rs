@@ -738,6 +738,13 @@ fn committed_lazy_trace() {
         ],
     });
     assert_eq!(r.invalidation, "lazy");
+    let text = r.to_text();
+    assert!(
+        text.contains(
+            "median kernel 256-511, model 256-511; within 511: kernel 60.12%, model 62.92%"
+        ),
+        "{text}"
+    );
     let l = r.lazy.unwrap();
     assert_eq!(
         l.kernel_reuse_distance.buckets,

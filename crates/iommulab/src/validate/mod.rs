@@ -438,6 +438,13 @@ impl ValidateReport {
         }
         if let Some(l) = &self.lazy {
             t.push_str(&format!(
+                "lazy: reuse distance (allocations in the domain between a range's unmap and its next allocation): median kernel {}, model {}; within 511: kernel {}, model {}\n",
+                median_bucket(&l.kernel_reuse_distance),
+                median_bucket(&l.model_reuse_distance),
+                pct(share_below(&l.kernel_reuse_distance, 10)),
+                pct(share_below(&l.model_reuse_distance, 10))
+            ));
+            t.push_str(&format!(
                 "lazy: model cache hits {}, model flushes {} full + {} timer; trace flushes not recorded\n",
                 pct(l.model_cache_hit_fraction),
                 l.model_full_flushes,
@@ -446,6 +453,25 @@ impl ValidateReport {
         }
         t
     }
+}
+
+/// The log2 bucket holding the median value, as text (`256-511`; `-` when empty).
+fn median_bucket(h: &Log2Histogram) -> String {
+    let half = h.total().div_ceil(2);
+    let mut seen = 0;
+    for (i, &n) in h.buckets.iter().enumerate() {
+        seen += n;
+        if n > 0 && seen >= half {
+            return Log2Histogram::label(i);
+        }
+    }
+    "-".to_owned()
+}
+
+/// The fraction of values in buckets below `bucket` (bucket 10: values up to 511).
+fn share_below(h: &Log2Histogram, bucket: usize) -> Option<f64> {
+    let below: u64 = h.buckets.iter().take(bucket).sum();
+    rate(below, h.total())
 }
 
 /// Validates the trace at `path` (Linux ftrace text, optionally `.gz`/`.zst`).
