@@ -41,6 +41,23 @@
 #   yassour-httpd  S1.9's Apache stand-in: busybox httpd in the guest serves static pages over
 #                  the e1000e to curl on the host; strict
 #
+# Three more start tracing from /init (tracefs, as docs/capture.md §2 does on a running
+# system) instead of the command line:
+#
+#   midrun         a user's capture of a running system: the drivers probed and a warm-up
+#                  (fio on both disks, pings, the e1000e's receive ring filled) done with
+#                  tracing off; then tracing on, a shorter fio run on NVMe and virtio-blk and
+#                  iperf3 both ways on the e1000e; strict. Run it with SMP=2.
+#   midrun-tx      also mid-run: the guest sends a TCP stream (iperf3 -R from the host) with
+#                  iperf3 pinned to CPU 0 and every e1000e interrupt on CPU 1, so transmit
+#                  buffers are mapped on CPU 0 and unmapped by the completion on CPU 1; strict
+#   lazy-kprobe    fio's workload, shortened, with iommu.strict=0 and a kprobe on the IOVA
+#                  free path (free_iova_fast: its iova_domain, pfn and size from the argument
+#                  registers) recording every free's moment and CPU; tracing starts in /init
+#                  before the modules load, so every device's probe is in the trace
+#
+# FREE_KPROBE=1 adds the same kprobe to midrun and midrun-tx.
+#
 # The e1000e's peer is the host, through QEMU user networking with restrict=on (the guest can
 # reach nothing; only the host's connections to 127.0.0.1 ports forwarded into the guest
 # pass): IPERF_PORT (default 47362), HTTP_PORT (47363), DONE_PORT (47364). SMP (vCPUs,
@@ -56,8 +73,8 @@ NET_PORT=${NET_PORT:-47361}
 SCENARIO=${SCENARIO:-default}
 case $SCENARIO in
 default) KMETA=linux-image-cloud-amd64 ;;
-probe | fio | lazy | yassour-tcp | yassour-httpd) KMETA=linux-image-amd64 ;;
-*) echo "unknown SCENARIO '$SCENARIO' (default, probe, fio, lazy, yassour-tcp, yassour-httpd)" >&2; exit 2 ;;
+probe | fio | lazy | yassour-tcp | yassour-httpd | midrun | midrun-tx | lazy-kprobe) KMETA=linux-image-amd64 ;;
+*) echo "unknown SCENARIO '$SCENARIO' (default, probe, fio, lazy, yassour-tcp, yassour-httpd, midrun, midrun-tx, lazy-kprobe)" >&2; exit 2 ;;
 esac
 rm -rf "$WORK"
 mkdir -p "$WORK"
@@ -114,7 +131,7 @@ dpkg-deb -x "$DEB" "$WORK/kernel"
 KREL=$(ls "$WORK/kernel/lib/modules")
 VMLINUZ=$WORK/kernel/boot/vmlinuz-$KREL
 MODDIR=$WORK/kernel/lib/modules/$KREL/kernel
-for opt in CONFIG_INTEL_IOMMU=y CONFIG_EVENT_TRACING=y CONFIG_VIRTIO_PCI=y; do
+for opt in CONFIG_INTEL_IOMMU=y CONFIG_EVENT_TRACING=y CONFIG_VIRTIO_PCI=y CONFIG_KPROBE_EVENTS=y; do
     grep -qx "$opt" "$WORK/kernel/boot/config-$KREL" || { echo "$KREL lacks $opt" >&2; exit 1; }
 done
 
@@ -124,11 +141,12 @@ done
 scenario_capture() {
     local SMP=${SMP:-1} MEM=${MEM:-2G}
     local IPERF_PORT=${IPERF_PORT:-47362} HTTP_PORT=${HTTP_PORT:-47363} DONE_PORT=${DONE_PORT:-47364}
-    local STRICT=1 BUF_MB=192
-    [ "$SCENARIO" = lazy ] && STRICT=0
+    local STRICT=1 BUF_MB=192 KPROBE=${FREE_KPROBE:-0}
+    case $SCENARIO in lazy | lazy-kprobe) STRICT=0 ;; esac
+    [ "$SCENARIO" = lazy-kprobe ] && KPROBE=1
     # Per-CPU ring buffer: 192 MiB failed to allocate for a second CPU at boot in a 2 GiB
     # guest ("failed to allocate ring buffer on CPU 1", and the CPU stays offline).
-    case $SCENARIO in probe) BUF_MB=32 ;; fio | lazy) BUF_MB=96 ;; esac
+    case $SCENARIO in probe) BUF_MB=32 ;; fio | lazy | midrun | lazy-kprobe) BUF_MB=96 ;; esac
 
     log "building the initramfs ($SCENARIO)"
     local ROOT=$WORK/initramfs
@@ -152,8 +170,8 @@ scenario_capture() {
     # Dynamically linked tools with the libraries ldd lists, at the same paths.
     local tools=(/usr/sbin/ethtool)
     case $SCENARIO in
-    fio | lazy) tools+=(/usr/bin/fio /usr/bin/iperf3) ;;
-    yassour-tcp) tools+=(/usr/bin/iperf3) ;;
+    fio | lazy | midrun | lazy-kprobe) tools+=(/usr/bin/fio /usr/bin/iperf3) ;;
+    yassour-tcp | midrun-tx) tools+=(/usr/bin/iperf3) ;;
     esac
     local t lib
     for t in "${tools[@]}"; do
@@ -162,7 +180,7 @@ scenario_capture() {
             [ -e "$ROOT$lib" ] || cp --parents -L "$lib" "$ROOT"
         done
     done
-    printf 'SCENARIO=%s\nSMP=%s\n' "$SCENARIO" "$SMP" >"$ROOT/scenario.env"
+    printf 'SCENARIO=%s\nSMP=%s\nKPROBE=%s\nBUF_MB=%s\n' "$SCENARIO" "$SMP" "$KPROBE" "$BUF_MB" >"$ROOT/scenario.env"
     # yassour-httpd's pages: 100 files of 2-64 KiB (sizes from a fixed-seed LCG: 2^k KiB
     # times 1 to 2, k = 1..5), random bytes.
     local i x=2010 base
@@ -192,6 +210,53 @@ say "tracing since boot: tracing_on $(cat $T/tracing_on), clock $(sed 's/.*\[\(.
 say "iommu groups: $(ls /sys/kernel/iommu_groups | wc -l); cpus $(grep -c ^processor /proc/cpuinfo)"
 [ "$(grep -c ^processor /proc/cpuinfo)" = "$SMP" ] || { say "only $(grep -c ^processor /proc/cpuinfo) of $SMP CPUs online"; poweroff -f; }
 
+# Tracing turned on from tracefs on the running system, as docs/capture.md §2 does (the
+# scenarios that do not trace from the command line). KPROBE=1 adds a kprobe on the IOVA
+# free path: in 6.12 every free goes through free_iova_fast(iovad, pfn, size) (strict: from
+# iommu_dma_free_iova; lazy: from the flush queue's fq_ring_free_locked), x86-64 passing the
+# three arguments in rdi, rsi, rdx.
+trace_on() {
+    echo 0 >$T/tracing_on
+    echo $((BUF_MB * 1024)) >$T/buffer_size_kb
+    echo 0 >$T/options/overwrite
+    echo mono >$T/trace_clock
+    echo >$T/trace
+    echo 1 >$T/events/dma/enable
+    echo 1 >$T/events/iommu/map/enable
+    echo 1 >$T/events/iommu/unmap/enable
+    if [ "$KPROBE" = 1 ]; then
+        echo 'p:free_iova_fast free_iova_fast iovad=%di:x64 pfn=%si:x64 size=%dx:u64' >>$T/kprobe_events ||
+            { say "kprobe on free_iova_fast refused"; poweroff -f; }
+        echo 1 >$T/events/kprobes/free_iova_fast/enable
+    fi
+    echo 1 >$T/tracing_on
+    say "tracing on from tracefs: clock $(sed 's/.*\[\(.*\)\].*/\1/' $T/trace_clock), buffer $(cat $T/buffer_size_kb) KiB per CPU, $(grep -c . $T/set_event) events, $(cat $T/options/overwrite) overwrite, kprobes: $(cat $T/kprobe_events)"
+}
+# fio: O_DIRECT, libaio; each job a fixed number of I/Os (so the run's length does not
+# depend on the host's speed); numjobs=2 where there are 2 CPUs to spread over. Arguments:
+# "rw bs iodepth number_ios" specs, run on NVMe then virtio-blk.
+fio_one() { # DEV RW BS IODEPTH NUMBER_IOS
+    r=$(fio --name=j --filename=$1 --direct=1 --ioengine=libaio --thread \
+        --rw=$2 --bs=$3 --iodepth=$4 --number_ios=$5 --size=192M --numjobs=$J \
+        --group_reporting --minimal 2>&1 | awk -F';' '{ print "read " $6 " KiB " $8 " IOPS, write " $47 " KiB " $49 " IOPS" }')
+    say "fio $1 $2 bs=$3 iodepth=$4 number_ios=$5 numjobs=$J: $r"
+}
+fio_runs() {
+    J=1
+    [ "$(grep -c ^processor /proc/cpuinfo)" -gt 1 ] && J=2
+    for dev in /dev/nvme0n1 /dev/vda; do
+        for spec in "$@"; do
+            fio_one $dev $spec
+        done
+    done
+}
+# The shorter run of midrun and lazy-kprobe (each trace a few MB compressed).
+fio_runs_short() {
+    fio_runs "randread 4k 1 500" "randread 4k 32 2000" "randwrite 4k 16 1000" \
+        "randread 16k 8 1000" "randrw 64k 8 500" "randread 1m 2 50"
+}
+
+[ "$SCENARIO" = lazy-kprobe ] && trace_on
 for m in $(cat /modules/order); do insmod /modules/$m.ko; done
 for i in $(seq 1 200); do
     [ -b /dev/vda ] && [ -b /dev/vdb ] && [ -b /dev/nvme0n1 ] && [ -n "$(nic e1000e)" ] && break
@@ -238,25 +303,58 @@ probe)
     ifconfig $E down
     ;;
 fio | lazy)
-    # fio: O_DIRECT, libaio; each job a fixed number of I/Os (so the run's length does not
-    # depend on the host's speed); numjobs=2 where there are 2 CPUs to spread over.
-    J=1
-    [ "$(grep -c ^processor /proc/cpuinfo)" -gt 1 ] && J=2
-    for dev in /dev/nvme0n1 /dev/vda; do
-        for spec in "randread 4k 1 2000" "randread 4k 32 4000" "randwrite 4k 16 2000" \
-            "randread 16k 8 2000" "randrw 64k 8 1000" "randwrite 128k 4 500" "randread 1m 2 200"; do
-            set -- $spec
-            r=$(fio --name=j --filename=$dev --direct=1 --ioengine=libaio --thread \
-                --rw=$1 --bs=$2 --iodepth=$3 --number_ios=$4 --size=192M --numjobs=$J \
-                --group_reporting --minimal 2>&1 | awk -F';' '{ print "read " $6 " KiB " $8 " IOPS, write " $47 " KiB " $49 " IOPS" }')
-            say "fio $dev $1 bs=$2 iodepth=$3 number_ios=$4 numjobs=$J: $r"
-        done
-    done
+    fio_runs "randread 4k 1 2000" "randread 4k 32 4000" "randwrite 4k 16 2000" \
+        "randread 16k 8 2000" "randrw 64k 8 1000" "randwrite 128k 4 500" "randread 1m 2 200"
     vnet_ping
     e1000e_up
     iperf3 -s -p 5201 >/dev/null 2>&1 &
     wait_host
     kill $!
+    ifconfig $E down
+    ;;
+midrun)
+    # The warm-up, untraced: every ring and buffer mapped now is "mapped before tracing".
+    say "warm-up, tracing off"
+    fio_runs "randread 4k 8 500" "randwrite 64k 4 200"
+    ifconfig $V 169.254.77.1 netmask 255.255.0.0 up
+    arp -s 169.254.77.2 52:54:00:00:77:02
+    ping -c 4 -i 0.2 169.254.77.2 >/dev/null 2>&1
+    e1000e_up
+    trace_on
+    fio_runs_short
+    ping -c 8 -i 0.2 -s 1200 169.254.77.2 >/dev/null 2>&1
+    ifconfig $V down
+    iperf3 -s -p 5201 >/dev/null 2>&1 &
+    wait_host
+    kill $!
+    ifconfig $E down
+    ;;
+lazy-kprobe)
+    fio_runs_short
+    vnet_ping
+    e1000e_up
+    iperf3 -s -p 5201 >/dev/null 2>&1 &
+    wait_host
+    kill $!
+    ifconfig $E down
+    ;;
+midrun-tx)
+    e1000e_up
+    # iperf3 and the e1000e's receive (and "other") vectors on CPU 0, its transmit vector on
+    # CPU 1: transmit buffers are mapped on CPU 0 (iperf3's sendmsg, and the ACKs' receive
+    # soft-IRQ sending more), and the transmit-completion interrupt unmaps them on CPU 1.
+    for i in $(grep "$E" /proc/interrupts | cut -d: -f1); do
+        m=1
+        grep "^ *$i:" /proc/interrupts | grep -q -- '-tx-' && m=2
+        echo $m >/proc/irq/$i/smp_affinity
+    done
+    say "e1000e interrupts: $(grep "$E" /proc/interrupts | tr -s ' \n' ' ')"
+    taskset 1 iperf3 -s -1 -p 5201 >/dev/null 2>&1 &
+    P=$!
+    trace_on
+    say "net ready"
+    wait $P
+    say "e1000e interrupts after: $(grep "$E" /proc/interrupts | tr -s ' \n' ' ')"
     ifconfig $E down
     ;;
 yassour-tcp)
@@ -297,6 +395,8 @@ EOF
     truncate -s 1G "$WORK/trace.img"
     truncate -s 256M "$WORK/nvme.img"
     APPEND="console=ttyS0 intel_iommu=on iommu.strict=$STRICT panic=-1 trace_event=dma:*,iommu:map,iommu:unmap trace_buf_size=${BUF_MB}M trace_clock=mono trace_options=nooverwrite"
+    # Tracing from tracefs in /init: the boot buffer stays small until trace_on sizes it.
+    case $SCENARIO in midrun | midrun-tx | lazy-kprobe) APPEND="console=ttyS0 intel_iommu=on iommu.strict=$STRICT panic=-1" ;; esac
     QEMU=(qemu-system-x86_64
         -machine q35 -accel tcg -cpu max -smp "$SMP" -m "$MEM"
         -device intel-iommu,intremap=off
@@ -325,6 +425,19 @@ EOF
             sleep 1
         done
         case $SCENARIO in
+        midrun | lazy-kprobe)
+            # 8 MiB to the guest, then 8 MiB from it, retried as for fio.
+            local dir try
+            for dir in "" -R; do
+                for try in 1 2 3 4 5; do
+                    iperf3 -c 127.0.0.1 -p "$IPERF_PORT" -n 8M $dir >>"$OUT/host.log" 2>&1 && break
+                    sleep 2
+                done
+            done
+            ;;
+        midrun-tx)
+            iperf3 -c 127.0.0.1 -p "$IPERF_PORT" -R -n 32M >>"$OUT/host.log" 2>&1
+            ;;
         fio | lazy)
             # 16 MiB to the guest, then 16 MiB from it. iperf3 3.12's server, right after a
             # test, may drop the next control connection: then try again.
@@ -353,7 +466,7 @@ EOF
             echo "curl: $n of 400 requests answered 200" >>"$OUT/host.log"
             ;;
         esac
-        if [ "$SCENARIO" != yassour-tcp ]; then
+        if [ "$SCENARIO" != yassour-tcp ] && [ "$SCENARIO" != midrun-tx ]; then
             (exec 3<>"/dev/tcp/127.0.0.1/$DONE_PORT" && echo done >&3) || true
         fi
     fi

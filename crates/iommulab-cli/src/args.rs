@@ -501,8 +501,11 @@ pub struct CheckArgs {
 #[derive(Debug, Args)]
 pub struct ValidateArgs {
     /// The trace: Linux ftrace text with iommu:map/unmap and dma: events (`.gz`/`.zst`
-    /// read transparently).
-    pub trace: PathBuf,
+    /// read transparently). Several traces of one boot, in order, are validated as one
+    /// history: the model carries over from each to the next; one report per trace and a
+    /// total.
+    #[arg(required = true, num_args = 1..)]
+    pub trace: Vec<PathBuf>,
     /// The kernel whose allocator to model (Linux 6.x).
     #[arg(long, default_value = "6.12")]
     pub kernel: String,
@@ -516,6 +519,11 @@ pub struct ValidateArgs {
     /// first with its file and line.
     #[arg(long)]
     pub lenient: bool,
+    /// A free of a range the trace never mapped is an error (with --lenient: skipped).
+    /// Without it such a range was mapped before tracing began: it is learned where the
+    /// kernel had it and counted ("mapped before tracing").
+    #[arg(long)]
+    pub strict_trace: bool,
     /// The kernel ran with lazy invalidation (iommu.strict=0): frees go through a modelled
     /// flush queue.
     #[arg(long)]

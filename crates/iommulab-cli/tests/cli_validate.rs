@@ -156,3 +156,78 @@ fn bad_options_are_named_before_the_trace_is_read() {
             );
     }
 }
+
+/// Two traces of one boot: one report each and a total; JSON holds `traces` and `total`.
+/// A range mapped in the first and unmapped in the second is known; alone, the second's
+/// unmap is of a range mapped before tracing (an error only with `--strict-trace`).
+#[test]
+fn several_traces_of_one_boot() {
+    let d = TempDir::new().unwrap();
+    let (a, b) = (d.path().join("a.txt"), d.path().join("b.txt"));
+    std::fs::write(
+        &a,
+        "# tracer: nop\n t-1 [000] ..... 1.000001: map: IOMMU: iova=0x00000000fffff000 - 0x0000000100000000 paddr=0x0000000001000000 size=4096\n t-1 [000] ..... 1.000002: dma_map_page: 0000:00:04.0 dir=TO_DEVICE dma_addr=fffff000 size=4096 phys_addr=1000000 attrs=\n",
+    )
+    .unwrap();
+    std::fs::write(
+        &b,
+        "# tracer: nop\n t-1 [000] ..... 2.000001: unmap: IOMMU: iova=0x00000000fffff000 - 0x0000000100000000 size=4096 unmapped_size=4096\n t-1 [000] ..... 2.000002: dma_unmap_page: 0000:00:04.0 dir=TO_DEVICE dma_addr=fffff000 size=4096 attrs=\n t-1 [000] ..... 2.000003: map: IOMMU: iova=0x00000000fffff000 - 0x0000000100000000 paddr=0x0000000001000000 size=4096\n t-1 [000] ..... 2.000004: dma_map_page: 0000:00:04.0 dir=TO_DEVICE dma_addr=fffff000 size=4096 phys_addr=1000000 attrs=\n",
+    )
+    .unwrap();
+    let out = iommulab()
+        .args(["validate", "--json"])
+        .arg(&a)
+        .arg(&b)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["traces"].as_array().unwrap().len(), 2);
+    assert_eq!(v["traces"][1]["frees"], 1);
+    assert_eq!(v["traces"][1]["mapped_before_tracing"], 0);
+    assert_eq!(v["total"]["trace"], "total");
+    assert_eq!(v["total"]["allocations"], 2);
+    iommulab()
+        .arg("validate")
+        .arg(&a)
+        .arg(&b)
+        .assert()
+        .success()
+        .stdout(
+            predicate::str::contains("a.txt: Linux 6.12")
+                .and(predicate::str::contains("total: Linux 6.12")),
+        );
+    iommulab()
+        .arg("validate")
+        .arg(&b)
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("mapped before tracing"));
+    iommulab()
+        .args(["validate", "--strict-trace"])
+        .arg(&b)
+        .assert()
+        .code(1)
+        .stderr(
+            predicate::str::contains("b.txt:2:").and(predicate::str::contains("--strict-trace")),
+        );
+    // In the wrong order: the second starts before the first.
+    iommulab()
+        .arg("validate")
+        .arg(&b)
+        .arg(&a)
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("in the order they were recorded"));
+    // --lazy without recorded frees says, in one line, that exact rates are not expected.
+    iommulab()
+        .args(["validate", "--lazy"])
+        .arg(&a)
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("exact rates are not expected").count(1));
+}

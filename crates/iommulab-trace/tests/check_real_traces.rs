@@ -82,6 +82,37 @@ fn shipped_traces_are_clean() {
     }
 }
 
+/// Real captures that start mid-run (tracing turned on from tracefs after the drivers
+/// probed and a warm-up, 2 CPUs: traces/README.md): clean by default, with the ranges mapped
+/// before tracing counted; `from_boot` calls their unmaps misuse. `midrun` on its first
+/// 60,000 lines (its pre-trace ranges are unmapped at its end), `midrun-tx` whole.
+/// `lazy-kprobe` traces from before the drivers load, with a `free_iova_fast` kprobe line
+/// per free, and is clean both ways.
+#[test]
+fn real_mid_run_captures_are_clean() {
+    for (name, lines, mid_run) in [
+        ("midrun-6.12.95+deb12-amd64", 60_000, None),
+        ("midrun-tx-6.12.95+deb12-amd64", usize::MAX, Some(true)),
+        ("lazy-kprobe-6.12.95+deb12-amd64", 60_000, Some(false)),
+    ] {
+        let t = text(&traces().join(format!("{name}.txt.zst")), lines);
+        let r = check(&t, &CheckOptions::default());
+        assert!(r.is_clean(), "{name}: {}", r.to_text(5));
+        assert_eq!(r.iommu_pairing, Pairing::Context, "{name}");
+        let Some(mid_run) = mid_run else {
+            continue;
+        };
+        assert_eq!(r.mapped_before_tracing > 0, mid_run, "{name}");
+        let r = check(&t, &from_boot());
+        assert_eq!(
+            r.by_kind.get(&FindingKind::UnmapNotMapped).copied() > Some(0),
+            mid_run,
+            "{name}: {}",
+            r.to_text(3)
+        );
+    }
+}
+
 #[test]
 fn mid_run_captures_are_clean_unless_said_to_be_from_boot() {
     for name in ["fio", "yassour-tcp", "yassour-httpd", "qemu-virtio"] {

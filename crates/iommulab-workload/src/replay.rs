@@ -369,7 +369,10 @@ impl<S: EventSource> TraceWorkload<S> {
             }
             return Ok(());
         }
-        if Some(e.device) == self.iommu_device && self.other_devices {
+        // A `free_iova_fast` kprobe on the `iommu` device is the allocator's free, not an
+        // unmap of the page tables: the unmap was its own record.
+        if Some(e.device) == self.iommu_device && (self.other_devices || e.kind == EventKind::Free)
+        {
             self.report.skipped_iommu_events += 1;
             if matches!(e.kind, EventKind::MapSg | EventKind::UnmapSg) {
                 self.read_segments(e.nents, e.len)?;

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result, bail};
 use iommulab::iova::{ByteRange, DomainConfig};
-use iommulab::validate::{ValidateOptions, validate};
+use iommulab::validate::{ValidateOptions, ValidateReport, validate, validate_many};
 
 use crate::args::ValidateArgs;
 use crate::cmd::check::parse_mask;
@@ -48,6 +48,7 @@ pub fn options(args: &ValidateArgs) -> Result<ValidateOptions> {
         lazy: args.lazy,
         warmup: args.warmup,
         lenient: args.lenient,
+        strict_trace: args.strict_trace,
         domain,
         cpus: args.cpus,
         dma_masks: args
@@ -71,17 +72,34 @@ pub fn options(args: &ValidateArgs) -> Result<ValidateOptions> {
 pub fn run(args: &ValidateArgs) -> Result<ExitCode> {
     let opts = options(args)?;
     opts.check()?;
-    let report = validate(&args.trace, &opts)
-        .with_context(|| format!("validating against {}", args.trace.display()))?;
-    let text = if args.json {
-        let mut t = serde_json::to_string_pretty(&report)?;
-        t.push('\n');
-        t
-    } else if args.lazy {
-        report.to_text() + LAZY_NOTE
-    } else {
-        report.to_text()
+    let (report, mut text) = match args.trace.as_slice() {
+        [one] => {
+            let report = validate(one, &opts)
+                .with_context(|| format!("validating against {}", one.display()))?;
+            let text = if args.json {
+                serde_json::to_string_pretty(&report)? + "\n"
+            } else {
+                report.to_text()
+            };
+            (report, text)
+        }
+        many => {
+            let paths: Vec<&std::path::Path> =
+                many.iter().map(std::path::PathBuf::as_path).collect();
+            let names: Vec<String> = many.iter().map(|p| p.display().to_string()).collect();
+            let multi = validate_many(&paths, &opts)
+                .with_context(|| format!("validating against {}", names.join(", ")))?;
+            let text = if args.json {
+                serde_json::to_string_pretty(&multi)? + "\n"
+            } else {
+                multi.to_text()
+            };
+            (multi.total, text)
+        }
     };
+    if args.lazy && !args.json {
+        text.push_str(lazy_note(&report));
+    }
     crate::print_stdout(&text)?;
     if report.scored == 0 {
         // Not an error of the command's (the report above says what was read): the trace
@@ -91,7 +109,11 @@ pub fn run(args: &ValidateArgs) -> Result<ExitCode> {
             "error: nothing to validate in {}: {} allocations read, none scored after the \
              warm-up ({}); validate needs the IOVA allocations of a Linux trace (dma:* map \
              events with their DMA addresses)",
-            args.trace.display(),
+            args.trace
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", "),
             report.allocations,
             report.warmup
         );
@@ -100,10 +122,20 @@ pub fn run(args: &ValidateArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Under `--lazy` the exact-match rates are low by nature, and the text says so.
-const LAZY_NOTE: &str = "note: low rates are expected with --lazy: the flush queue frees IOVAs \
-when its timer expires, which no tracepoint records, so the model cannot know when each range \
-came back to the allocator (docs/validation.md)\n";
+/// Under `--lazy` without recorded frees the exact-match rates are low by nature, and the
+/// text says so in one line.
+const LAZY_NOTE: &str = "note: exact rates are not expected with --lazy on this trace: the flush \
+queue frees IOVAs when its timer expires, which no tracepoint records (record the frees with a \
+free_iova_fast kprobe: docs/capture.md), so the reuse distances above are the comparison \
+(docs/validation.md)\n";
+
+fn lazy_note(report: &ValidateReport) -> &'static str {
+    if report.recorded_frees > 0 {
+        ""
+    } else {
+        LAZY_NOTE
+    }
+}
 
 #[cfg(test)]
 mod tests {

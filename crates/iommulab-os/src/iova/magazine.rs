@@ -894,6 +894,73 @@ impl<A: IovaAllocator> Magazine<A> {
         Ok(site)
     }
 
+    /// [`Magazine::take_cached`] at magazine granularity, for a model adopting a kernel's
+    /// choice (`iommulab validate`'s one step): the magazine holding `[pfn, pfn + pages)`
+    /// becomes `cpu`'s `loaded` one, then the range is taken from it as `iova_magazine_pop`
+    /// takes a pfn. A kernel CPU only ever allocates from its own magazines, so when the
+    /// model holds the kernel's pick elsewhere, the whole magazine is what the model got
+    /// wrong: the depot's is handed over as `__iova_rcache_get` does (`cpu`'s old `loaded`,
+    /// if it holds ranges, goes to the depot), another CPU's is exchanged with `cpu`'s
+    /// `loaded`, and `cpu`'s own `prev` is swapped in. Nothing is freed or lost.
+    pub fn adopt_cached(
+        &mut self,
+        cpu: CpuId,
+        pfn: Pfn<Iova>,
+        pages: u64,
+    ) -> Result<CacheSite, IovaError> {
+        let not_cached = IovaError::NotFree {
+            pfn: pfn.get(),
+            pages,
+        };
+        let site = self.locate(cpu, pfn, pages).ok_or(not_cached.clone())?;
+        let bin = self
+            .config
+            .bin(self.config.rounded_pages(pages))
+            .ok_or(not_cached)?;
+        let c = self.cpu_index(cpu);
+        match site {
+            CacheSite::Loaded { cpu: o, top } if usize::from(o) == c => {
+                if !top {
+                    // The kernel popped the top of its `loaded`: the ranges the model holds
+                    // above it were not there; they go to the bottom, still cached.
+                    let m = &mut self.cpus[c].bins[bin][0].pfns;
+                    if let Some(i) = m.iter().rposition(|&x| x == pfn.get()) {
+                        let above = m.len() - 1 - i;
+                        m.rotate_right(above);
+                    }
+                }
+            }
+            CacheSite::Prev { cpu: o } if usize::from(o) == c => self.cpus[c].bins[bin].swap(0, 1),
+            CacheSite::Loaded { cpu: o, .. } | CacheSite::Prev { cpu: o } => {
+                let slot = usize::from(matches!(site, CacheSite::Prev { .. }));
+                let theirs =
+                    mem::replace(&mut self.cpus[usize::from(o)].bins[bin][slot], Mag::new(0));
+                let ours = mem::replace(&mut self.cpus[c].bins[bin][0], theirs);
+                self.cpus[usize::from(o)].bins[bin][slot] = ours;
+            }
+            CacheSite::Depot { index } => {
+                let m = self.depot.full[bin].remove(index);
+                self.depot.held -= 1;
+                let old = mem::replace(&mut self.cpus[c].bins[bin][0], m);
+                if old.pfns.is_empty() {
+                    self.depot.recycle(old);
+                } else {
+                    self.depot.push(bin, old);
+                }
+            }
+        }
+        let p = pfn.get();
+        let loaded = &mut self.cpus[c].bins[bin][0];
+        if let Some(i) = loaded.pfns.iter().rposition(|&x| x == p) {
+            loaded.pfns.swap_remove(i);
+        }
+        self.view.allocs += 1;
+        self.view.cache_hits += 1;
+        self.view.magazine_ops += 1;
+        self.sync();
+        Ok(site)
+    }
+
     /// Moves one magazine of size bin `bin` from `from` to `to`: a CPU slot gives up its
     /// magazine (an empty one takes its place) and must be empty to receive one; the depot
     /// gives its top magazine and takes any. What Linux does on `__iova_rcache_insert`'s
@@ -1452,6 +1519,58 @@ mod tests {
         assert_eq!(m.cached_ranges(), 4);
         assert_eq!(m.inner().len(), 6, "taken ranges stay allocated");
         assert!(m.overlapping(Pfn::new(pfns[3]), 1).is_some());
+    }
+
+    /// `adopt_cached` moves the whole magazine holding the range to the CPU's `loaded` slot
+    /// (the depot's is handed over, the old `loaded` going to the depot; another CPU's is
+    /// exchanged), or puts the range on top of `loaded` (the ranges above it go to the
+    /// bottom), then takes the range: the next pop follows the adopted magazine.
+    #[test]
+    fn adopt_cached_takes_the_whole_magazine() {
+        let mut m = mag(1024, 2, 2);
+        let p: Vec<u64> = (0..6)
+            .map(|_| alloc(&mut m, C0, 1, 1024).unwrap())
+            .collect();
+        for &x in &p[..5] {
+            m.free(C0, Pfn::new(x), 1).unwrap();
+        }
+        m.free(C1, Pfn::new(p[5]), 1).unwrap();
+        // CPU 0: loaded [p4], prev [p0 p1]; depot [[p2 p3]]; CPU 1: loaded [p5].
+        assert_eq!(
+            m.adopt_cached(C0, Pfn::new(p[2]), 1),
+            Ok(CacheSite::Depot { index: 0 })
+        );
+        let s = m.snapshot();
+        assert_eq!(s.cpus[0][0], [vec![p[3]], vec![p[0], p[1]]]);
+        assert_eq!(
+            s.depot[0],
+            vec![vec![p[4]]],
+            "the old loaded went to the depot"
+        );
+        assert_eq!(alloc(&mut m, C0, 1, 1024), Some(p[3]));
+        // Another CPU's magazine is exchanged with this CPU's loaded (now empty).
+        assert_eq!(
+            m.adopt_cached(C0, Pfn::new(p[5]), 1),
+            Ok(CacheSite::Loaded { cpu: 1, top: true })
+        );
+        let s = m.snapshot();
+        assert_eq!((s.cpus[0][0][0].len(), s.cpus[1][0][0].len()), (0, 0));
+        // Below the top of this CPU's loaded: the ranges above it go to the bottom.
+        let mut m = mag(1024, 1, 4);
+        let q: Vec<u64> = (0..3)
+            .map(|_| alloc(&mut m, C0, 1, 1024).unwrap())
+            .collect();
+        for &x in &q {
+            m.free(C0, Pfn::new(x), 1).unwrap();
+        }
+        assert_eq!(
+            m.adopt_cached(C0, Pfn::new(q[0]), 1),
+            Ok(CacheSite::Loaded { cpu: 0, top: false })
+        );
+        assert_eq!(m.snapshot().cpus[0][0][0], vec![q[1], q[2]]);
+        assert_eq!(alloc(&mut m, C0, 1, 1024), Some(q[2]));
+        assert_eq!(m.inner().len(), 3, "adopted ranges stay allocated");
+        assert!(m.adopt_cached(C0, Pfn::new(q[0]), 1).is_err());
     }
 
     /// Magazines move between CPUs and the depot; a CPU slot must be empty to receive one.

@@ -18,6 +18,8 @@ pub(super) enum Known {
     Free,
     SyncSingle(EventKind),
     SyncSg(EventKind),
+    /// A kprobe on `free_iova_fast` (docs/capture.md): the IOVA free itself.
+    IovaFree,
 }
 
 /// The importer's view of an event name, with or without its system (`iommu:map`).
@@ -28,7 +30,9 @@ pub(super) fn classify(name: &[u8]) -> Option<Known> {
     };
     let iommu = matches!(system, None | Some(b"iommu"));
     let dma = matches!(system, None | Some(b"dma"));
+    let kprobe = matches!(system, None | Some(b"kprobes"));
     Some(match base {
+        b"free_iova_fast" if kprobe => Known::IovaFree,
         b"map" if iommu => Known::IommuMap,
         b"unmap" if iommu => Known::IommuUnmap,
         b"dma_map_page" | b"dma_map_phys" | b"dma_map_resource" if dma => Known::Map,

@@ -37,6 +37,7 @@
 //! | `dma_free`, `dma_free_pages` | `Free` |
 //! | `dma_sync_single_for_cpu` / `_for_device` | `SyncForCpu` / `SyncForDevice` |
 //! | `dma_sync_sg_for_cpu` / `_for_device` | one `SyncForCpu` / `SyncForDevice`: `dma` = first address, `len` = sum of `sizes`, `nents` = 0 |
+//! | `free_iova_fast`, `kprobes:free_iova_fast` (a kprobe, docs/capture.md) | `Free` on device `iommu`: `dma` = pfn × 4 KiB, `len` = size × 4 KiB, `phys` = the `iova_domain` pointer (`iovad=`, 0 if absent) |
 //!
 //! - `iommu:` events name no device, so they go to a device named [`IOMMU_DEVICE`]
 //!   (`iommu`) and carry direction `None`. Both the pre-5.17 format (`iova=0x… paddr=…`) and
@@ -127,12 +128,15 @@ mod sg;
 
 pub use origin::{IrqContext, LineOrigin};
 
-use fields::{DmaFields, parse_iommu};
+use fields::{DmaFields, parse_iommu, parse_iova_free};
 use lexer::{Head, Known, NonEvent, classify, classify_non_event, parse_head, trim, trim_end};
 use sg::OpenSg;
 
 /// The device name given to `iommu:map`/`iommu:unmap` records, which name no device.
 pub const IOMMU_DEVICE: &str = "iommu";
+
+/// The IOVA granule a `free_iova_fast` kprobe's `pfn` and `size` count in (4 KiB: x86's).
+pub const IOVA_GRANULE: u64 = 4096;
 
 /// The longest line accepted, in bytes (a 128-entry `dma_map_sg` line is about 8 KiB).
 pub const MAX_LINE: u64 = 1 << 20;
@@ -360,6 +364,12 @@ impl<R: BufRead> FtraceReader<R> {
         &self.path
     }
 
+    /// The first imported event's timestamp as the trace printed it, in ns (`time_ns` of
+    /// every record counts from it): traces of one boot share this clock.
+    pub fn first_timestamp_ns(&self) -> Option<u64> {
+        self.first_ts
+    }
+
     /// The number of CPUs the trace's header gave, if it gave one: `#P:N` on the
     /// `# entries-in-buffer/entries-written` line of `/sys/kernel/tracing/trace`, or
     /// `cpus=N` of `trace-cmd report`. Known once the header lines are read.
@@ -478,6 +488,7 @@ impl<R: BufRead> FtraceReader<R> {
             Known::Free => self.dma_alloc_free(&head, EventKind::Free),
             Known::SyncSingle(kind) => self.dma_single(&head, kind, false),
             Known::SyncSg(kind) => self.dma_sync_sg(&head, kind),
+            Known::IovaFree => self.iova_free(&head),
         };
         match outcome {
             Ok(Outcome::Imported) => self.report.imported_lines += 1,
@@ -601,6 +612,19 @@ impl<R: BufRead> FtraceReader<R> {
         let mut e = self.record(head, dev, EventKind::Unmap, TraceDir::None);
         e.dma = Some(f.iova);
         e.len = f.size;
+        self.push(e);
+        Ok(Outcome::Imported)
+    }
+
+    /// A `free_iova_fast` kprobe: the moment and CPU an IOVA range went back to the
+    /// allocator (in lazy mode, the flush queue's later free).
+    fn iova_free<'a>(&mut self, head: &Head<'a>) -> Result<Outcome, Bad<'a>> {
+        let f = parse_iova_free(head.body)?;
+        let dev = self.device(IOMMU_DEVICE.as_bytes())?;
+        let mut e = self.record(head, dev, EventKind::Free, TraceDir::None);
+        e.dma = Some(f.pfn.saturating_mul(IOVA_GRANULE));
+        e.len = f.size.saturating_mul(IOVA_GRANULE);
+        e.phys = Some(f.iovad);
         self.push(e);
         Ok(Outcome::Imported)
     }
@@ -777,6 +801,19 @@ mod tests {
             events.push(e);
         }
         (events, r.header().clone(), r.report())
+    }
+
+    /// The error importing `text` stops at (non-lenient).
+    pub(super) fn import_err(text: &str) -> String {
+        let text = as_file(text);
+        let mut r = FtraceReader::new(text.as_bytes(), "t.txt".into(), FtraceOptions::default());
+        loop {
+            match r.next_event() {
+                Ok(Some(_)) => {}
+                Ok(None) => panic!("no error importing {text:?}"),
+                Err(e) => return e.to_string(),
+            }
+        }
     }
 
     /// The one record of a one-line trace.

@@ -23,6 +23,11 @@
 //!   device joins its default domain, outside the DMA API and the IOVA allocator. It is
 //!   counted, not replayed.
 //!
+//! - A **recorded free** is a `free_iova_fast` kprobe (docs/capture.md): the range's return
+//!   to the allocator, at its own moment and CPU (in lazy mode, the flush queue's). With
+//!   recorded frees a free claimed by its `dma_unmap_*` keeps the `iommu:unmap`'s place: it
+//!   only marks the range unmapped, and the recorded free that follows it does the rest.
+//!
 //! Calls wait in a queue until their device is known and leave it in trace order, so one
 //! domain's allocations and frees reach the model in the order the kernel made them even when
 //! another CPU's or an interrupt's calls come in between.
@@ -45,8 +50,10 @@ pub const MAX_WAITING: usize = 1 << 16;
 pub(super) enum OpKind {
     /// `alloc_iova_fast`.
     Alloc,
-    /// `free_iova_fast` (strict) or `queue_iova` (lazy).
+    /// `free_iova_fast` (strict) or `queue_iova` (lazy); with recorded frees, the unmap.
     Free,
+    /// A recorded `free_iova_fast` (a kprobe): `iovad` names its domain.
+    RecordedFree,
 }
 
 /// Whose a call is.
@@ -72,6 +79,8 @@ pub(super) struct Op {
     /// The line of the run's first `iommu:map`, or of the `iommu:unmap`.
     pub line: u64,
     pub time_ns: u64,
+    /// A recorded free's `struct iova_domain *` (0: not recorded, or another kind).
+    pub iovad: u64,
     owner: Owner,
 }
 
@@ -145,6 +154,8 @@ pub(super) struct Grouper {
     base: u64,
     cpus: Vec<CpuState>,
     lenient: bool,
+    /// The trace records every free (`free_iova_fast` kprobe): see the module doc.
+    recorded_frees: bool,
     pub skipped: Skipped,
     /// Direct mappings seen (see the module doc): not allocations, in either mode.
     pub direct_mappings: u64,
@@ -161,12 +172,13 @@ pub(super) fn error_at(path: &Path, line: u64, expected: &str, found: String) ->
 }
 
 impl Grouper {
-    pub fn new(lenient: bool) -> Self {
+    pub fn new(lenient: bool, recorded_frees: bool) -> Self {
         Grouper {
             queue: VecDeque::with_capacity(1024),
             base: 0,
             cpus: Vec::new(),
             lenient,
+            recorded_frees,
             skipped: Skipped::default(),
             direct_mappings: 0,
         }
@@ -229,6 +241,7 @@ impl Grouper {
                         end,
                         line,
                         time_ns: e.time_ns,
+                        iovad: 0,
                         owner: Owner::Unknown,
                     });
                     let c = self.cpu(e.cpu);
@@ -252,11 +265,24 @@ impl Grouper {
                         end,
                         line,
                         time_ns: e.time_ns,
+                        iovad: 0,
                         owner,
                     });
                     if owner == Owner::Unknown {
                         self.cpu(e.cpu).waiting_frees.push(seq);
                     }
+                }
+                EventKind::Free if self.recorded_frees => {
+                    self.push(Op {
+                        kind: OpKind::RecordedFree,
+                        cpu: e.cpu,
+                        pfn,
+                        end,
+                        line,
+                        time_ns: e.time_ns,
+                        iovad: e.phys.unwrap_or(0),
+                        owner: Owner::Device(e.device),
+                    });
                 }
                 _ => {}
             }
@@ -299,8 +325,15 @@ impl Grouper {
                 let waiting = std::mem::take(&mut self.cpu(cpu).waiting_frees);
                 let mut rest = Vec::with_capacity(waiting.len());
                 let mut claimed = None;
+                let in_place = self.recorded_frees;
                 for &seq in waiting.iter().rev() {
                     match self.at(seq) {
+                        Some(op) if claimed.is_none() && in_place && op.contains(dma) => {
+                            // The recorded free says when the range came back; the unmap
+                            // stays where it was traced, before it.
+                            op.owner = Owner::Device(e.device);
+                            claimed = Some(*op);
+                        }
                         Some(op) if claimed.is_none() && op.contains(dma) => {
                             // `__iommu_dma_unmap` traces `iommu:unmap`, then syncs the IOTLB
                             // and frees the range (`iommu_dma_free_iova`); `dma_unmap_page`
@@ -318,7 +351,9 @@ impl Grouper {
                 }
                 rest.reverse();
                 self.cpu(cpu).waiting_frees = rest;
-                if let Some(op) = claimed {
+                if let Some(op) = claimed
+                    && !in_place
+                {
                     self.push(op);
                     return self.bound(path);
                 }
@@ -359,7 +394,7 @@ impl Grouper {
     fn count_unresolved(&mut self, op: &Op) {
         match op.kind {
             OpKind::Alloc => self.skipped.unclosed_map_runs += 1,
-            OpKind::Free => self.skipped.unclaimed_unmaps += 1,
+            OpKind::Free | OpKind::RecordedFree => self.skipped.unclaimed_unmaps += 1,
         }
     }
 
@@ -427,7 +462,7 @@ fn unresolved_error(path: &Path, op: &Op) -> TraceError {
             "an iommu:map run closed by a dma_map_*/dma_alloc* event of the same CPU (use --lenient to skip it)",
             format!("iommu:map {range}, never closed"),
         ),
-        OpKind::Free => error_at(
+        OpKind::Free | OpKind::RecordedFree => error_at(
             path,
             op.line,
             "an iommu:unmap claimed by a dma_unmap_*/dma_unmap_sg/dma_free event of the same CPU (use --lenient to skip it)",

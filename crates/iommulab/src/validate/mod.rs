@@ -65,6 +65,15 @@ pub struct ValidateOptions {
     pub warmup: f64,
     /// Skip unmatched events and calls, counting them, instead of stopping at the first.
     pub lenient: bool,
+    /// A free of a range the trace never showed mapped is an error (or, with `lenient`,
+    /// skipped). Off by default: a capture that starts mid-run has such frees, and the range
+    /// is learned where the kernel had it and counted as mapped before tracing.
+    pub strict_trace: bool,
+    /// The trace records every IOVA free with a `free_iova_fast` kprobe (docs/capture.md):
+    /// frees are replayed at their recorded moment and CPU, not at the unmap (in lazy mode:
+    /// not through a modelled flush queue). `None`: [`validate`] looks for one (the kprobe
+    /// fires within the flush timeout of an unmap).
+    pub recorded_frees: Option<bool>,
     /// Every domain's setup (start page, aperture, reserved windows, caches).
     pub domain: DomainConfig,
     /// CPUs, when the trace's header does not say (`#P:N`); the header wins otherwise.
@@ -92,6 +101,8 @@ impl Default for ValidateOptions {
             lazy: false,
             warmup: 0.0,
             lenient: false,
+            strict_trace: false,
+            recorded_frees: None,
             domain: DomainConfig::default(),
             cpus: None,
             dma_masks: Vec::new(),
@@ -135,8 +146,10 @@ pub enum MismatchKind {
     FreeInTree,
     /// In this CPU's magazines, but not where the next pop would take from.
     ThisCpuCache,
-    /// In another CPU's magazines or the depot.
+    /// In another CPU's magazines.
     OtherCache,
+    /// In a full magazine in the depot.
+    Depot,
     /// Still in use in the model (allocated, or cached with another size).
     InUse,
     /// In the model's flush queue, not yet freed (lazy mode).
@@ -149,10 +162,11 @@ pub enum MismatchKind {
 
 impl MismatchKind {
     /// Every kind.
-    pub const ALL: [MismatchKind; 7] = [
+    pub const ALL: [MismatchKind; 8] = [
         MismatchKind::FreeInTree,
         MismatchKind::ThisCpuCache,
         MismatchKind::OtherCache,
+        MismatchKind::Depot,
         MismatchKind::InUse,
         MismatchKind::Queued,
         MismatchKind::Reserved,
@@ -165,6 +179,7 @@ impl MismatchKind {
             MismatchKind::FreeInTree => "free_in_tree",
             MismatchKind::ThisCpuCache => "this_cpu_cache",
             MismatchKind::OtherCache => "other_cache",
+            MismatchKind::Depot => "depot",
             MismatchKind::InUse => "in_use",
             MismatchKind::Queued => "queued",
             MismatchKind::Reserved => "reserved",
@@ -312,6 +327,13 @@ pub struct ValidateReport {
     /// Direct mappings left out in either mode: identity `iommu:map` runs no DMA-API call
     /// made (`iommu_create_device_direct_mappings`; group.rs).
     pub direct_mappings: u64,
+    /// Frees of ranges mapped before tracing began (a capture that starts mid-run): each
+    /// was learned where the kernel had it, then freed.
+    pub mapped_before_tracing: u64,
+    /// Frees replayed at their recorded moment and CPU (a `free_iova_fast` kprobe).
+    pub recorded_frees: u64,
+    /// Recorded frees of no range the trace had unmapped (one unmapped before tracing).
+    pub recorded_frees_unmatched: u64,
     /// Lazy mode's extra checks.
     pub lazy: Option<LazyReport>,
     /// Domains and the devices in them.
@@ -402,7 +424,26 @@ impl ValidateReport {
                 self.direct_mappings
             ));
         }
+        if self.mapped_before_tracing > 0 {
+            t.push_str(&format!(
+                "mapped before tracing (freed, never mapped in the trace; learned where the kernel had them): {}\n",
+                self.mapped_before_tracing
+            ));
+        }
+        if self.recorded_frees + self.recorded_frees_unmatched > 0 {
+            t.push_str(&format!(
+                "frees at their recorded moment and CPU (free_iova_fast kprobe): {}; of no range unmapped in the trace: {}\n",
+                self.recorded_frees, self.recorded_frees_unmatched
+            ));
+        }
         if let Some(l) = &self.lazy {
+            t.push_str(&format!(
+                "lazy: reuse distance (allocations in the domain between a range's unmap and its next allocation): median kernel {}, model {}; within 511: kernel {}, model {}\n",
+                median_bucket(&l.kernel_reuse_distance),
+                median_bucket(&l.model_reuse_distance),
+                pct(share_below(&l.kernel_reuse_distance, 10)),
+                pct(share_below(&l.model_reuse_distance, 10))
+            ));
             t.push_str(&format!(
                 "lazy: model cache hits {}, model flushes {} full + {} timer; trace flushes not recorded\n",
                 pct(l.model_cache_hit_fraction),
@@ -414,22 +455,81 @@ impl ValidateReport {
     }
 }
 
+/// The log2 bucket holding the median value, as text (`256-511`; `-` when empty).
+fn median_bucket(h: &Log2Histogram) -> String {
+    let half = h.total().div_ceil(2);
+    let mut seen = 0;
+    for (i, &n) in h.buckets.iter().enumerate() {
+        seen += n;
+        if n > 0 && seen >= half {
+            return Log2Histogram::label(i);
+        }
+    }
+    "-".to_owned()
+}
+
+/// The fraction of values in buckets below `bucket` (bucket 10: values up to 511).
+fn share_below(h: &Log2Histogram, bucket: usize) -> Option<f64> {
+    let below: u64 = h.buckets.iter().take(bucket).sum();
+    rate(below, h.total())
+}
+
 /// Validates the trace at `path` (Linux ftrace text, optionally `.gz`/`.zst`).
 pub fn validate(path: &Path, options: &ValidateOptions) -> Result<ValidateReport> {
     let format = crate::trace::detect(path)?;
     if format != TraceFormat::Ftrace {
-        return Err(TraceError::Unsupported {
-            path: path.to_owned(),
-            what: format!(
-                "validation reads Linux ftrace text (it needs the iommu: events' CPUs and lines), \
-                 and this file is {}",
-                format.describe()
-            ),
-        }
-        .into());
+        return Err(not_ftrace(path, format));
     }
+    let options = with_recorded_frees(&[path], options)?;
     let mut r = crate::trace::open_ftrace(path, options.lenient)?;
-    validate_ftrace(&mut r, options)
+    validate_ftrace(&mut r, &options)
+}
+
+/// `options` with `recorded_frees` decided: as given, else whether the first trace has a
+/// `free_iova_fast` kprobe line within 100,000 lines of its first `iommu:unmap` (the
+/// kprobe fires at the free, at most a flush-queue timeout after the unmap).
+fn with_recorded_frees(paths: &[&Path], options: &ValidateOptions) -> Result<ValidateOptions> {
+    let mut o = options.clone();
+    if o.recorded_frees.is_none() {
+        o.recorded_frees = Some(match paths.first() {
+            Some(p) => records_frees(p)?,
+            None => false,
+        });
+    }
+    Ok(o)
+}
+
+fn records_frees(path: &Path) -> Result<bool> {
+    const AFTER_UNMAP: u64 = 100_000;
+    let mut r = crate::trace::open_text(path)?;
+    let mut line = Vec::with_capacity(256);
+    let mut since_unmap: Option<u64> = None;
+    loop {
+        line.clear();
+        let n = r
+            .read_until(b'\n', &mut line)
+            .map_err(|source| TraceError::Io {
+                path: path.to_owned(),
+                source,
+            })?;
+        if n == 0 {
+            return Ok(false);
+        }
+        let has = |pat: &[u8]| line.windows(pat.len()).any(|w| w == pat);
+        if has(b" free_iova_fast: ") {
+            return Ok(true);
+        }
+        match &mut since_unmap {
+            Some(k) => {
+                *k += 1;
+                if *k > AFTER_UNMAP {
+                    return Ok(false);
+                }
+            }
+            None if has(b" unmap: ") => since_unmap = Some(0),
+            None => {}
+        }
+    }
 }
 
 fn invalid(key: &str, value: impl ToString, expected: &str) -> Error {
@@ -497,18 +597,93 @@ pub fn validate_ftrace<R: BufRead>(
     options: &ValidateOptions,
 ) -> Result<ValidateReport> {
     check_options(options)?;
-    let path = r.path().to_owned();
-    let mut v: Option<Validator> = None;
-    let mut grouper = Grouper::new(options.lenient);
-    let mut cpus_from = String::new();
-    while let Some(e) = r.next_event()? {
-        let header = r.header();
-        let dev = usize::from(e.device);
-        let is_iommu = header.devices.get(dev).is_some_and(|d| d == IOMMU_DEVICE);
-        grouper.event(&e, r.line_number(), is_iommu, &path)?;
-        let v = match &mut v {
-            Some(v) => v,
-            None => {
+    let mut session = Session::default();
+    session.trace(r, options)
+}
+
+/// The reports of several traces of one boot, validated in order as one history.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MultiReport {
+    /// One report per trace, in the order given (each scores its own allocations, with the
+    /// model as the traces before it left it).
+    pub traces: Vec<ValidateReport>,
+    /// Every trace's allocations together (`trace` is "total").
+    pub total: ValidateReport,
+}
+
+impl MultiReport {
+    /// The human-readable report: each trace's, then the total's.
+    pub fn to_text(&self) -> String {
+        let mut t = String::new();
+        for r in &self.traces {
+            t.push_str(&r.to_text());
+            t.push('\n');
+        }
+        t.push_str(&self.total.to_text());
+        t
+    }
+}
+
+/// Validates several traces of one boot (Linux ftrace text, optionally `.gz`/`.zst`), in the
+/// order given: the model's domains, caches and live ranges carry over from each trace to the
+/// next, so a range mapped in one and unmapped in a later one is known. Timestamps are the
+/// traces' own (one boot, one clock).
+pub fn validate_many(paths: &[&Path], options: &ValidateOptions) -> Result<MultiReport> {
+    check_options(options)?;
+    let options = &with_recorded_frees(paths, options)?;
+    let mut session = Session::default();
+    let mut traces = Vec::with_capacity(paths.len());
+    for path in paths {
+        let format = crate::trace::detect(path)?;
+        if format != TraceFormat::Ftrace {
+            return Err(not_ftrace(path, format));
+        }
+        let mut r = crate::trace::open_ftrace(path, options.lenient)?;
+        traces.push(session.trace(&mut r, options)?);
+    }
+    let total = session.total(options)?;
+    Ok(MultiReport { traces, total })
+}
+
+fn not_ftrace(path: &Path, format: TraceFormat) -> Error {
+    TraceError::Unsupported {
+        path: path.to_owned(),
+        what: format!(
+            "validation reads Linux ftrace text (it needs the iommu: events' CPUs and lines), \
+             and this file is {}",
+            format.describe()
+        ),
+    }
+    .into()
+}
+
+/// One or more traces of one boot replayed through one model.
+#[derive(Debug, Default)]
+struct Session {
+    v: Option<Validator>,
+    /// The first trace's first timestamp (ns): later traces' times count from it.
+    origin_ns: Option<u64>,
+    cpus_from: String,
+    skipped: Skipped,
+    direct_mappings: u64,
+}
+
+impl Session {
+    fn trace<R: BufRead>(
+        &mut self,
+        r: &mut FtraceReader<R>,
+        options: &ValidateOptions,
+    ) -> Result<ValidateReport> {
+        let path = r.path().to_owned();
+        let mut grouper = Grouper::new(options.lenient, options.recorded_frees == Some(true));
+        let mark = self.v.as_mut().map(Validator::begin_trace);
+        let mut offset: Option<u64> = None;
+        while let Some(e) = r.next_event()? {
+            let header = r.header();
+            let dev = usize::from(e.device);
+            let is_iommu = header.devices.get(dev).is_some_and(|d| d == IOMMU_DEVICE);
+            grouper.event(&e, r.line_number(), is_iommu, &path)?;
+            if self.v.is_none() {
                 // The header lines are all read by the first event.
                 let (cpus, from) = match (r.header_cpus(), options.cpus) {
                     (Some(n), _) => (n as usize, "the trace's header (#P:N)"),
@@ -518,32 +693,125 @@ pub fn validate_ftrace<R: BufRead>(
                         "the domain config (the trace's header gives none)",
                     ),
                 };
-                cpus_from = from.to_owned();
+                from.clone_into(&mut self.cpus_from);
                 let mut new = Validator::new(options, cpus)?;
                 new.cpus_known = r.header_cpus().is_some() || options.cpus.is_some();
-                v.insert(new)
+                self.v = Some(new);
             }
+            let Some(v) = self.v.as_mut() else {
+                continue;
+            };
+            if offset.is_none() {
+                offset = Some(trace_offset(r, &mut self.origin_ns, v, &path)?);
+            }
+            while let Some(mut op) = grouper.pop_ready() {
+                op.time_ns += offset.unwrap_or(0);
+                v.apply(&op, r.header(), &path, &mut grouper.skipped)?;
+            }
+        }
+        grouper.finish(&path)?;
+        if self.v.is_none() {
+            self.v = Some(Validator::new(
+                options,
+                r.header_cpus().map_or(1, |n| n as usize),
+            )?);
+        }
+        let Some(v) = self.v.as_mut() else {
+            unreachable!("set above");
         };
-        while let Some(op) = grouper.pop_ready() {
+        while let Some(mut op) = grouper.pop_ready() {
+            op.time_ns += offset.unwrap_or(0);
             v.apply(&op, r.header(), &path, &mut grouper.skipped)?;
         }
+        grouper.skipped.malformed_lines = r.report().malformed_skipped;
+        add_skipped(&mut self.skipped, &grouper.skipped);
+        self.direct_mappings += grouper.direct_mappings;
+        Ok(v.report(
+            &path.display().to_string(),
+            mark.unwrap_or_default(),
+            self.cpus_from.clone(),
+            grouper.skipped,
+            grouper.direct_mappings,
+        ))
     }
-    grouper.finish(&path)?;
-    let mut v = match v {
-        Some(v) => v,
-        None => Validator::new(options, r.header_cpus().map_or(1, |n| n as usize))?,
+
+    /// Every trace's allocations as one report.
+    fn total(&mut self, options: &ValidateOptions) -> Result<ValidateReport> {
+        if self.v.is_none() {
+            self.v = Some(Validator::new(options, 1)?);
+        }
+        let Some(v) = self.v.as_mut() else {
+            unreachable!("set above");
+        };
+        Ok(v.report(
+            "total",
+            TraceMark::default(),
+            self.cpus_from.clone(),
+            self.skipped.clone(),
+            self.direct_mappings,
+        ))
+    }
+}
+
+/// How far this trace's times are from the session's first trace's (ns); checks that a later
+/// trace has the first's CPU count and comes after it.
+fn trace_offset<R: BufRead>(
+    r: &FtraceReader<R>,
+    origin: &mut Option<u64>,
+    v: &Validator,
+    path: &Path,
+) -> Result<u64> {
+    let first = r.first_timestamp_ns().unwrap_or(0);
+    let Some(o) = *origin else {
+        *origin = Some(first);
+        return Ok(0);
     };
-    while let Some(op) = grouper.pop_ready() {
-        v.apply(&op, r.header(), &path, &mut grouper.skipped)?;
+    if let Some(n) = r.header_cpus()
+        && n as usize != v.cpus
+    {
+        return Err(error_at(
+            path,
+            r.line_number(),
+            &format!(
+                "a trace of the same boot as the ones before it ({} CPUs)",
+                v.cpus
+            ),
+            format!("#P:{n}"),
+        )
+        .into());
     }
-    grouper.skipped.malformed_lines = r.report().malformed_skipped;
-    Ok(v.finish(
-        &path,
-        r.header(),
-        cpus_from,
-        grouper.skipped,
-        grouper.direct_mappings,
-    ))
+    if first < o {
+        return Err(error_at(
+            path,
+            r.line_number(),
+            "traces of one boot given in the order they were recorded (each starting after the first's start)",
+            format!(
+                "a first timestamp {:.6} s before the first trace's",
+                (o - first) as f64 / 1e9
+            ),
+        )
+        .into());
+    }
+    Ok(first - o)
+}
+
+fn add_skipped(total: &mut Skipped, s: &Skipped) {
+    total.unclosed_map_runs += s.unclosed_map_runs;
+    total.unclaimed_unmaps += s.unclaimed_unmaps;
+    total.map_outside_run += s.map_outside_run;
+    total.unknown_frees += s.unknown_frees;
+    total.overlapping_allocations += s.overlapping_allocations;
+    total.malformed_lines += s.malformed_lines;
+}
+
+/// Where a trace began in a session's counts.
+#[derive(Clone, Copy, Debug, Default)]
+struct TraceMark {
+    allocations: usize,
+    frees: u64,
+    mapped_before_tracing: u64,
+    recorded_frees: u64,
+    recorded_unmatched: u64,
 }
 
 /// A mismatch as recorded while replaying (the device by slot, resolved at the end).
@@ -718,6 +986,7 @@ fn classify(
             CacheSite::Loaded { cpu: c, .. } | CacheSite::Prev { cpu: c } if c == cpu => {
                 MismatchKind::ThisCpuCache
             }
+            CacheSite::Depot { .. } => MismatchKind::Depot,
             _ => MismatchKind::OtherCache,
         };
         return (kind, Some(site));
@@ -761,14 +1030,26 @@ struct Validator {
     /// an error: the model would share caches the machine did not).
     cpus_known: bool,
     frees: u64,
+    /// Frees of ranges mapped before the trace began (learned, not errors).
+    mapped_before_tracing: u64,
+    /// The trace records every free (options.recorded_frees): unmapped ranges wait in
+    /// `released` for theirs.
+    recorded: bool,
+    /// Per domain: ranges unmapped whose recorded free has not come yet.
+    released: Vec<FxHashMap<u64, Live>>,
+    /// Recorded frees' `iova_domain` pointers → domain, learned at the first unambiguous one.
+    iovad_dom: FxHashMap<u64, usize>,
+    recorded_frees: u64,
+    recorded_unmatched: u64,
     lazy: LazyReport,
 }
 
 const OPEN_EXACT: u32 = 1 << 16;
 const ONE_EXACT: u32 = 1 << 17;
-/// Bits 18..21: the open-loop mismatch's kind + 1; 21..24: the one-step one's.
+/// Bits 18..22: the open-loop mismatch's kind + 1; 22..26: the one-step one's.
 const OPEN_KIND_SHIFT: u32 = 18;
-const ONE_KIND_SHIFT: u32 = 21;
+const ONE_KIND_SHIFT: u32 = 22;
+const KIND_MASK: u32 = 0xf;
 
 fn kind_code(k: MismatchKind) -> u32 {
     MismatchKind::ALL
@@ -815,6 +1096,12 @@ impl Validator {
             kept: [0; 2],
             cpus_known: true,
             frees: 0,
+            mapped_before_tracing: 0,
+            recorded: options.recorded_frees == Some(true),
+            released: Vec::new(),
+            iovad_dom: FxHashMap::default(),
+            recorded_frees: 0,
+            recorded_unmatched: 0,
             lazy: LazyReport::default(),
         })
     }
@@ -826,6 +1113,11 @@ impl Validator {
             self.device_slot.resize(i + 1, None);
         }
         if let Some(s) = self.device_slot[i] {
+            return Ok(s);
+        }
+        // A device an earlier trace of the session named.
+        if let Some(s) = self.slots.iter().position(|(n, _)| n == name) {
+            self.device_slot[i] = Some(s);
             return Ok(s);
         }
         let group = self
@@ -848,6 +1140,7 @@ impl Validator {
                     m.last_free.push(FxHashMap::default());
                 }
                 self.live.push(BTreeMap::new());
+                self.released.push(FxHashMap::default());
                 self.kernel_last_free.push(FxHashMap::default());
                 self.domain_allocs.push(0);
                 self.domain_devices.push(Vec::new());
@@ -881,6 +1174,10 @@ impl Validator {
         path: &Path,
         skipped: &mut Skipped,
     ) -> Result<()> {
+        if op.kind == OpKind::RecordedFree {
+            self.recorded_free(op);
+            return Ok(());
+        }
         let name = header
             .devices
             .get(usize::from(op.device()))
@@ -898,7 +1195,7 @@ impl Validator {
         }
         match op.kind {
             OpKind::Alloc => self.alloc(op, slot, dom, &name, path, skipped),
-            OpKind::Free => self.free(op, dom, path, skipped),
+            OpKind::Free | OpKind::RecordedFree => self.free(op, dom, path, skipped),
         }
     }
 
@@ -1017,9 +1314,11 @@ impl Validator {
             }
             let alloc = m.domains[dom].allocator_mut();
             match (kind, site) {
-                (MismatchKind::ThisCpuCache | MismatchKind::OtherCache, Some(_)) => {
-                    alloc.take_cached(cpu, Pfn::new(k), pages).is_ok()
-                }
+                // The kernel's CPU allocated from its own magazine: adopt the magazine.
+                (
+                    MismatchKind::ThisCpuCache | MismatchKind::OtherCache | MismatchKind::Depot,
+                    Some(_),
+                ) => alloc.adopt_cached(cpu, Pfn::new(k), pages).is_ok(),
                 (MismatchKind::FreeInTree, _) => alloc.place(Pfn::new(k), pages).is_ok(),
                 (MismatchKind::Queued, _) => m.fqs[dom].remove(k),
                 _ => false,
@@ -1052,29 +1351,38 @@ impl Validator {
 
     fn free(&mut self, op: &Op, dom: usize, path: &Path, skipped: &mut Skipped) -> Result<()> {
         let k = op.pfn;
-        let Some(l) = self.live[dom].remove(&k) else {
-            if !self.options.lenient {
-                return Err(error_at(
-                    path,
-                    op.line,
-                    "an iommu:unmap of a range the trace mapped (start tracing before the driver maps anything, or use --lenient)",
-                    format!(
-                        "[{:#x}, {:#x}) on CPU {} was never mapped in this trace",
-                        k << SHIFT,
-                        op.end << SHIFT,
-                        op.cpu
-                    ),
-                )
-                .into());
+        let l = match self.live[dom].remove(&k) {
+            Some(l) => l,
+            None if self.options.strict_trace => {
+                if !self.options.lenient {
+                    return Err(error_at(
+                        path,
+                        op.line,
+                        "an iommu:unmap of a range the trace mapped (--strict-trace: start tracing before the driver maps anything, or drop --strict-trace)",
+                        format!(
+                            "[{:#x}, {:#x}) on CPU {} was never mapped in this trace",
+                            k << SHIFT,
+                            op.end << SHIFT,
+                            op.cpu
+                        ),
+                    )
+                    .into());
+                }
+                skipped.unknown_frees += 1;
+                return Ok(());
             }
-            skipped.unknown_frees += 1;
-            return Ok(());
+            None => self.learn_mapped_before_tracing(op, dom),
         };
         self.frees += 1;
         let n = self.domain_allocs[dom];
         let lazy = self.options.lazy;
         if lazy {
             self.kernel_last_free[dom].insert(k, n);
+        }
+        if self.recorded {
+            // Unmapped; back in the allocator at its recorded free.
+            self.released[dom].insert(k, l);
+            return Ok(());
         }
         let cpu = CpuId::new(op.cpu);
         let release = |m: &mut Model, pfn: u64| {
@@ -1100,28 +1408,114 @@ impl Validator {
         Ok(())
     }
 
-    fn finish(
-        mut self,
-        path: &Path,
-        _header: &crate::trace::TraceHeader,
+    /// A recorded free (`free_iova_fast` kprobe): the range unmapped earlier goes back to
+    /// each model's allocator now, on the CPU that freed it. Its domain is the one its
+    /// `iova_domain` pointer was learned for, else the only one with that range unmapped.
+    fn recorded_free(&mut self, op: &Op) {
+        let pfn = op.pfn;
+        let dom = match self.iovad_dom.get(&op.iovad) {
+            Some(&d) => self.released[d].contains_key(&pfn).then_some(d),
+            None => {
+                let mut with =
+                    (0..self.released.len()).filter(|&d| self.released[d].contains_key(&pfn));
+                let first = with.next();
+                if let Some(d) = first
+                    && with.next().is_none()
+                    && op.iovad != 0
+                {
+                    self.iovad_dom.insert(op.iovad, d);
+                }
+                first
+            }
+        };
+        let Some((dom, l)) = dom.and_then(|d| Some((d, self.released[d].remove(&pfn)?))) else {
+            self.recorded_unmatched += 1;
+            return;
+        };
+        self.recorded_frees += 1;
+        let now = op.time_ns;
+        let cpu = CpuId::new(op.cpu);
+        let n = self.domain_allocs[dom];
+        for m in [&mut self.open, &mut self.one] {
+            m.domains[dom].on_tick(Cycles::new(now), self.clock);
+        }
+        if let Some(p) = l.open_pfn {
+            let _ = self.open.domains[dom].free_iova(cpu, Pfn::new(p), l.pages);
+            if self.options.lazy {
+                self.open.last_free[dom].insert(p, n);
+            }
+        }
+        if l.one_held {
+            let _ = self.one.domains[dom].free_iova(cpu, Pfn::new(pfn), l.pages);
+        }
+    }
+
+    /// A range freed that the trace never showed mapped: the kernel mapped it before tracing
+    /// began. Each model takes it where the kernel had it (out of its tree's free space, or
+    /// out of a cache where the model thought it free), so the free that follows puts it
+    /// where the kernel's did; a model that has it in use itself leaves it alone.
+    fn learn_mapped_before_tracing(&mut self, op: &Op, dom: usize) -> Live {
+        self.mapped_before_tracing += 1;
+        let (pfn, pages) = (Pfn::new(op.pfn), op.pages());
+        let cpu = CpuId::new(op.cpu);
+        let hold = |m: &mut Model| {
+            let a = m.domains[dom].allocator_mut();
+            if a.overlapping(pfn, pages).is_none() {
+                a.place(pfn, pages).is_ok()
+            } else {
+                a.take_cached(cpu, pfn, pages).is_ok() || m.fqs[dom].remove(op.pfn)
+            }
+        };
+        let open_held = hold(&mut self.open);
+        let one_held = hold(&mut self.one);
+        Live {
+            pages,
+            open_pfn: open_held.then_some(op.pfn),
+            one_held,
+            line: op.line,
+        }
+    }
+
+    /// Starts another trace of the session: its device table is its own; its first
+    /// mismatches are listed afresh.
+    fn begin_trace(&mut self) -> TraceMark {
+        self.device_slot.clear();
+        self.kept = [0; 2];
+        TraceMark {
+            allocations: self.outcomes.len(),
+            frees: self.frees,
+            mapped_before_tracing: self.mapped_before_tracing,
+            recorded_frees: self.recorded_frees,
+            recorded_unmatched: self.recorded_unmatched,
+        }
+    }
+
+    /// The report of the allocations since `mark`.
+    fn report(
+        &mut self,
+        trace: &str,
+        mark: TraceMark,
         cpus_from: String,
         skipped: Skipped,
         direct_mappings: u64,
     ) -> ValidateReport {
-        let allocations = self.outcomes.len() as u64;
+        let from = mark.allocations.min(self.outcomes.len());
+        let outcomes = &self.outcomes[from..];
+        let allocations = outcomes.len() as u64;
         #[allow(
             clippy::cast_possible_truncation,
             clippy::cast_sign_loss,
             clippy::cast_precision_loss
         )]
         let warm = (self.options.warmup * allocations as f64).ceil() as u64;
-        let scored_range = warm..allocations;
+        let base = from as u64;
+        let scored_range = base + warm..base + allocations;
         let mut devices: Vec<(u64, u64, u64, u64)> = vec![(0, 0, 0, 0); self.slots.len()];
         let (mut open_exact, mut one_exact) = (0, 0);
-        for (i, &o) in self.outcomes.iter().enumerate() {
+        for (i, &o) in outcomes.iter().enumerate() {
             let d = &mut devices[(o & 0xffff) as usize];
             d.0 += 1;
-            if scored_range.contains(&(i as u64)) {
+            if scored_range.contains(&(base + i as u64)) {
                 d.1 += 1;
                 if o & OPEN_EXACT != 0 {
                     d.2 += 1;
@@ -1136,15 +1530,15 @@ impl Validator {
         let scored = scored_range.end - scored_range.start;
         let mut kinds = KindCounts::default();
         let mut scored_mismatches = 0u64;
-        for &o in &self.outcomes[usize::try_from(warm)
+        for &o in &outcomes[usize::try_from(warm)
             .unwrap_or(usize::MAX)
-            .min(self.outcomes.len())..]
+            .min(outcomes.len())..]
         {
             for (shift, map) in [
                 (OPEN_KIND_SHIFT, &mut kinds.open_loop),
                 (ONE_KIND_SHIFT, &mut kinds.one_step),
             ] {
-                if let Some(kind) = kind_of((o >> shift) & 7) {
+                if let Some(kind) = kind_of((o >> shift) & KIND_MASK) {
                     *map.entry(kind).or_insert(0) += 1;
                     scored_mismatches += 1;
                 }
@@ -1152,7 +1546,7 @@ impl Validator {
         }
         let mut listed = Vec::new();
         let mut per_mode_listed = [0usize; 2];
-        for m in std::mem::take(&mut self.mismatches) {
+        for m in &self.mismatches {
             if !scored_range.contains(&m.allocation) {
                 continue;
             }
@@ -1177,6 +1571,7 @@ impl Validator {
         let devices = devices
             .iter()
             .zip(&self.slots)
+            .filter(|((a, ..), _)| *a > 0)
             .map(|(&(a, s, o, e), (name, dom))| DeviceResult {
                 device: name.clone(),
                 domain: *dom,
@@ -1194,7 +1589,7 @@ impl Validator {
                 hits += d.allocator().stats().cache_hits;
                 misses += d.allocator().stats().cache_misses;
             }
-            let mut l = std::mem::take(&mut self.lazy);
+            let mut l = self.lazy.clone();
             l.model_cache_hit_fraction = rate(hits, hits + misses);
             l.model_full_flushes = self.open.fqs.iter().map(|f| f.full_flushes).sum();
             l.model_timer_flushes = self.open.fqs.iter().map(|f| f.timer_flushes).sum();
@@ -1204,13 +1599,13 @@ impl Validator {
         let open_loop = ModeResult::new(open_exact, scored);
         let one_step = ModeResult::new(one_exact, scored);
         ValidateReport {
-            trace: path.display().to_string(),
+            trace: trace.to_owned(),
             kernel: self.options.kernel.clone(),
             invalidation: if self.options.lazy { "lazy" } else { "strict" }.to_owned(),
             cpus: self.cpus,
             cpus_from,
             allocations,
-            frees: self.frees,
+            frees: self.frees - mark.frees,
             warmup: self.options.warmup,
             scored,
             open_loop_rate: open_loop.rate,
@@ -1223,8 +1618,11 @@ impl Validator {
             mismatches_not_listed: not_listed,
             skipped,
             direct_mappings,
+            mapped_before_tracing: self.mapped_before_tracing - mark.mapped_before_tracing,
+            recorded_frees: self.recorded_frees - mark.recorded_frees,
+            recorded_frees_unmatched: self.recorded_unmatched - mark.recorded_unmatched,
             lazy,
-            domains: self.domain_devices,
+            domains: self.domain_devices.clone(),
         }
     }
 }
