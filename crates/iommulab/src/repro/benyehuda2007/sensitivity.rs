@@ -61,6 +61,8 @@ fn points(lo: f64, def: f64, hi: f64) -> Vec<f64> {
 }
 
 type Setter = Box<dyn Fn(&Prices, f64) -> Option<Prices>>;
+/// One swept price: group, field, run's value, range, how to set it.
+type Knob = (&'static str, &'static str, f64, (f64, f64), Setter);
 
 #[expect(
     clippy::cast_precision_loss,
@@ -68,8 +70,8 @@ type Setter = Box<dyn Fn(&Prices, f64) -> Option<Prices>>;
     clippy::cast_sign_loss,
     reason = "cycle prices, rounded"
 )]
-fn knobs() -> Vec<(&'static str, &'static str, f64, (f64, f64), Setter)> {
-    let mut v: Vec<(&'static str, &'static str, f64, (f64, f64), Setter)> = Vec::new();
+fn knobs() -> Vec<Knob> {
+    let mut v: Vec<Knob> = Vec::new();
     let d = Prices::default();
     let int = |s: &PriceSource| s.range.map(|(a, b)| (a as f64, b as f64));
     for s in &SOFTWARE_PRICES {
@@ -93,7 +95,7 @@ fn knobs() -> Vec<(&'static str, &'static str, f64, (f64, f64), Setter)> {
                table: &'static [PriceSource],
                def: TcePrices,
                set: fn(&Prices, TcePrices) -> Prices,
-               v: &mut Vec<(&'static str, &'static str, f64, (f64, f64), Setter)>| {
+               v: &mut Vec<Knob>| {
         for s in table {
             if let (Some(r), Some(x)) = (int(s), def.get(s.field)) {
                 let f = s.field;
