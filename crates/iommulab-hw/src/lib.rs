@@ -45,6 +45,6 @@ pub use fault::{Fault, FaultReason};
 pub use invalidate::{InvRequest, InvalidationInterface};
 pub use iotlb::{Iotlb, IotlbConfig, IotlbStats};
 pub use stats::IommuStats;
-pub use tce::{Calgary, Dart, TceConfig};
+pub use tce::{Calgary, Dart, TceConfig, TcePrices};
 pub use unit::{InvalidationCaps, RemapUnit};
 pub use vtd::{Vtd, VtdConfig};

@@ -18,20 +18,25 @@
 //! all DMA and flush the whole cache (S2.2). Its [`InvalidationCaps`] say so (no page- or
 //! domain-selective invalidation, `flush_needs_quiesce`), and [`Tce::invalidate`] *widens*
 //! any narrower request itself ([`InvalidationCaps::widen`]), so a Calgary run never
-//! invalidates a single entry whatever the flush policy asks; each flush costs
-//! `inv_register_overhead + inv_global` from the cost model plus the quiesce time
-//! ([`TceConfig::quiesce_cycles`]). The deferred flush Linux uses on Calgary (flush only when
-//! the next-fit allocator wraps, S2.4) is the existing `iova/bitmap.rs` allocator with the
-//! `per_lap` flush policy, not something of this unit. DART (U4/CPC945) can invalidate one
-//! entry at a time through a register (Linux's `dart_tlb_invalidate_one`); its caps say
-//! page-selective of order 0 and nothing in between, so a longer range becomes a whole flush
-//! (without quiescing).
+//! invalidates a single entry whatever the flush policy asks; each flush is Linux's
+//! `tce_cache_blast` register sequence ([`TcePrices::calgary_blast`]). The deferred flush
+//! Linux uses on Calgary (flush only when the next-fit allocator wraps, S2.4) is the existing
+//! `iova/bitmap.rs` allocator with the `per_lap` flush policy, not something of this unit;
+//! the per-unmap flush the paper abandoned is the same allocator with the strict policy.
+//! DART (U4/CPC945) invalidates one entry at a time through a register (Linux's
+//! `dart_tlb_invalidate_one`), and Linux does it *in the build*: every mapped entry is
+//! invalidated as it is written, none on free ([`TceFormat::INVALIDATE_ON_BUILD`]); its caps
+//! say page-selective of order 0, so a longer range asked by a flush policy becomes a whole
+//! flush (without quiescing).
 //!
-//! Costs: a TCE write is `pte_set`, a clear `pte_clear`, a miss `walk_fetch` (device side).
-//! Nothing allocates per operation: the table is allocated once per domain.
+//! Costs ([`price`]): a TCE write or clear is a store (`entry_store`), a build adds the
+//! format's `build_sync`, invalidations are MMIO register reads and writes; a miss costs
+//! `walk_fetch` of the cost model (device side). Nothing allocates per operation: the table
+//! is allocated once per domain.
 
 pub mod calgary;
 pub mod dart;
+pub mod price;
 
 use std::fmt::Debug;
 use std::marker::PhantomData;
@@ -50,6 +55,7 @@ use crate::unit::{InvalidationCaps, RemapUnit};
 
 use calgary::CalgaryTce;
 use dart::DartTce;
+pub use price::TcePrices;
 
 /// One TCE format: how an entry is encoded and what the cache can invalidate.
 pub trait TceFormat: Copy + Debug + Default + Send + Sync + 'static {
@@ -63,6 +69,10 @@ pub trait TceFormat: Copy + Debug + Default + Send + Sync + 'static {
     const PAGE_SELECTIVE: Option<u8>;
     /// Whether a whole-cache flush needs DMA quiesced first.
     const FLUSH_NEEDS_QUIESCE: bool;
+    /// Whether Linux's driver invalidates each entry as it builds it (DART on U4).
+    const INVALIDATE_ON_BUILD: bool;
+    /// The unit's prices as Linux drives it ([`price`]).
+    const PRICES: TcePrices;
     /// The raw entry for `frame` with `perm` (`None`: frame out of reach or hub too wide).
     fn encode(frame: Pfn<Hpa>, perm: Perm, hub: u8) -> Option<u64>;
     /// The translation a raw entry holds, `None` if invalid.
@@ -79,6 +89,8 @@ impl TceFormat for CalgaryFormat {
     const RPN_BITS: u32 = calgary::RPN_BITS;
     const PAGE_SELECTIVE: Option<u8> = None;
     const FLUSH_NEEDS_QUIESCE: bool = true;
+    const INVALIDATE_ON_BUILD: bool = false;
+    const PRICES: TcePrices = TcePrices::CALGARY_X460;
     #[inline]
     fn encode(frame: Pfn<Hpa>, perm: Perm, hub: u8) -> Option<u64> {
         CalgaryTce::new(frame, perm, hub).map(CalgaryTce::to_raw)
@@ -99,6 +111,8 @@ impl TceFormat for DartFormat {
     const RPN_BITS: u32 = dart::RPN_BITS;
     const PAGE_SELECTIVE: Option<u8> = Some(0);
     const FLUSH_NEEDS_QUIESCE: bool = false;
+    const INVALIDATE_ON_BUILD: bool = true;
+    const PRICES: TcePrices = TcePrices::DART_CPC945;
     #[inline]
     fn encode(frame: Pfn<Hpa>, perm: Perm, _hub: u8) -> Option<u64> {
         DartTce::new(frame, perm).map(|t| u64::from(t.to_raw()))
@@ -129,11 +143,10 @@ pub struct TceConfig {
     pub iotlb: IotlbConfig,
     /// Fault records kept; later faults are only counted.
     pub fault_log_capacity: usize,
-    /// Cycles to quiesce DMA before a Calgary whole-cache flush (S2.2: "cumbersome and
-    /// lengthy"; the paper gives no number). An estimate, 10,000 cycles (≈ 3 µs: waiting for
-    /// outstanding DMAs), not a fit; 0 on DART, whose flush needs no quiescing.
-    pub quiesce_cycles: u64,
-    /// Cycle costs.
+    /// The unit's per-step prices; `None`: the format's own ([`TcePrices::CALGARY_X460`],
+    /// [`TcePrices::DART_CPC945`]).
+    pub prices: Option<TcePrices>,
+    /// Cycle costs (the clock, and `walk_fetch` for a miss).
     pub cost: CostModel,
 }
 
@@ -144,7 +157,7 @@ impl Default for TceConfig {
             hub_id: 0,
             iotlb: IotlbConfig::default(),
             fault_log_capacity: 256,
-            quiesce_cycles: 10_000,
+            prices: None,
             cost: CostModel::MODERN,
         }
     }
@@ -245,13 +258,20 @@ impl<F: TceFormat> Tce<F> {
         self.table_mut(domain)?.get_mut(start..end).ok_or(out)
     }
 
-    fn charge_flush(&mut self, req: InvRequest) {
-        let c = &self.cfg.cost;
-        let mut cycles = c.inv_register_overhead.saturating_add(req.hw_cost(c));
-        if req == InvRequest::Global && F::FLUSH_NEEDS_QUIESCE {
-            cycles = cycles.saturating_add(self.cfg.quiesce_cycles);
-        }
-        self.cpu.add(cycles);
+    /// The prices in force.
+    pub fn prices(&self) -> TcePrices {
+        self.cfg.prices.unwrap_or(F::PRICES)
+    }
+
+    /// One invalidation as Linux's driver does it: Calgary's quiesce-and-blast, DART's
+    /// register write and polls (one entry or all: the same sequence).
+    fn charge_flush(&mut self) {
+        let p = self.prices();
+        self.cpu.add(if F::FLUSH_NEEDS_QUIESCE {
+            p.calgary_blast()
+        } else {
+            p.dart_invalidate()
+        });
     }
 }
 
@@ -335,7 +355,25 @@ impl<F: TceFormat> RemapUnit for Tce<F> {
             *e = F::encode(hpa.add(i as u64), perm, hub).unwrap_or(0);
         }
         self.stats.pte_sets += pages;
-        self.cpu.add(self.cfg.cost.pte_set.saturating_mul(pages));
+        let p = self.prices();
+        self.cpu.add(
+            p.entry_store
+                .saturating_mul(pages)
+                .saturating_add(p.build_sync),
+        );
+        if F::INVALIDATE_ON_BUILD {
+            // dart_build: each entry built is invalidated at once (so a free needs none).
+            for i in 0..pages {
+                let r = InvRequest::Page {
+                    domain,
+                    pfn: iova.add(i),
+                    order: 0,
+                };
+                self.iotlb.invalidate(r);
+                self.stats.inv_page += 1;
+                self.charge_flush();
+            }
+        }
         Ok(())
     }
     #[inline]
@@ -357,7 +395,8 @@ impl<F: TceFormat> RemapUnit for Tce<F> {
         }
         t.fill(0);
         self.stats.pte_clears += pages;
-        self.cpu.add(self.cfg.cost.pte_clear.saturating_mul(pages));
+        let store = self.prices().entry_store;
+        self.cpu.add(store.saturating_mul(pages));
         Ok(())
     }
     fn after_map(&mut self) {}
@@ -373,7 +412,7 @@ impl<F: TceFormat> RemapUnit for Tce<F> {
                 InvRequest::Page { .. } => self.stats.inv_page += 1,
             }
             self.iotlb.invalidate(r);
-            self.charge_flush(r);
+            self.charge_flush();
         }
     }
     #[inline]
