@@ -21,15 +21,15 @@ use std::path::{Path, PathBuf};
 const LAYERS: &[(&str, &[&str])] = &[
     ("iommulab-base", &[]),
     ("iommulab-hw", &["iommulab-base"]),
+    // PCIe, SR-IOV and the ExpEther bridge: a VF's DMA goes through its host's RemapUnit.
+    ("iommulab-pcie", &["iommulab-base", "iommulab-hw"]),
+    ("iommulab-trace", &["iommulab-base"]),
+    ("iommulab-workload", &["iommulab-base", "iommulab-trace"]),
     // The one driver (`driver/`) runs a `Workload` through the DMA API.
     (
         "iommulab-os",
         &["iommulab-base", "iommulab-hw", "iommulab-workload"],
     ),
-    // PCIe, SR-IOV and the ExpEther bridge: a VF's DMA goes through its host's RemapUnit.
-    ("iommulab-pcie", &["iommulab-base", "iommulab-hw"]),
-    ("iommulab-trace", &["iommulab-base"]),
-    ("iommulab-workload", &["iommulab-base", "iommulab-trace"]),
     // The guest model runs a `Workload`; hit-rate curves read traces.
     (
         "iommulab-virt",
