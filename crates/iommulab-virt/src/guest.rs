@@ -487,7 +487,7 @@ impl<S: GuestStrategy> Hooks<NoIova, Strict, HypercallBackend<S>> for GuestHooks
                     self.probe(api, dev, e.dma, e.len)?;
                 }
             } else {
-                self.probe(api, dev, s.addr(), s.len())?;
+                self.probe(api, dev, s.addr(), s.bytes())?;
             }
         }
         Ok(())

@@ -65,7 +65,7 @@ impl<P: PhysAddr> Slot<P> {
 
     /// A single mapping's length in bytes as mapped.
     #[inline(always)]
-    pub fn len(&self) -> u64 {
+    pub fn bytes(&self) -> u64 {
         self.len
     }
 

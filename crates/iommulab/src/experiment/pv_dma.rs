@@ -367,7 +367,7 @@ impl<U: RemapUnit, S: PvDmaOption> Hooks<Bitmap, PerLap, PvDmaBackend<U, S>> for
         if self.spec.page_flip && dir == DmaDirection::FromDevice && s.sg().is_none() {
             let phys = s.phys();
             let first = phys.pfn(PAGE_4K).get();
-            let n = PAGE_4K.pages_spanned(phys.page_offset(PAGE_4K), s.len());
+            let n = PAGE_4K.pages_spanned(phys.page_offset(PAGE_4K), s.bytes());
             for g in first..first + n {
                 api.backend_mut().flip(Pfn::new(g))?;
             }

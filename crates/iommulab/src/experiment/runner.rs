@@ -396,7 +396,7 @@ fn account<A: IovaAllocator, F: FlushPolicy, U: RemapUnit>(
                 Some(list) => (Some(s.device()), exposure::sg_pages(list), true),
                 None => (
                     Some(s.device()),
-                    exposure::pages_of(s.addr().get(), s.len()),
+                    exposure::pages_of(s.addr().get(), s.bytes()),
                     true,
                 ),
             },
