@@ -6,8 +6,10 @@
 //! | [`flush`] | strict, deferred, per-lap and flush-queue IOTLB flush policies |
 //! | [`dma`] | the DMA API (`map_single`, `map_sg`, ...), its map backends (native; the hypercall one is in the virtualization crate) and the dma-debug checker |
 //! | [`device`] | devices that issue DMA and the one stale-access oracle |
+//! | [`driver`] | the one driver: a workload's ops through a DMA API, a hooks type per system |
 //!
-//! It depends on the base and hardware crates only.
+//! It depends on the base and hardware crates, and on the workload crate for the driver's
+//! input.
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations)]
 
@@ -18,5 +20,6 @@ use iommulab_hw as hw;
 
 pub mod device;
 pub mod dma;
+pub mod driver;
 pub mod flush;
 pub mod iova;

@@ -116,8 +116,9 @@ impl From<PyErrWrap> for PyErr {
             E::Trace(_) | E::Curve(_) => TraceError::new_err(msg),
             E::Virt(_) | E::Guest(_) => VirtError::new_err(msg),
             // A cancelled reproduction re-raises the callback's own exception (see
-            // `reproduce`); a failed self-check is a model bug, not a user error.
-            E::Repro(_) => IommulabError::new_err(msg),
+            // `reproduce`); a failed self-check, like a Xen PV model failure, is a model
+            // bug, not a user error.
+            E::Repro(_) | E::Xen(_) => IommulabError::new_err(msg),
             // A run stopped by `Interrupt` re-raises the signal's own exception; one stopped
             // by `cancel_runs()` (a sweep's Ctrl-C, seen by another thread) lands here.
             E::Cancelled => PyKeyboardInterrupt::new_err(msg),

@@ -5,7 +5,7 @@
 //! (`device::StaleOracle`).
 //!
 //! ```text
-//!  Workload ──► Guest::step ──► DmaApi<NoIova, Strict, HypercallBackend<S>> ──► Host (VT-d)
+//!  Workload ──► Driver ─────►  DmaApi<NoIova, Strict, HypercallBackend<S>> ──► Host (VT-d)
 //!                 │               (Translation::Identity: DMA address = guest-physical)
 //!                 └─ after an unmap the device probes the pages no DMA uses any more
 //!                    (read, then write): each that goes through is a stale access (S1.11)
@@ -23,9 +23,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::addr::{Bdf, DmaDirection, Gpa, Iova, PAGE_4K, Pfn};
 use crate::balloon::QuotaPolicy;
-use crate::dma::{
-    BackendError, DeviceHandle, DmaApi, DmaConfig, DmaError, MapAttrs, SgEntry, Translation,
-};
+use crate::dma::{BackendError, DeviceHandle, DmaApi, DmaConfig, DmaError, Translation};
+use crate::driver::{Driver, Hooks, Slot};
 use crate::flush::Strict;
 use crate::host::{GUEST_DEVICE, Host, HostConfig, InvalidationScope};
 use crate::hw::{CostModel, InvalidationInterface};
@@ -36,6 +35,7 @@ use crate::link::link_load;
 use crate::strategy::{CacheOnly, GuestStrategy, Strategy};
 use crate::workload::{DmaOp, OpSink, Segment, Workload, WorkloadError};
 use crate::{EvictionConfig, Lookahead, MapCacheStats, PageRef};
+use iommulab_os::device::AccessOutcome;
 
 /// One guest's DMA-mapping configuration.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -228,24 +228,22 @@ impl From<DmaError> for GuestError {
 /// The guest's DMA layer: [`DmaApi`] over a [`HypercallBackend`].
 pub type GuestDmaApi<S> = DmaApi<NoIova, Strict, HypercallBackend<S>>;
 
-#[derive(Clone, Debug, Default)]
-struct Slot {
-    /// `map_single`'s DMA address and length, or the sg list.
-    addr: Iova,
-    len: u64,
-    sg: Vec<SgEntry<Gpa>>,
-    is_sg: bool,
-    /// The attributes of the live mapping; `None` when unmapped or refused.
-    mapped: Option<MapAttrs>,
-}
-
-/// One guest running a workload (see the [module docs](self)).
+/// One guest running a workload (see the [module docs](self)): its DMA layer, its device and
+/// what the driver's hooks count.
 #[derive(Debug)]
 pub struct Guest<S: GuestStrategy> {
-    cfg: GuestConfig,
     api: GuestDmaApi<S>,
     dev: DeviceHandle,
-    slots: Vec<Slot>,
+    hooks: GuestHooks,
+}
+
+/// What a guest adds to the driver ([`Hooks`]): its bytes, the clamped map length, a refused
+/// map that leaves the buffer unmapped, S1.11's probes after an unmap, and the quota over
+/// time (S1.7). The in-flight buffers stay mapped at the end (the host's pinned pages then
+/// are part of the result).
+#[derive(Debug)]
+pub struct GuestHooks {
+    cfg: GuestConfig,
     quota: u64,
     bytes: u64,
     tx_bytes: u64,
@@ -253,6 +251,9 @@ pub struct Guest<S: GuestStrategy> {
     stale_writes: u64,
     faulted_accesses: u64,
 }
+
+/// The driver of a guest's workload.
+pub type GuestDriver<'a, S> = Driver<'a, NoIova, Strict, HypercallBackend<S>, GuestHooks>;
 
 /// The requester id the guest's driver binds (the host assigned it as [`GUEST_DEVICE`]).
 const DEVICE: Bdf = GUEST_DEVICE;
@@ -280,16 +281,17 @@ impl<S: GuestStrategy> Guest<S> {
         let mut api = DmaApi::new(dma, backend, NoIova::new(), Strict::new());
         let dev = api.attach(DEVICE)?;
         Ok(Self {
-            quota: cfg.quota,
-            cfg,
             api,
             dev,
-            slots: Vec::new(),
-            bytes: 0,
-            tx_bytes: 0,
-            stale_accesses: 0,
-            stale_writes: 0,
-            faulted_accesses: 0,
+            hooks: GuestHooks {
+                quota: cfg.quota,
+                cfg,
+                bytes: 0,
+                tx_bytes: 0,
+                stale_accesses: 0,
+                stale_writes: 0,
+                faulted_accesses: 0,
+            },
         })
     }
 
@@ -303,172 +305,38 @@ impl<S: GuestStrategy> Guest<S> {
         self.api.backend()
     }
 
+    /// A driver of this guest's device, for a caller that hands it ops one at a time
+    /// ([`Driver::step`]); [`Guest::run`] runs a whole workload.
+    pub fn driver(&mut self, slots: usize) -> GuestDriver<'_, S> {
+        Driver::new(
+            &mut self.api,
+            std::slice::from_ref(&self.dev),
+            slots,
+            &mut self.hooks,
+        )
+    }
+
     /// Runs a whole workload (pending piggybacked unmaps are sent at the end).
     pub fn run<W: Workload<Phys = Gpa>>(&mut self, w: &mut W) -> Result<(), GuestError> {
-        while let Some(op) = w.next_op()? {
-            self.step(w, op)?;
-        }
+        self.driver(w.slots()).run(w)?;
         self.api.backend_mut().flush()
-    }
-
-    fn slot(&mut self, slot: u32) -> &mut Slot {
-        let i = slot as usize;
-        if i >= self.slots.len() {
-            self.slots.resize_with(i + 1, Slot::default);
-        }
-        &mut self.slots[i]
-    }
-
-    /// A refused map leaves the buffer unmapped; anything else is an error.
-    fn mapped<T>(r: Result<T, DmaError>) -> Result<Option<T>, GuestError> {
-        match r {
-            Ok(v) => Ok(Some(v)),
-            Err(DmaError::Backend(BackendError::Refused { .. })) => Ok(None),
-            Err(e) => Err(e.into()),
-        }
-    }
-
-    /// Applies one workload operation.
-    pub fn step<W: Workload<Phys = Gpa>>(
-        &mut self,
-        w: &W,
-        op: DmaOp<Gpa>,
-    ) -> Result<(), GuestError> {
-        match op {
-            DmaOp::Map {
-                slot,
-                cpu,
-                phys,
-                len,
-                dir,
-                dma_alloc,
-                ..
-            } => {
-                self.count_bytes(dir, len);
-                let attrs = MapAttrs { dir, dma_alloc };
-                let len = map_len(phys.get(), len);
-                let r = self.api.map_single_attrs(self.dev, cpu, phys, len, attrs);
-                let addr = Self::mapped(r)?;
-                let s = self.slot(slot);
-                s.is_sg = false;
-                s.addr = addr.unwrap_or_default();
-                s.len = len;
-                s.mapped = addr.map(|_| attrs);
-            }
-            DmaOp::MapSg { slot, cpu, dir, .. } => {
-                let mut sg = std::mem::take(&mut self.slot(slot).sg);
-                sg.clear();
-                for seg in w.sg_segments() {
-                    self.count_bytes(dir, seg.len);
-                    sg.push(SgEntry {
-                        phys: seg.phys,
-                        len: map_len(seg.phys.get(), seg.len),
-                        dma: Iova::default(),
-                    });
-                }
-                let ok = !sg.is_empty()
-                    && Self::mapped(self.api.map_sg(self.dev, cpu, &mut sg, dir))?.is_some();
-                let s = self.slot(slot);
-                s.sg = sg;
-                s.is_sg = true;
-                s.mapped = ok.then_some(MapAttrs {
-                    dir,
-                    dma_alloc: false,
-                });
-            }
-            DmaOp::Access { slot, access } => {
-                if self.cfg.protection_oracle
-                    && self
-                        .slots
-                        .get(slot as usize)
-                        .is_some_and(|s| s.mapped.is_some())
-                {
-                    let s = std::mem::take(&mut self.slots[slot as usize]);
-                    for (addr, len) in Self::extents(&s) {
-                        let out = self.api.device_access(self.dev, addr, len, access)?;
-                        self.faulted_accesses += out.faulted;
-                    }
-                    self.slots[slot as usize] = s;
-                }
-            }
-            DmaOp::Unmap { slot, cpu } => {
-                let Some(s) = self.slots.get_mut(slot as usize) else {
-                    return Ok(());
-                };
-                let Some(attrs) = s.mapped.take() else {
-                    return Ok(());
-                };
-                if s.is_sg {
-                    // The list goes back to its slot afterwards, so its buffer is reused.
-                    let sg = std::mem::take(&mut s.sg);
-                    self.api.unmap_sg(self.dev, cpu, &sg, attrs.dir)?;
-                    if self.cfg.protection_oracle {
-                        for e in &sg {
-                            self.probe(e.dma, e.len)?;
-                        }
-                    }
-                    self.slots[slot as usize].sg = sg;
-                } else {
-                    let (addr, len) = (s.addr, s.len);
-                    self.api
-                        .unmap_single_attrs(self.dev, cpu, addr, len, attrs)?;
-                    if self.cfg.protection_oracle {
-                        self.probe(addr, len)?;
-                    }
-                }
-            }
-            DmaOp::Tick { now_ns } => {
-                if let Some(q) = self.cfg.quota_policy.as_ref().map(|p| p.quota_at(now_ns))
-                    && q != self.quota
-                {
-                    self.set_quota(q)?;
-                }
-            }
-        }
-        Ok(())
     }
 
     /// The host changes the map-cache quota at run time (S1.7; only `on-demand` has one).
     pub fn set_quota(&mut self, quota: u64) -> Result<(), GuestError> {
-        self.quota = quota;
-        self.api.backend_mut().set_quota(quota)
-    }
-
-    /// Counts a buffer's bytes, and as sent if the device reads it.
-    fn count_bytes(&mut self, dir: DmaDirection, len: u64) {
-        self.bytes += len;
-        if matches!(dir, DmaDirection::ToDevice | DmaDirection::Bidirectional) {
-            self.tx_bytes += len;
-        }
-    }
-
-    /// The byte extents of a slot's buffer.
-    fn extents(s: &Slot) -> impl Iterator<Item = (Iova, u64)> + '_ {
-        let single = (!s.is_sg).then_some((s.addr, s.len));
-        single
-            .into_iter()
-            .chain(s.sg.iter().filter(|_| s.is_sg).map(|e| (e.dma, e.len)))
-    }
-
-    /// S1.11's protection check: after the driver's unmap, the device tries to read and then
-    /// to write each page of the buffer `[addr, addr + len)` that no DMA uses any more; each
-    /// page it still reaches through the host IOMMU is a stale access (a stale write if it
-    /// could write).
-    fn probe(&mut self, addr: Iova, len: u64) -> Result<(), GuestError> {
-        let first = addr.pfn(PAGE_4K);
-        for i in 0..PAGE_4K.pages_spanned(addr.page_offset(PAGE_4K), len) {
-            let page = first.add(i).base(PAGE_4K);
-            if let Some((read, write)) = self.api.probe_unmapped(self.dev, page)? {
-                self.stale_accesses += u64::from(read || write);
-                self.stale_writes += u64::from(write);
-            }
-        }
-        Ok(())
+        self.hooks.set_quota(&mut self.api, quota)
     }
 
     /// The result so far.
     pub fn result(&self) -> GuestResult {
-        let b = self.backend();
+        self.hooks.result(&self.api)
+    }
+}
+
+impl GuestHooks {
+    /// The result so far of the guest whose DMA layer is `api`.
+    pub fn result<S: GuestStrategy>(&self, api: &GuestDmaApi<S>) -> GuestResult {
+        let b = api.backend();
         let c = b.counters();
         let s = b.host().stats();
         let setup = b.setup_stats();
@@ -534,6 +402,105 @@ impl<S: GuestStrategy> Guest<S> {
         r.mapping_cpu = l.mapping_cpu;
         r.cpu_demand = l.demand;
         r
+    }
+
+    /// The host changes the map-cache quota at run time (S1.7; only `on-demand` has one).
+    pub fn set_quota<S: GuestStrategy>(
+        &mut self,
+        api: &mut GuestDmaApi<S>,
+        quota: u64,
+    ) -> Result<(), GuestError> {
+        self.quota = quota;
+        api.backend_mut().set_quota(quota)
+    }
+
+    /// S1.11's protection check: after the driver's unmap, the device tries to read and then
+    /// to write each page of the buffer `[addr, addr + len)` that no DMA uses any more; each
+    /// page it still reaches through the host IOMMU is a stale access (a stale write if it
+    /// could write).
+    fn probe<S: GuestStrategy>(
+        &mut self,
+        api: &mut GuestDmaApi<S>,
+        dev: DeviceHandle,
+        addr: Iova,
+        len: u64,
+    ) -> Result<(), GuestError> {
+        let first = addr.pfn(PAGE_4K);
+        for i in 0..PAGE_4K.pages_spanned(addr.page_offset(PAGE_4K), len) {
+            let page = first.add(i).base(PAGE_4K);
+            if let Some((read, write)) = api.probe_unmapped(dev, page)? {
+                self.stale_accesses += u64::from(read || write);
+                self.stale_writes += u64::from(write);
+            }
+        }
+        Ok(())
+    }
+}
+
+impl<S: GuestStrategy> Hooks<NoIova, Strict, HypercallBackend<S>> for GuestHooks {
+    type Error = GuestError;
+
+    // The result reports what the workload did: its buffers still in flight stay mapped.
+    const COMPLETE_AT_END: bool = false;
+
+    /// Counts a buffer's bytes, and as sent if the device reads it; maps at least one byte
+    /// and no more than the page references count ([`map_len`]).
+    #[inline(always)]
+    fn buffer(&mut self, phys: Gpa, len: u64, dir: DmaDirection) -> Result<u64, GuestError> {
+        self.bytes += len;
+        if matches!(dir, DmaDirection::ToDevice | DmaDirection::Bidirectional) {
+            self.tx_bytes += len;
+        }
+        Ok(map_len(phys.get(), len))
+    }
+
+    /// A refused map leaves the buffer unmapped; anything else is an error.
+    #[inline(always)]
+    fn map_failed(&mut self, e: DmaError) -> Result<(), GuestError> {
+        match e {
+            DmaError::Backend(BackendError::Refused { .. }) | DmaError::EmptyScatterlist => Ok(()),
+            e => Err(e.into()),
+        }
+    }
+
+    #[inline(always)]
+    fn device_accesses(&self) -> bool {
+        self.cfg.protection_oracle
+    }
+
+    #[inline(always)]
+    fn accessed(&mut self, out: &AccessOutcome) {
+        self.faulted_accesses += out.faulted;
+    }
+
+    #[inline(always)]
+    fn after_unmap(
+        &mut self,
+        api: &mut GuestDmaApi<S>,
+        dev: DeviceHandle,
+        s: &Slot<Gpa>,
+        _access: &mut AccessOutcome,
+    ) -> Result<(), GuestError> {
+        if self.cfg.protection_oracle {
+            if let Some(list) = s.sg() {
+                for e in list {
+                    self.probe(api, dev, e.dma, e.len)?;
+                }
+            } else {
+                self.probe(api, dev, s.addr(), s.bytes())?;
+            }
+        }
+        Ok(())
+    }
+
+    #[inline(always)]
+    fn tick(&mut self, api: &mut GuestDmaApi<S>, _ios: u64, now_ns: u64) -> Result<(), GuestError> {
+        if let Some(q) = self.cfg.quota_policy.as_ref().map(|p| p.quota_at(now_ns))
+            && q != self.quota
+        {
+            self.set_quota(api, q)?;
+        }
+        Ok(())
     }
 }
 

@@ -30,7 +30,7 @@
 // what its manifest lists, so the compiler enforces the layering (docs/architecture.md).
 use iommulab_base::{addr, clock, hash};
 use iommulab_hw as hw;
-use iommulab_os::{dma, flush, iova};
+use iommulab_os::{dma, driver, flush, iova};
 use iommulab_trace as trace;
 use iommulab_workload as workload;
 
@@ -56,12 +56,12 @@ use crate::addr::{Gpa, Pfn};
 
 pub use balloon::{QuotaPolicy, working_set_pages};
 pub use eviction::{
-    EvictionConfig, EvictionPolicy, Fifo, FifoConfig, Lru, LruConfig, Opt, OptBatch,
-    OptBatchConfig, OptConfig, Prefetch, PrefetchConfig, Slot,
+    CacheSlot, EvictionConfig, EvictionPolicy, Fifo, FifoConfig, Lru, LruConfig, Opt, OptBatch,
+    OptBatchConfig, OptConfig, Prefetch, PrefetchConfig,
 };
 pub use guest::{
-    Guest, GuestConfig, GuestDmaApi, GuestError, GuestResult, PageRun, for_each_guest_page_ref,
-    for_each_guest_page_run, guest_page_refs, run_guest,
+    Guest, GuestConfig, GuestDmaApi, GuestDriver, GuestError, GuestHooks, GuestResult, PageRun,
+    for_each_guest_page_ref, for_each_guest_page_run, guest_page_refs, run_guest,
 };
 pub use host::{Host, HostConfig, InvalidationScope};
 pub use hypercall::{HostStats, Hypercall, HypercallError};

@@ -27,7 +27,7 @@
 
 use std::sync::Arc;
 
-use super::eviction::{EvictionPolicy, Room, Slot};
+use super::eviction::{CacheSlot, EvictionPolicy, Room};
 use super::page_index::PageIndex;
 use super::{Error, Lookahead, Result};
 use crate::addr::{Gpa, Pfn};
@@ -184,7 +184,7 @@ impl Table {
     }
 
     #[inline]
-    fn count(&self, s: Slot) -> u32 {
+    fn count(&self, s: CacheSlot) -> u32 {
         self.refs[s.index()] & COUNT
     }
 
@@ -295,7 +295,7 @@ impl<E: EvictionPolicy> MapCache<E> {
                 self.pinned += 1;
             }
             self.stats.hits += 1;
-            self.policy.on_hit(Slot::new(s), gfn, count == 0);
+            self.policy.on_hit(CacheSlot::new(s), gfn, count == 0);
             return MapOutcome::Hit;
         }
         // Miss: evictions needed to insert one page under the quota.
@@ -322,7 +322,7 @@ impl<E: EvictionPolicy> MapCache<E> {
             self.policy.prefetch(
                 gfn,
                 room,
-                |g| table.find(g.get()).map(|(_, s)| Slot::new(s)),
+                |g| table.find(g.get()).map(|(_, s)| CacheSlot::new(s)),
                 &mut self.ahead,
             );
             for i in 0..self.ahead.len().min(room.total()) {
@@ -368,7 +368,7 @@ impl<E: EvictionPolicy> MapCache<E> {
         let mut evicted = None;
         if count == 1 {
             self.pinned -= 1;
-            self.policy.on_unpin(Slot::new(s), gfn);
+            self.policy.on_unpin(CacheSlot::new(s), gfn);
             if self.len > self.quota {
                 self.evicted.clear();
                 if self.evict_one() {
@@ -455,7 +455,7 @@ impl<E: EvictionPolicy> MapCache<E> {
         if pinned {
             self.pinned += 1;
         }
-        self.policy.on_insert(Slot::new(slot), gfn, pinned);
+        self.policy.on_insert(CacheSlot::new(slot), gfn, pinned);
     }
 
     /// The quota Q.

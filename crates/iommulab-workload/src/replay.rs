@@ -89,7 +89,7 @@ pub struct TraceWorkload<S> {
     singles: AddrMap<u32>,
     /// Scatter-gather mappings by (device, first segment's physical address) → slot.
     sgs: AddrMap<u32>,
-    slots: Slots,
+    slots: FreeSlots,
     sg: Vec<Segment>,
     /// The ops of the last event [`Workload::next_op`] translated (a tick, an unmap and a
     /// map can come from one event) not yet returned, from `ops[pos]` on; reused, so it
@@ -127,7 +127,7 @@ impl<S: EventSource> TraceWorkload<S> {
             next: 0,
             singles: AddrMap::default(),
             sgs: AddrMap::default(),
-            slots: Slots::default(),
+            slots: FreeSlots::default(),
             sg: Vec::new(),
             ops: Vec::new(),
             pos: 0,
@@ -493,12 +493,12 @@ impl<S: EventSource> TraceWorkload<S> {
 /// The slots ops name their mappings by: a freed one is taken again first (last freed
 /// first), else a new one.
 #[derive(Debug, Default)]
-struct Slots {
+struct FreeSlots {
     free: Vec<u32>,
     next: u32,
 }
 
-impl Slots {
+impl FreeSlots {
     #[inline]
     fn take(&mut self) -> u32 {
         self.free.pop().unwrap_or_else(|| {

@@ -17,7 +17,6 @@ use std::hint::black_box;
 
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
 use iommulab::addr::{CpuId, DmaDirection, Gpa};
-use iommulab::testing::ops::OpsWorkload;
 use iommulab::virt::strategy::OnDemand;
 use iommulab::virt::{Batching, Guest, GuestConfig, Lru, LruConfig, run_guest};
 use iommulab::workload::{DmaOp, InGuest, NetperfSend, NetperfSendConfig, Workload};
@@ -91,9 +90,9 @@ fn ops(evs: &[Ev]) -> Vec<DmaOp<Gpa>> {
 }
 
 fn drive(g: &mut Guest<OnDemand<Lru>>, ops: &[DmaOp<Gpa>]) {
-    let w = OpsWorkload::default();
+    let mut d = g.driver(2);
     for &op in ops {
-        g.step(&w, op).unwrap();
+        d.step(op, &[]).unwrap();
     }
 }
 

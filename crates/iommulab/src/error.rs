@@ -39,6 +39,9 @@ pub enum Error {
     /// An I/O page-table error.
     #[error(transparent)]
     Map(#[from] MapError),
+    /// The Xen PV model refused a configuration or failed (a model bug).
+    #[error(transparent)]
+    Xen(#[from] crate::virt::xen::XenError),
     /// A reproduction stopped or failed one of its own checks.
     #[error(transparent)]
     Repro(#[from] ReproError),

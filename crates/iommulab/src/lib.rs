@@ -22,6 +22,7 @@
 //! | [`flush`] | strict, deferred, per-lap and flush-queue IOTLB flush policies |
 //! | [`dma`] | the DMA API (`map_single`, `map_sg`, ...) and the dma-debug checker |
 //! | [`device`] | devices that issue DMA and the stale-access oracle |
+//! | [`driver`] | the one driver: runs a workload through a `DmaApi`, a hooks type per system (bare metal, guest, Xen PV) |
 //! | [`trace`] | DMA traces: event model, native format, CSV, Linux ftrace import, stats |
 //! | [`workload`] | built-in generators of DMA operations, and trace replay ([`workload::TraceWorkload`]) |
 //! | [`pcie`] | TLPs, configuration space, SR-IOV, the ExpEther bridge, multi-root sharing and its timing model (S4.1–S4.4) |
@@ -32,7 +33,7 @@
 //! | [`repro`] | the five papers' reproductions as typed data, each with its claims table ([`repro::claims`]) |
 //!
 //! The modules are layered, each layer its own crate (base → hw → os → virt; base → trace →
-//! workload → virt; this façade, [`experiment`], [`repro`] and [`Error`], on top), so the
+//! workload → os (the driver's input) and virt; this façade, [`experiment`], [`repro`] and [`Error`], on top), so the
 //! compiler refuses a lower layer that reaches up; docs/architecture.md has the map and
 //! `tests/layering.rs` checks the manifests.
 //!
@@ -49,7 +50,7 @@ pub mod validate;
 // The layers, re-exported under the module names the whole code base and its users know.
 pub use iommulab_base::{addr, clock, hash, output, temp};
 pub use iommulab_hw as hw;
-pub use iommulab_os::{device, dma, flush, iova};
+pub use iommulab_os::{device, dma, driver, flush, iova};
 pub use iommulab_pcie as pcie;
 pub use iommulab_trace as trace;
 pub use iommulab_virt as virt;

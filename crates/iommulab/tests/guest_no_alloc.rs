@@ -6,9 +6,8 @@
 //! more driver calls must not allocate at all.
 
 use iommulab::addr::{CpuId, DmaDirection, Gpa};
-use iommulab::testing::ops::OpsWorkload;
 use iommulab::virt::strategy::OnDemand;
-use iommulab::virt::{Batching, Guest, GuestConfig, Lru, LruConfig};
+use iommulab::virt::{Batching, Guest, GuestConfig, GuestDriver, Lru, LruConfig};
 use iommulab::workload::DmaOp;
 
 #[global_allocator]
@@ -16,8 +15,7 @@ static ALLOC: alloc_counter::CountingAlloc = alloc_counter::CountingAlloc::new()
 
 /// Maps and unmaps `pairs` one-page buffers cycling over 3 000 pages (a quota of 1 024, so
 /// the map cache evicts), every 16th buffer mapped twice (nested, a second slot).
-fn allocations_during(g: &mut Guest<OnDemand<Lru>>, from: u64, pairs: u64) -> u64 {
-    let w = OpsWorkload::<Gpa>::default();
+fn allocations_during(d: &mut GuestDriver<'_, OnDemand<Lru>>, from: u64, pairs: u64) -> u64 {
     let cpu = CpuId::new(0);
     let map = |slot, page: u64| DmaOp::Map {
         slot,
@@ -31,12 +29,12 @@ fn allocations_during(g: &mut Guest<OnDemand<Lru>>, from: u64, pairs: u64) -> u6
     let before = alloc_counter::this_thread();
     for i in from..from + pairs {
         let page = (i * 7) % 3000;
-        g.step(&w, map(0, page)).unwrap();
+        d.step(map(0, page), &[]).unwrap();
         if i % 16 == 0 {
-            g.step(&w, map(1, page)).unwrap();
-            g.step(&w, DmaOp::Unmap { slot: 1, cpu }).unwrap();
+            d.step(map(1, page), &[]).unwrap();
+            d.step(DmaOp::Unmap { slot: 1, cpu }, &[]).unwrap();
         }
-        g.step(&w, DmaOp::Unmap { slot: 0, cpu }).unwrap();
+        d.step(DmaOp::Unmap { slot: 0, cpu }, &[]).unwrap();
     }
     alloc_counter::this_thread() - before
 }
@@ -59,8 +57,10 @@ fn guest_path_does_not_allocate_in_steady_state() {
         };
         let s = OnDemand::<Lru>::new(&cfg, &LruConfig::default(), None).unwrap();
         let mut g = Guest::new(cfg, s).unwrap();
-        allocations_during(&mut g, 0, 20_000);
-        let n = allocations_during(&mut g, 20_000, 100_000);
+        let mut d = g.driver(2);
+        allocations_during(&mut d, 0, 20_000);
+        let n = allocations_during(&mut d, 20_000, 100_000);
+        drop(d);
         assert_eq!(
             n, 0,
             "{batching:?}: {n} heap allocations in 100 000 steady-state driver calls"

@@ -20,9 +20,9 @@ use iommulab::testing::ops::OpsWorkload;
 use iommulab::trace::pages::MAX_PAGES_PER_MAP;
 use iommulab::virt::strategy::{Direct, OnDemand, Persistent, Shared, SingleUse};
 use iommulab::virt::{
-    Batching, CacheOnly, EvictionPolicy, Fifo, FifoConfig, Guest, GuestConfig, GuestError,
-    GuestStrategy, Host, HostConfig, Hypercall, Lookahead, Lru, LruConfig, Opt, OptConfig, PageRef,
-    Prefetch, PrefetchConfig, Strategy,
+    Batching, CacheOnly, EvictionPolicy, Fifo, FifoConfig, Guest, GuestConfig, GuestDriver,
+    GuestError, GuestStrategy, Host, HostConfig, Hypercall, Lookahead, Lru, LruConfig, Opt,
+    OptConfig, PageRef, Prefetch, PrefetchConfig, Strategy,
 };
 use iommulab::workload::DmaOp;
 use proptest::prelude::*;
@@ -163,7 +163,7 @@ fn drive<S: GuestStrategy>(ops: &[Op], cfg: &GuestConfig, s: S) -> Result<(), Te
     let fail = |e: GuestError| TestCaseError::fail(e.to_string());
     let (strategy, batching, cache_only) = (cfg.strategy, cfg.batching, cfg.cache_only);
     let mut g = Guest::new(cfg.clone(), s).map_err(fail)?;
-    let w = OpsWorkload::default();
+    let mut d = g.driver(6);
     // Slots the test believes busy (mapped, refused or not, until their unmap).
     let mut busy = [false; 6];
     let mut dirs = [DmaDirection::ToDevice; 6];
@@ -210,13 +210,14 @@ fn drive<S: GuestStrategy>(ops: &[Op], cfg: &GuestConfig, s: S) -> Result<(), Te
                 },
             },
             Op::Quota(nq) => {
-                g.set_quota(nq).map_err(fail)?;
+                let (api, hooks) = d.parts_mut();
+                hooks.set_quota(api, nq).map_err(fail)?;
                 q = nq;
                 continue;
             }
         };
-        let snap = |g: &Guest<S>| {
-            let b = g.backend();
+        let snap = |d: &GuestDriver<'_, S>| {
+            let b = d.api().backend();
             let mut cp = b.strategy().cached_pages();
             cp.sort();
             let pins: Vec<u32> = (0..PAGES)
@@ -224,16 +225,16 @@ fn drive<S: GuestStrategy>(ops: &[Op], cfg: &GuestConfig, s: S) -> Result<(), Te
                 .collect();
             (cp, pins, b.host().stats(), b.pending().clone())
         };
-        let before = snap(&g);
-        let refused_before = g.backend().counters().buffers_refused;
-        g.step(&w, op).map_err(fail)?;
+        let before = snap(&d);
+        let refused_before = d.api().backend().counters().buffers_refused;
+        d.step(op, &[]).map_err(fail)?;
         if let DmaOp::Map { len: 4096, .. } = op
-            && g.backend().counters().buffers_refused > refused_before
+            && d.api().backend().counters().buffers_refused > refused_before
         {
-            prop_assert_eq!(snap(&g), before, "a refused one-page map changed state");
+            prop_assert_eq!(snap(&d), before, "a refused one-page map changed state");
         }
-        let r = g.result();
-        let b = g.backend();
+        let r = d.hooks().result(d.api());
+        let b = d.api().backend();
         prop_assert_eq!(r.hits + r.misses + r.refused, r.maps);
         prop_assert_eq!(r.faulted_accesses, 0);
         b.host().check().map_err(TestCaseError::fail)?;
@@ -262,6 +263,7 @@ fn drive<S: GuestStrategy>(ops: &[Op], cfg: &GuestConfig, s: S) -> Result<(), Te
             _ => {}
         }
     }
+    drop(d);
     let mut w = OpsWorkload::default();
     g.run(&mut w).map_err(fail)?;
     g.backend().host().check().map_err(TestCaseError::fail)?;
@@ -309,7 +311,6 @@ fn a_huge_map_length_is_capped() {
         ..GuestConfig::default()
     };
     let mut g = Guest::new(cfg.clone(), Direct::new(&cfg)).unwrap();
-    let w = OpsWorkload::default();
     let op = DmaOp::Map {
         slot: 0,
         cpu: CpuId::new(0),
@@ -319,7 +320,7 @@ fn a_huge_map_length_is_capped() {
         dir: DmaDirection::ToDevice,
         dma_alloc: false,
     };
-    g.step(&w, op).unwrap();
+    g.driver(1).step(op, &[]).unwrap();
     let c = *g.backend().counters();
     assert_eq!(c.maps, MAX_PAGES_PER_MAP);
     // Pages beyond the 64-page guest are refused, so the buffer is.

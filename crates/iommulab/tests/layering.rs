@@ -6,6 +6,7 @@
 //! base → hw → os ─────────────┐
 //!        hw → pcie ───────────┼──────────→ façade
 //! base → trace → workload ────┴→ virt → façade (iommulab: experiment, repro, Error)
+//!                workload → os (the driver's input)
 //! ```
 //!
 //! Inside the OS crate, the IOVA allocators are pure software (the scaling benchmark and the
@@ -20,11 +21,15 @@ use std::path::{Path, PathBuf};
 const LAYERS: &[(&str, &[&str])] = &[
     ("iommulab-base", &[]),
     ("iommulab-hw", &["iommulab-base"]),
-    ("iommulab-os", &["iommulab-base", "iommulab-hw"]),
     // PCIe, SR-IOV and the ExpEther bridge: a VF's DMA goes through its host's RemapUnit.
     ("iommulab-pcie", &["iommulab-base", "iommulab-hw"]),
     ("iommulab-trace", &["iommulab-base"]),
     ("iommulab-workload", &["iommulab-base", "iommulab-trace"]),
+    // The one driver (`driver/`) runs a `Workload` through the DMA API.
+    (
+        "iommulab-os",
+        &["iommulab-base", "iommulab-hw", "iommulab-workload"],
+    ),
     // The guest model runs a `Workload`; hit-rate curves read traces.
     (
         "iommulab-virt",

@@ -84,7 +84,7 @@ impl Leaf {
 
 /// Where a walk stopped: the entry it read last.
 #[derive(Clone, Copy, Debug)]
-pub struct Slot {
+pub struct PteSlot {
     /// Table frame holding the entry.
     pub table: Pfn<Hpa>,
     /// Entry index in that table.
@@ -151,7 +151,7 @@ impl SlTable {
     /// Walks from the top table towards page `pfn` and stops at the first entry that is not
     /// present or is a leaf. `pfn` must be below [`SlTable::page_limit`].
     #[inline]
-    pub fn find(&self, mem: &TableMemory, pfn: u64) -> Slot {
+    pub fn find(&self, mem: &TableMemory, pfn: u64) -> PteSlot {
         let mut table = self.root;
         let mut level = self.levels;
         let mut fetches = 0;
@@ -160,7 +160,7 @@ impl SlTable {
             let pte = SlPte::from_raw(mem.read(table, i));
             fetches += 1;
             if !pte.present() || is_leaf(pte, level) {
-                return Slot {
+                return PteSlot {
                     table,
                     index: i,
                     level,

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use super::{EvictionPolicy, Slot, SlotList};
+use super::{CacheSlot, CacheSlotList, EvictionPolicy};
 use crate::addr::{Gpa, Pfn};
 use crate::{Lookahead, Result};
 
@@ -24,7 +24,7 @@ pub struct FifoConfig {}
 #[derive(Clone, Debug)]
 pub struct Fifo {
     /// Every cached page, oldest first.
-    queue: SlotList,
+    queue: CacheSlotList,
 }
 
 impl EvictionPolicy for Fifo {
@@ -33,7 +33,7 @@ impl EvictionPolicy for Fifo {
 
     fn new(capacity: usize, _: &FifoConfig, _: Option<Arc<Lookahead>>) -> Result<Self> {
         Ok(Self {
-            queue: SlotList::with_capacity(capacity),
+            queue: CacheSlotList::with_capacity(capacity),
         })
     }
 
@@ -42,23 +42,23 @@ impl EvictionPolicy for Fifo {
     }
 
     #[inline]
-    fn on_insert(&mut self, slot: Slot, _: Pfn<Gpa>, _: bool) {
+    fn on_insert(&mut self, slot: CacheSlot, _: Pfn<Gpa>, _: bool) {
         self.queue.push_back(slot);
     }
 
     #[inline]
-    fn on_hit(&mut self, _: Slot, _: Pfn<Gpa>, _: bool) {}
+    fn on_hit(&mut self, _: CacheSlot, _: Pfn<Gpa>, _: bool) {}
 
     #[inline]
-    fn on_unpin(&mut self, _: Slot, _: Pfn<Gpa>) {}
+    fn on_unpin(&mut self, _: CacheSlot, _: Pfn<Gpa>) {}
 
     #[inline]
-    fn on_remove(&mut self, slot: Slot, _: Pfn<Gpa>) {
+    fn on_remove(&mut self, slot: CacheSlot, _: Pfn<Gpa>) {
         self.queue.remove(slot);
     }
 
     #[inline]
-    fn victim(&mut self, mut evictable: impl FnMut(Slot) -> bool) -> Option<Slot> {
+    fn victim(&mut self, mut evictable: impl FnMut(CacheSlot) -> bool) -> Option<CacheSlot> {
         let mut s = self.queue.front();
         while let Some(x) = s {
             if evictable(x) {
@@ -76,7 +76,7 @@ impl EvictionPolicy for Fifo {
 
 #[cfg(any(test, feature = "test-utils"))]
 impl super::Dump for Fifo {
-    fn dump(&self) -> Vec<Slot> {
+    fn dump(&self) -> Vec<CacheSlot> {
         self.queue.iter().collect()
     }
 }

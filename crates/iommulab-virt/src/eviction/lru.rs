@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use super::{EvictionPolicy, Slot, SlotList};
+use super::{CacheSlot, CacheSlotList, EvictionPolicy};
 use crate::addr::{Gpa, Pfn};
 use crate::{Lookahead, Result};
 
@@ -26,19 +26,19 @@ pub struct LruConfig {}
 #[derive(Clone, Debug)]
 pub struct Lru {
     /// Evictable pages, least recently used first.
-    list: SlotList,
+    list: CacheSlotList,
 }
 
 impl Lru {
     /// Whether the page in `slot` is on the list (evictable).
     #[inline]
-    pub(crate) fn is_evictable(&self, slot: Slot) -> bool {
+    pub(crate) fn is_evictable(&self, slot: CacheSlot) -> bool {
         self.list.contains(slot)
     }
 
     /// The least recently used evictable page for which `ok` holds.
     #[inline]
-    pub(crate) fn first_where(&self, ok: impl Fn(Slot) -> bool) -> Option<Slot> {
+    pub(crate) fn first_where(&self, ok: impl Fn(CacheSlot) -> bool) -> Option<CacheSlot> {
         let mut s = self.list.front();
         while let Some(x) = s {
             if ok(x) {
@@ -56,7 +56,7 @@ impl EvictionPolicy for Lru {
 
     fn new(capacity: usize, _: &LruConfig, _: Option<Arc<Lookahead>>) -> Result<Self> {
         Ok(Self {
-            list: SlotList::with_capacity(capacity),
+            list: CacheSlotList::with_capacity(capacity),
         })
     }
 
@@ -65,31 +65,31 @@ impl EvictionPolicy for Lru {
     }
 
     #[inline]
-    fn on_insert(&mut self, slot: Slot, _: Pfn<Gpa>, pinned: bool) {
+    fn on_insert(&mut self, slot: CacheSlot, _: Pfn<Gpa>, pinned: bool) {
         if !pinned {
             self.list.push_back(slot);
         }
     }
 
     #[inline]
-    fn on_hit(&mut self, slot: Slot, _: Pfn<Gpa>, was_evictable: bool) {
+    fn on_hit(&mut self, slot: CacheSlot, _: Pfn<Gpa>, was_evictable: bool) {
         if was_evictable {
             self.list.remove(slot);
         }
     }
 
     #[inline]
-    fn on_unpin(&mut self, slot: Slot, _: Pfn<Gpa>) {
+    fn on_unpin(&mut self, slot: CacheSlot, _: Pfn<Gpa>) {
         self.list.push_back(slot);
     }
 
     #[inline]
-    fn on_remove(&mut self, slot: Slot, _: Pfn<Gpa>) {
+    fn on_remove(&mut self, slot: CacheSlot, _: Pfn<Gpa>) {
         self.list.remove(slot);
     }
 
     #[inline]
-    fn victim(&mut self, mut evictable: impl FnMut(Slot) -> bool) -> Option<Slot> {
+    fn victim(&mut self, mut evictable: impl FnMut(CacheSlot) -> bool) -> Option<CacheSlot> {
         let v = self.list.front();
         debug_assert!(v.is_none_or(&mut evictable), "LRU list holds a pinned page");
         v
@@ -102,7 +102,7 @@ impl EvictionPolicy for Lru {
 
 #[cfg(any(test, feature = "test-utils"))]
 impl super::Dump for Lru {
-    fn dump(&self) -> Vec<Slot> {
+    fn dump(&self) -> Vec<CacheSlot> {
         self.list.iter().collect()
     }
 }

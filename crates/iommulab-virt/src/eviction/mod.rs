@@ -10,7 +10,7 @@
 //! | [`opt_batch`] | [`OptBatch`]: OPT victims + map the next distinct future pages (§2.3) | offline | O(log n) + O(batch log batch) per miss |
 //! | [`prefetch`] | [`Prefetch`]: LRU victims + map frequent followers (§2.5, §3.3) | online | O(1) + O(max_batch) per miss |
 //!
-//! Policies address cached pages by [`Slot`], the map cache's stable index of the page's
+//! Policies address cached pages by [`CacheSlot`], the map cache's stable index of the page's
 //! entry, so per-page policy state lives in plain vectors indexed by slot (an LRU list costs
 //! 8 bytes per page, no hashing). The page number comes along for policies that key on it.
 //!
@@ -48,9 +48,9 @@ pub use prefetch::{Prefetch, PrefetchConfig};
 /// another page afterwards. Slots are dense: `0..` the number of slots reserved through
 /// [`EvictionPolicy::reserve`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct Slot(u32);
+pub struct CacheSlot(u32);
 
-impl Slot {
+impl CacheSlot {
     /// Wraps a raw index (the map cache hands these out; tests may build their own).
     pub const fn new(index: u32) -> Self {
         Self(index)
@@ -126,21 +126,21 @@ pub trait EvictionPolicy: Sized {
 
     /// `gfn` entered the cache in `slot`, pinned (the missing page) or evictable (a
     /// prefetched page). The caller guarantees `slot` is not tracked.
-    fn on_insert(&mut self, slot: Slot, gfn: Pfn<Gpa>, pinned: bool);
+    fn on_insert(&mut self, slot: CacheSlot, gfn: Pfn<Gpa>, pinned: bool);
 
     /// A map hit on the page in `slot`; `was_evictable` says it was in E (refcount 0) and
     /// is now pinned.
-    fn on_hit(&mut self, slot: Slot, gfn: Pfn<Gpa>, was_evictable: bool);
+    fn on_hit(&mut self, slot: CacheSlot, gfn: Pfn<Gpa>, was_evictable: bool);
 
     /// The page's refcount dropped to 0: it joins E (stays mapped).
-    fn on_unpin(&mut self, slot: Slot, gfn: Pfn<Gpa>);
+    fn on_unpin(&mut self, slot: CacheSlot, gfn: Pfn<Gpa>);
 
     /// The page in `slot` left the cache (evicted); forget it.
-    fn on_remove(&mut self, slot: Slot, gfn: Pfn<Gpa>);
+    fn on_remove(&mut self, slot: CacheSlot, gfn: Pfn<Gpa>);
 
     /// The next page to evict: a slot for which `evictable` is true, or `None` if every
     /// tracked page is pinned. Does not remove it (the cache calls `on_remove`).
-    fn victim(&mut self, evictable: impl FnMut(Slot) -> bool) -> Option<Slot>;
+    fn victim(&mut self, evictable: impl FnMut(CacheSlot) -> bool) -> Option<CacheSlot>;
 
     /// Extra pages to map in the hypercall that maps the missing page `missing` (already
     /// inserted and pinned), in order; `cached` returns the slot of a cached page (`None`:
@@ -152,7 +152,7 @@ pub trait EvictionPolicy: Sized {
         &mut self,
         missing: Pfn<Gpa>,
         room: Room,
-        cached: impl Fn(Pfn<Gpa>) -> Option<Slot>,
+        cached: impl Fn(Pfn<Gpa>) -> Option<CacheSlot>,
         out: &mut Vec<Pfn<Gpa>>,
     ) {
         let _ = (missing, room, cached, out);
@@ -181,7 +181,7 @@ pub trait Dump {
     /// The policy's candidates, next victim first. May include pinned pages (FIFO keeps
     /// them in its queue and skips them); [`crate::MapCache::eviction_order`] filters
     /// those out.
-    fn dump(&self) -> Vec<Slot>;
+    fn dump(&self) -> Vec<CacheSlot>;
 }
 
 /// The eviction policy of a run, as configured (TOML `[eviction] kind = "lru"`).
@@ -284,22 +284,22 @@ macro_rules! with_eviction {
     };
 }
 
-/// "No link" in a [`SlotList`].
+/// "No link" in a [`CacheSlotList`].
 const NIL: u32 = u32::MAX;
 /// `prev` of a slot that is not in the list.
 const DETACHED: u32 = u32::MAX - 1;
 
 /// An intrusive doubly-linked list of slots (FIFO order, LRU recency): 8 bytes per slot,
-/// O(1) push, remove and front, no allocation after [`SlotList::reserve`].
+/// O(1) push, remove and front, no allocation after [`CacheSlotList::reserve`].
 #[derive(Clone, Debug, Default)]
-pub(crate) struct SlotList {
+pub(crate) struct CacheSlotList {
     /// `[prev, next]` per slot; `prev == DETACHED` when the slot is not in the list.
     links: Vec<[u32; 2]>,
     head: u32,
     tail: u32,
 }
 
-impl SlotList {
+impl CacheSlotList {
     pub(crate) fn with_capacity(slots: usize) -> Self {
         let mut l = Self {
             links: Vec::new(),
@@ -326,12 +326,12 @@ impl SlotList {
     }
 
     #[inline]
-    pub(crate) fn contains(&self, s: Slot) -> bool {
+    pub(crate) fn contains(&self, s: CacheSlot) -> bool {
         self.links.get(s.index()).is_some_and(|l| l[0] != DETACHED)
     }
 
     #[inline]
-    pub(crate) fn push_back(&mut self, s: Slot) {
+    pub(crate) fn push_back(&mut self, s: CacheSlot) {
         let i = s.index();
         self.grow_to(i);
         debug_assert!(!self.contains(s), "slot {i} linked twice");
@@ -346,7 +346,7 @@ impl SlotList {
 
     /// Unlinks `s`; no-op if it is not in the list.
     #[inline]
-    pub(crate) fn remove(&mut self, s: Slot) {
+    pub(crate) fn remove(&mut self, s: CacheSlot) {
         if !self.contains(s) {
             return;
         }
@@ -365,18 +365,18 @@ impl SlotList {
     }
 
     #[inline]
-    pub(crate) fn front(&self) -> Option<Slot> {
-        (self.head != NIL).then_some(Slot(self.head))
+    pub(crate) fn front(&self) -> Option<CacheSlot> {
+        (self.head != NIL).then_some(CacheSlot(self.head))
     }
 
     #[inline]
-    pub(crate) fn next(&self, s: Slot) -> Option<Slot> {
+    pub(crate) fn next(&self, s: CacheSlot) -> Option<CacheSlot> {
         let n = self.links[s.index()][1];
-        (n != NIL).then_some(Slot(n))
+        (n != NIL).then_some(CacheSlot(n))
     }
 
     #[cfg(any(test, feature = "test-utils"))]
-    pub(crate) fn iter(&self) -> impl Iterator<Item = Slot> + '_ {
+    pub(crate) fn iter(&self) -> impl Iterator<Item = CacheSlot> + '_ {
         std::iter::successors(self.front(), move |&s| self.next(s))
     }
 
@@ -391,18 +391,18 @@ mod tests {
 
     #[test]
     fn slot_list_keeps_order_and_unlinks_anywhere() {
-        let mut l = SlotList::with_capacity(4);
+        let mut l = CacheSlotList::with_capacity(4);
         for i in [2, 0, 3, 1] {
-            l.push_back(Slot(i));
+            l.push_back(CacheSlot(i));
         }
-        l.remove(Slot(3));
-        l.remove(Slot(3)); // no-op
-        assert_eq!(l.iter().map(Slot::get).collect::<Vec<_>>(), [2, 0, 1]);
-        l.remove(Slot(2));
-        l.remove(Slot(1));
-        assert_eq!(l.iter().map(Slot::get).collect::<Vec<_>>(), [0]);
-        l.push_back(Slot(7)); // grows on demand
-        assert_eq!(l.iter().map(Slot::get).collect::<Vec<_>>(), [0, 7]);
+        l.remove(CacheSlot(3));
+        l.remove(CacheSlot(3)); // no-op
+        assert_eq!(l.iter().map(CacheSlot::get).collect::<Vec<_>>(), [2, 0, 1]);
+        l.remove(CacheSlot(2));
+        l.remove(CacheSlot(1));
+        assert_eq!(l.iter().map(CacheSlot::get).collect::<Vec<_>>(), [0]);
+        l.push_back(CacheSlot(7)); // grows on demand
+        assert_eq!(l.iter().map(CacheSlot::get).collect::<Vec<_>>(), [0, 7]);
     }
 
     #[test]

@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use super::{EvictionPolicy, Slot};
+use super::{CacheSlot, EvictionPolicy};
 use crate::addr::{Gpa, Pfn};
 use crate::lookahead::NEVER;
 use crate::{Error, Lookahead, Result};
@@ -61,13 +61,13 @@ impl KeyHeap {
     }
 
     #[inline]
-    pub(crate) fn contains(&self, s: Slot) -> bool {
+    pub(crate) fn contains(&self, s: CacheSlot) -> bool {
         self.pos.get(s.index()).is_some_and(|&p| p != ABSENT)
     }
 
     /// Sets the key of a slot that is not in the heap.
     #[inline]
-    pub(crate) fn set_key(&mut self, s: Slot, key: u64) {
+    pub(crate) fn set_key(&mut self, s: CacheSlot, key: u64) {
         if s.index() >= self.pos.len() {
             self.reserve(s.index() + 1);
         }
@@ -76,8 +76,10 @@ impl KeyHeap {
     }
 
     #[inline]
-    pub(crate) fn top(&self) -> Option<(u64, Slot)> {
-        self.heap.first().map(|&s| (self.key_of(s), Slot::new(s)))
+    pub(crate) fn top(&self) -> Option<(u64, CacheSlot)> {
+        self.heap
+            .first()
+            .map(|&s| (self.key_of(s), CacheSlot::new(s)))
     }
 
     #[inline]
@@ -103,7 +105,7 @@ impl KeyHeap {
     /// Puts `s` (with the key last set) into the heap.
     #[allow(clippy::cast_possible_truncation)]
     #[inline]
-    pub(crate) fn push(&mut self, s: Slot) {
+    pub(crate) fn push(&mut self, s: CacheSlot) {
         debug_assert!(!self.contains(s));
         let i = self.heap.len();
         self.heap.push(s.get());
@@ -112,7 +114,7 @@ impl KeyHeap {
     }
 
     #[inline]
-    pub(crate) fn remove(&mut self, s: Slot) {
+    pub(crate) fn remove(&mut self, s: CacheSlot) {
         if !self.contains(s) {
             return;
         }
@@ -173,14 +175,14 @@ impl KeyHeap {
 
     /// Slots in descending key order (test dumps).
     #[cfg(any(test, feature = "test-utils"))]
-    pub(crate) fn sorted(&self) -> Vec<Slot> {
+    pub(crate) fn sorted(&self) -> Vec<CacheSlot> {
         let mut v = self.heap.clone();
         v.sort_by(|&a, &b| {
             self.key[b as usize]
                 .cmp(&self.key[a as usize])
                 .then(a.cmp(&b))
         });
-        v.into_iter().map(Slot::new).collect()
+        v.into_iter().map(CacheSlot::new).collect()
     }
 
     pub(crate) fn bytes(&self) -> usize {
@@ -223,7 +225,7 @@ impl Opt {
 
     /// Tracks `slot` with next use `key`.
     #[inline]
-    pub(crate) fn insert_with_key(&mut self, slot: Slot, key: u64, pinned: bool) {
+    pub(crate) fn insert_with_key(&mut self, slot: CacheSlot, key: u64, pinned: bool) {
         self.heap.set_key(slot, key);
         if !pinned {
             self.heap.push(slot);
@@ -265,7 +267,7 @@ impl EvictionPolicy for Opt {
     }
 
     #[inline]
-    fn on_insert(&mut self, slot: Slot, _: Pfn<Gpa>, pinned: bool) {
+    fn on_insert(&mut self, slot: CacheSlot, _: Pfn<Gpa>, pinned: bool) {
         // Without batching only the missing page (the current request) is inserted; a
         // page inserted otherwise has no known next use here.
         let key = if pinned {
@@ -277,7 +279,7 @@ impl EvictionPolicy for Opt {
     }
 
     #[inline]
-    fn on_hit(&mut self, slot: Slot, _: Pfn<Gpa>, was_evictable: bool) {
+    fn on_hit(&mut self, slot: CacheSlot, _: Pfn<Gpa>, was_evictable: bool) {
         if was_evictable {
             self.heap.remove(slot);
         }
@@ -285,17 +287,17 @@ impl EvictionPolicy for Opt {
     }
 
     #[inline]
-    fn on_unpin(&mut self, slot: Slot, _: Pfn<Gpa>) {
+    fn on_unpin(&mut self, slot: CacheSlot, _: Pfn<Gpa>) {
         self.heap.push(slot);
     }
 
     #[inline]
-    fn on_remove(&mut self, slot: Slot, _: Pfn<Gpa>) {
+    fn on_remove(&mut self, slot: CacheSlot, _: Pfn<Gpa>) {
         self.heap.remove(slot);
     }
 
     #[inline]
-    fn victim(&mut self, mut evictable: impl FnMut(Slot) -> bool) -> Option<Slot> {
+    fn victim(&mut self, mut evictable: impl FnMut(CacheSlot) -> bool) -> Option<CacheSlot> {
         let v = self.heap.top().map(|(_, s)| s);
         debug_assert!(v.is_none_or(&mut evictable), "OPT heap holds a pinned page");
         v
@@ -308,7 +310,7 @@ impl EvictionPolicy for Opt {
 
 #[cfg(any(test, feature = "test-utils"))]
 impl super::Dump for Opt {
-    fn dump(&self) -> Vec<Slot> {
+    fn dump(&self) -> Vec<CacheSlot> {
         self.heap.sorted()
     }
 }

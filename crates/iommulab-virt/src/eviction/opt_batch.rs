@@ -22,7 +22,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use super::{EvictionPolicy, Opt, OptConfig, Room, Slot};
+use super::{CacheSlot, EvictionPolicy, Opt, OptConfig, Room};
 use crate::addr::{Gpa, Pfn};
 use crate::lookahead::NEVER;
 use crate::{Error, Lookahead, Result};
@@ -101,7 +101,7 @@ impl EvictionPolicy for OptBatch {
     }
 
     #[inline]
-    fn on_insert(&mut self, slot: Slot, gfn: Pfn<Gpa>, pinned: bool) {
+    fn on_insert(&mut self, slot: CacheSlot, gfn: Pfn<Gpa>, pinned: bool) {
         if pinned {
             self.opt.on_insert(slot, gfn, true);
             return;
@@ -118,22 +118,22 @@ impl EvictionPolicy for OptBatch {
     }
 
     #[inline]
-    fn on_hit(&mut self, slot: Slot, gfn: Pfn<Gpa>, was_evictable: bool) {
+    fn on_hit(&mut self, slot: CacheSlot, gfn: Pfn<Gpa>, was_evictable: bool) {
         self.opt.on_hit(slot, gfn, was_evictable);
     }
 
     #[inline]
-    fn on_unpin(&mut self, slot: Slot, gfn: Pfn<Gpa>) {
+    fn on_unpin(&mut self, slot: CacheSlot, gfn: Pfn<Gpa>) {
         self.opt.on_unpin(slot, gfn);
     }
 
     #[inline]
-    fn on_remove(&mut self, slot: Slot, gfn: Pfn<Gpa>) {
+    fn on_remove(&mut self, slot: CacheSlot, gfn: Pfn<Gpa>) {
         self.opt.on_remove(slot, gfn);
     }
 
     #[inline]
-    fn victim(&mut self, evictable: impl FnMut(Slot) -> bool) -> Option<Slot> {
+    fn victim(&mut self, evictable: impl FnMut(CacheSlot) -> bool) -> Option<CacheSlot> {
         self.opt.victim(evictable)
     }
 
@@ -141,7 +141,7 @@ impl EvictionPolicy for OptBatch {
         &mut self,
         missing: Pfn<Gpa>,
         room: Room,
-        cached: impl Fn(Pfn<Gpa>) -> Option<Slot>,
+        cached: impl Fn(Pfn<Gpa>) -> Option<CacheSlot>,
         out: &mut Vec<Pfn<Gpa>>,
     ) {
         self.pending.clear();
@@ -198,7 +198,7 @@ impl EvictionPolicy for OptBatch {
 
 #[cfg(any(test, feature = "test-utils"))]
 impl super::Dump for OptBatch {
-    fn dump(&self) -> Vec<Slot> {
+    fn dump(&self) -> Vec<CacheSlot> {
         super::Dump::dump(&self.opt)
     }
 }

@@ -38,7 +38,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use super::{EvictionPolicy, Lru, LruConfig, Room, Slot};
+use super::{CacheSlot, EvictionPolicy, Lru, LruConfig, Room};
 use crate::addr::{Gpa, Pfn};
 use crate::page_index::PageIndex;
 use crate::{Error, Lookahead, Result};
@@ -171,7 +171,7 @@ pub struct Prefetch {
     chain: Vec<u32>,
     /// Cached slots on the chain, which the batch's victims must skip; cleared by
     /// [`EvictionPolicy::on_batch_end`].
-    protected: Vec<Slot>,
+    protected: Vec<CacheSlot>,
 }
 
 impl Prefetch {
@@ -268,27 +268,27 @@ impl EvictionPolicy for Prefetch {
     }
 
     #[inline]
-    fn on_insert(&mut self, slot: Slot, gfn: Pfn<Gpa>, pinned: bool) {
+    fn on_insert(&mut self, slot: CacheSlot, gfn: Pfn<Gpa>, pinned: bool) {
         self.lru.on_insert(slot, gfn, pinned);
     }
 
     #[inline]
-    fn on_hit(&mut self, slot: Slot, gfn: Pfn<Gpa>, was_evictable: bool) {
+    fn on_hit(&mut self, slot: CacheSlot, gfn: Pfn<Gpa>, was_evictable: bool) {
         self.lru.on_hit(slot, gfn, was_evictable);
     }
 
     #[inline]
-    fn on_unpin(&mut self, slot: Slot, gfn: Pfn<Gpa>) {
+    fn on_unpin(&mut self, slot: CacheSlot, gfn: Pfn<Gpa>) {
         self.lru.on_unpin(slot, gfn);
     }
 
     #[inline]
-    fn on_remove(&mut self, slot: Slot, gfn: Pfn<Gpa>) {
+    fn on_remove(&mut self, slot: CacheSlot, gfn: Pfn<Gpa>) {
         self.lru.on_remove(slot, gfn);
     }
 
     #[inline]
-    fn victim(&mut self, mut evictable: impl FnMut(Slot) -> bool) -> Option<Slot> {
+    fn victim(&mut self, mut evictable: impl FnMut(CacheSlot) -> bool) -> Option<CacheSlot> {
         if self.protected.is_empty() {
             return self.lru.victim(evictable);
         }
@@ -302,7 +302,7 @@ impl EvictionPolicy for Prefetch {
         &mut self,
         missing: Pfn<Gpa>,
         room: Room,
-        cached: impl Fn(Pfn<Gpa>) -> Option<Slot>,
+        cached: impl Fn(Pfn<Gpa>) -> Option<CacheSlot>,
         out: &mut Vec<Pfn<Gpa>>,
     ) {
         debug_assert_eq!(self.history.find(missing.get()), Some(self.current));
@@ -357,7 +357,7 @@ impl EvictionPolicy for Prefetch {
 
 #[cfg(any(test, feature = "test-utils"))]
 impl super::Dump for Prefetch {
-    fn dump(&self) -> Vec<Slot> {
+    fn dump(&self) -> Vec<CacheSlot> {
         super::Dump::dump(&self.lru)
     }
 }
@@ -386,7 +386,7 @@ mod tests {
     #[test]
     fn batch_victims_skip_cached_chain_pages() {
         let mut f = taught();
-        let (sb, sy, sa) = (Slot::new(0), Slot::new(1), Slot::new(2));
+        let (sb, sy, sa) = (CacheSlot::new(0), CacheSlot::new(1), CacheSlot::new(2));
         f.on_insert(sb, p(2), false); // b: least recently used
         f.on_insert(sy, p(7), false);
         f.on_reference(p(1));
@@ -414,7 +414,7 @@ mod tests {
     #[test]
     fn batch_is_capped_by_the_room_the_quota_leaves() {
         let mut f = taught();
-        let (sb, sa) = (Slot::new(0), Slot::new(1));
+        let (sb, sa) = (CacheSlot::new(0), CacheSlot::new(1));
         f.on_insert(sb, p(2), false);
         f.on_reference(p(1));
         f.on_insert(sa, p(1), true);

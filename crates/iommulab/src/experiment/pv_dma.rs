@@ -12,18 +12,19 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::addr::{Access, Bdf, CpuId, DmaDirection, Gpa, Hpa, Iova, PAGE_4K, Pfn};
-use crate::dma::{DeviceHandle, DmaApi, DmaConfig, MapBackend, SgEntry};
+use crate::addr::{Access, Bdf, DmaDirection, Gpa, Hpa, Iova, PAGE_4K, Pfn};
+use crate::device::AccessOutcome;
+use crate::dma::{DeviceHandle, DmaApi, DmaConfig, MapBackend};
+use crate::driver::{Driver, Hooks, Slot, access_for};
 use crate::error::Error;
 use crate::flush::{FlushPolicy, PerLap};
 use crate::hw::{Calgary, CostModel, Dart, RemapUnit, Vtd, VtdConfig};
 use crate::iova::{Bitmap, IovaAllocator};
-use crate::repro::ReproError;
 use crate::virt::xen::pv_dma::{
     GrantPremap, Hypervisor, InAdvance, MapMulti, NeverFree, P2m, PreAllocate, PvDmaBackend,
     PvDmaOption, PvDmaStats, SizeBucket, Streaming,
 };
-use crate::workload::{DmaOp, InGuest, TraceWorkload, Workload, WorkloadConfig};
+use crate::workload::{InGuest, TraceWorkload, Workload, WorkloadConfig};
 
 use std::time::Instant;
 
@@ -286,19 +287,6 @@ fn with_option<U: RemapUnit, W: Workload<Phys = Hpa>>(
     }
 }
 
-/// What the driver remembers of a mapped slot.
-#[derive(Clone, Debug, Default)]
-struct Slot {
-    live: bool,
-    addr: Iova,
-    phys: Gpa,
-    len: u64,
-    dir: Option<DmaDirection>,
-    /// The scatterlist of a `map_sg` (capacity kept across reuse).
-    sg: Vec<SgEntry<Gpa>>,
-    is_sg: bool,
-}
-
 /// How many pairs after its unmap a buffer is probed again (longer than any translation
 /// cache here holds an entry without use; shorter than a lap of the allocator).
 pub const LATE_PROBE_LAG: usize = 4096;
@@ -322,18 +310,69 @@ fn check_in_domain(spec: &PvDmaSpec, phys: Gpa, len: u64) -> Result<(), Error> {
     Ok(())
 }
 
-fn slot_mut(slots: &mut Vec<Slot>, slot: u32) -> &mut Slot {
-    let i = slot as usize;
-    if i >= slots.len() {
-        slots.resize_with(i + 1, Slot::default);
-    }
-    &mut slots[i]
+/// What a Xen PV domain adds to the driver: every buffer inside the domain, the device's
+/// probe of each buffer just unmapped (and again [`LATE_PROBE_LAG`] pairs later), and with
+/// `page_flip` each received buffer's frames flipped to another domain after its unmap.
+struct XenPv<'a> {
+    spec: &'a PvDmaSpec,
+    /// Probes, of which went through; late probes, of which went through.
+    probes: [u64; 4],
+    /// The addresses of the last [`LATE_PROBE_LAG`] unmapped buffers, a ring: `cursor` is
+    /// the oldest once it is full.
+    past: Vec<(Iova, DmaDirection)>,
+    cursor: usize,
 }
 
-const fn access_for(dir: DmaDirection) -> Access {
-    match dir {
-        DmaDirection::FromDevice => Access::Write,
-        DmaDirection::ToDevice | DmaDirection::Bidirectional => Access::Read,
+/// Whether a probe's read or write (as `dir`'s device access) went through.
+const fn went_through((r, w): (bool, bool), dir: DmaDirection) -> bool {
+    match access_for(dir) {
+        Access::Read => r,
+        Access::Write => w,
+    }
+}
+
+impl<U: RemapUnit, S: PvDmaOption> Hooks<Bitmap, PerLap, PvDmaBackend<U, S>> for XenPv<'_> {
+    type Error = Error;
+
+    #[inline(always)]
+    fn buffer(&mut self, phys: Gpa, len: u64, _dir: DmaDirection) -> Result<u64, Error> {
+        check_in_domain(self.spec, phys, len)?;
+        Ok(len)
+    }
+
+    fn after_unmap(
+        &mut self,
+        api: &mut DmaApi<Bitmap, PerLap, PvDmaBackend<U, S>>,
+        dev: DeviceHandle,
+        s: &Slot<Gpa>,
+        _access: &mut AccessOutcome,
+    ) -> Result<(), Error> {
+        let dir = s.dir();
+        let [probes, through, late, late_through] = &mut self.probes;
+        // A device that keeps the old address retries it once it is unmapped.
+        if let Some(rw) = api.probe_unmapped(dev, s.addr())? {
+            *probes += 1;
+            *through += u64::from(went_through(rw, dir));
+        }
+        if self.past.len() < LATE_PROBE_LAG {
+            self.past.push((s.addr(), dir));
+        } else {
+            let (old, old_dir) = std::mem::replace(&mut self.past[self.cursor], (s.addr(), dir));
+            self.cursor = (self.cursor + 1) % LATE_PROBE_LAG;
+            if let Some(rw) = api.probe_unmapped(dev, old)? {
+                *late += 1;
+                *late_through += u64::from(went_through(rw, old_dir));
+            }
+        }
+        if self.spec.page_flip && dir == DmaDirection::FromDevice && s.sg().is_none() {
+            let phys = s.phys();
+            let first = phys.pfn(PAGE_4K).get();
+            let n = PAGE_4K.pages_spanned(phys.page_offset(PAGE_4K), s.bytes());
+            for g in first..first + n {
+                api.backend_mut().flip(Pfn::new(g))?;
+            }
+        }
+        Ok(())
     }
 }
 
@@ -347,7 +386,7 @@ fn run_with<U: RemapUnit, S: PvDmaOption, W: Workload<Phys = Hpa>>(
     let mut workload = InGuest::new(workload);
     // The domain's machine frames start at 4 GiB; the partner domain of page flips owns
     // the next 64 Ki frames.
-    let p2m = P2m::new(Pfn::new(1 << 20), spec.domain_pages, 1 << 16).map_err(ReproError::from)?;
+    let p2m = P2m::new(Pfn::new(1 << 20), spec.domain_pages, 1 << 16)?;
     let backend = PvDmaBackend::new(Hypervisor::new(unit, p2m), option);
     let dma = DmaConfig {
         translation: S::TRANSLATION,
@@ -360,126 +399,17 @@ fn run_with<U: RemapUnit, S: PvDmaOption, W: Workload<Phys = Hpa>>(
     let dev: DeviceHandle = api.attach(Bdf::new(0, 1, 0).unwrap_or_default())?;
     // What the domain's start cost (pre-allocation's mapping of all memory) is not I/O.
     let setup_cycles = api.backend().hypervisor().cycles();
-    let mut slots: Vec<Slot> = Vec::new();
-    slots.resize_with(workload.slots().max(1), Slot::default);
-    let (mut pairs, mut probes, mut through) = (0u64, 0u64, 0u64);
-    let (mut late, mut late_through) = (0u64, 0u64);
-    // The addresses of the last LATE_PROBE_LAG unmapped buffers, oldest next.
-    let mut past: Vec<(Iova, DmaDirection)> = Vec::with_capacity(LATE_PROBE_LAG);
-    while let Some(op) = workload.next_op()? {
-        match op {
-            DmaOp::Map {
-                slot,
-                cpu,
-                phys,
-                len,
-                dir,
-                ..
-            } => {
-                check_in_domain(spec, phys, len)?;
-                let addr = api.map_single(dev, cpu, phys, len, dir)?;
-                let s = slot_mut(&mut slots, slot);
-                s.live = true;
-                s.addr = addr;
-                s.phys = phys;
-                s.len = len;
-                s.dir = Some(dir);
-                s.is_sg = false;
-            }
-            DmaOp::MapSg { slot, cpu, dir, .. } => {
-                let s = slot_mut(&mut slots, slot);
-                s.sg.clear();
-                s.sg.extend(workload.sg_segments().iter().map(|g| SgEntry {
-                    phys: g.phys,
-                    len: g.len,
-                    dma: Iova::default(),
-                }));
-                for e in &s.sg {
-                    check_in_domain(spec, e.phys, e.len)?;
-                }
-                api.map_sg(dev, cpu, &mut s.sg, dir)?;
-                s.live = true;
-                s.addr = s.sg.first().map(|e| e.dma).unwrap_or_default();
-                s.dir = Some(dir);
-                s.is_sg = true;
-            }
-            DmaOp::Access { slot, access } => {
-                if let Some(s) = slots.get(slot as usize).filter(|s| s.live) {
-                    if s.is_sg {
-                        for e in &s.sg {
-                            api.device_access(dev, e.dma, e.len, access)?;
-                        }
-                    } else {
-                        api.device_access(dev, s.addr, s.len, access)?;
-                    }
-                }
-            }
-            DmaOp::Unmap { slot, cpu } => {
-                let Some(s) = slots.get_mut(slot as usize).filter(|s| s.live) else {
-                    continue;
-                };
-                s.live = false;
-                let dir = s.dir.unwrap_or(DmaDirection::Bidirectional);
-                if s.is_sg {
-                    api.unmap_sg(dev, cpu, &s.sg, dir)?;
-                } else {
-                    api.unmap_single(dev, cpu, s.addr, s.len, dir)?;
-                }
-                let s = &slots[slot as usize];
-                pairs += 1;
-                // A device that keeps the old address retries it once it is unmapped.
-                if let Some((r, w)) = api.probe_unmapped(dev, s.addr)? {
-                    probes += 1;
-                    let ok = match access_for(dir) {
-                        Access::Read => r,
-                        Access::Write => w,
-                    };
-                    through += u64::from(ok);
-                }
-                let idx = usize::try_from(pairs - 1).unwrap_or(0) % LATE_PROBE_LAG;
-                if past.len() < LATE_PROBE_LAG {
-                    past.push((s.addr, dir));
-                } else {
-                    let (old, old_dir) = std::mem::replace(&mut past[idx], (s.addr, dir));
-                    if let Some((r, w)) = api.probe_unmapped(dev, old)? {
-                        late += 1;
-                        let ok = match access_for(old_dir) {
-                            Access::Read => r,
-                            Access::Write => w,
-                        };
-                        late_through += u64::from(ok);
-                    }
-                }
-                if spec.page_flip && dir == DmaDirection::FromDevice && !s.is_sg {
-                    let first = s.phys.pfn(PAGE_4K).get();
-                    let n = PAGE_4K.pages_spanned(s.phys.page_offset(PAGE_4K), s.len);
-                    for g in first..first + n {
-                        api.backend_mut()
-                            .flip(Pfn::new(g))
-                            .map_err(ReproError::from)?;
-                    }
-                }
-            }
-            DmaOp::Tick { .. } => {}
-        }
-    }
-    for s in slots.iter_mut().filter(|s| s.live) {
-        s.live = false;
-        let dir = s.dir.unwrap_or(DmaDirection::Bidirectional);
-        if s.is_sg {
-            api.unmap_sg(dev, CpuId::new(0), &s.sg, dir)?;
-        } else {
-            api.unmap_single(dev, CpuId::new(0), s.addr, s.len, dir)?;
-        }
-    }
-    api.drain()?;
-    let run = summarise(
+    let mut hooks = XenPv {
         spec,
-        &api,
-        setup_cycles,
-        pairs,
-        [probes, through, late, late_through],
-    );
+        probes: [0; 4],
+        past: Vec::with_capacity(LATE_PROBE_LAG),
+        cursor: 0,
+    };
+    let mut driver = Driver::new(&mut api, std::slice::from_ref(&dev), 1, &mut hooks);
+    driver.run(&mut workload)?;
+    let pairs = driver.ios();
+    api.drain()?;
+    let run = summarise(spec, &api, setup_cycles, pairs, hooks.probes);
     Ok((run, workload.into_inner()))
 }
 

@@ -6,17 +6,18 @@
 
 use std::time::Instant;
 
-use crate::addr::{Access, Bdf, CpuId, DmaDirection, Hpa, Iova, PAGE_4K};
+use crate::addr::{Bdf, DmaDirection, Hpa, Iova, PAGE_4K};
 use crate::clock::Cycles;
 use crate::device::{AccessOutcome, DeviceMode};
-use crate::dma::{DeviceHandle, DmaApi, DmaError, Native, SgEntry, Translation};
+use crate::dma::{DeviceHandle, DmaApi, DmaError, Native, Translation};
+use crate::driver::{Driver, Hooks, Slot, access_for};
 use crate::error::Error;
 use crate::flush::{FlushPolicy, FlushStats};
 use crate::hw::cost::CostModel;
 use crate::hw::cpu_cache::{CpuCache, CpuCacheConfig, CpuCacheStats};
 use crate::hw::unit::RemapUnit;
 use crate::iova::{IovaAllocator, IovaStats};
-use crate::workload::{DmaOp, OpSink, Segment, Workload};
+use crate::workload::{DmaOp, Segment, Workload};
 
 use super::config::SoftwareClock;
 use super::exposure::{self, Accounting};
@@ -105,36 +106,6 @@ pub struct RunLabels {
     pub touch: bool,
 }
 
-/// What the runner remembers of a mapped slot.
-#[derive(Clone, Debug, Default)]
-struct Slot {
-    live: bool,
-    device: u16,
-    /// The single mapping's DMA address and length (unused for scatter-gather).
-    addr: Iova,
-    len: u64,
-    dir: Option<DmaDirection>,
-    /// The scatter-gather list, if the slot was mapped with `map_sg`; its capacity is kept
-    /// when the slot is reused, so steady state does not allocate.
-    sg: Vec<SgEntry>,
-    is_sg: bool,
-}
-
-const fn access_for(dir: DmaDirection) -> Access {
-    match dir {
-        DmaDirection::FromDevice => Access::Write,
-        DmaDirection::ToDevice | DmaDirection::Bidirectional => Access::Read,
-    }
-}
-
-fn slot_mut(slots: &mut Vec<Slot>, slot: u32) -> &mut Slot {
-    let i = slot as usize;
-    if i >= slots.len() {
-        slots.resize_with(i + 1, Slot::default);
-    }
-    &mut slots[i]
-}
-
 /// Runs `workload` through `api` and returns the result.
 ///
 /// `progress(done, total)` is called every [`PROGRESS_EVERY`] I/Os; when it says `Break`
@@ -182,8 +153,6 @@ where
         let bdf = Bdf::new(bus, dev, 0).unwrap_or_default();
         devs.push(api.attach(bdf)?);
     }
-    let mut slots: Vec<Slot> = Vec::new();
-    slots.resize_with(workload.slots(), Slot::default);
     let total = workload.total_ios().unwrap_or(0);
     let iommu_on = api.config().translation == Translation::Iommu;
     // The CPU cache model, when asked for: the allocator logs the lines it touches and the
@@ -209,53 +178,26 @@ where
     }
 
     let start = Instant::now();
-    let mut driver = Driver {
-        api,
-        devs: &devs,
-        slots,
+    let mut hooks = BareMetal {
         device,
         cost,
         iommu_on,
-        ios: 0,
-        access: AccessOutcome::default(),
         workload_now: Cycles::ZERO,
         cache,
         total,
         stop_at,
         progress,
-        stopped: false,
-        error: None,
         acct,
     };
-    // The workload hands its ops to the driver in a loop of its own (a generator makes
-    // them there, a trace translates its events there), so no op is returned through a call.
-    workload.for_each_op(&mut driver)?;
-    let Driver {
-        api,
-        mut slots,
-        ios,
-        access,
+    let mut driver = Driver::new(api, &devs, workload.slots(), &mut hooks);
+    driver.run(workload)?;
+    let (ios, access) = (driver.ios(), *driver.access());
+    let BareMetal {
         mut cache,
         progress,
-        error,
         mut acct,
         ..
-    } = driver;
-    if let Some(e) = error {
-        return Err(e);
-    }
-    // A run cut short (or a workload that leaves buffers mapped) still has I/Os in flight:
-    // complete them, so every IOVA comes back.
-    for s in slots.iter_mut().filter(|s| s.live) {
-        s.live = false;
-        let dev = device_of(&devs, s.device);
-        let dir = s.dir.unwrap_or(DmaDirection::Bidirectional);
-        if s.is_sg {
-            api.unmap_sg(dev, CpuId::new(0), &s.sg, dir)?;
-        } else {
-            api.unmap_single(dev, CpuId::new(0), s.addr, s.len, dir)?;
-        }
-    }
+    } = hooks;
     // Drain what is pending, so every IOVA is back and every stale window closed. (The
     // mappings still live at the trace's end are not I/Os of the trace: the accounting
     // starts after them, and charges the drain to the devices whose ranges it covers.)
@@ -293,25 +235,13 @@ where
     ))
 }
 
-/// The handle of the workload's device `d`; workloads with more devices than the run share
-/// them round-robin (a compare, not a division, on the per-op path).
-#[inline]
-fn device_of(devs: &[DeviceHandle], d: u16) -> DeviceHandle {
-    let (i, n) = (usize::from(d), devs.len());
-    devs[if i < n { i } else { i % n }]
-}
-
-/// The run's state between ops: the sink the workload hands each op to.
-struct Driver<'a, A: IovaAllocator, F: FlushPolicy, U: RemapUnit> {
-    api: &'a mut DmaApi<A, F, Native<U>>,
-    devs: &'a [DeviceHandle],
-    slots: Vec<Slot>,
+/// What bare metal adds to the driver: a malicious device's extra accesses, the flush
+/// timers by the modeled clock (or the workload's, if later), the CPU cache model, progress
+/// and the end time, and per-device accounting when asked for.
+struct BareMetal<'a> {
     device: DeviceMode,
     cost: CostModel,
     iommu_on: bool,
-    /// I/Os completed (unmaps).
-    ios: u64,
-    access: AccessOutcome,
     /// The workload's own clock (trace timestamps), in cycles; timers fire by the later of
     /// it and the modeled clock.
     workload_now: Cycles,
@@ -319,267 +249,189 @@ struct Driver<'a, A: IovaAllocator, F: FlushPolicy, U: RemapUnit> {
     total: u64,
     stop_at: Option<Cycles>,
     progress: &'a mut Progress<'a>,
-    /// The run ends: the end time was reached, or an op failed (`error`).
-    stopped: bool,
-    error: Option<Error>,
     /// Per-device accounting, when asked for ([`Accounting`]).
     acct: Option<&'a mut Accounting>,
 }
 
-impl<A: IovaAllocator, F: FlushPolicy, U: RemapUnit> OpSink<Hpa> for Driver<'_, A, F, U> {
+impl BareMetal<'_> {
+    /// The modeled clock after `ios` I/Os, or the workload's if that is later.
     #[inline(always)]
-    fn op(&mut self, op: DmaOp, sg: &[Segment]) {
-        if self.stopped {
-            return;
-        }
-        let r = if self.acct.is_some() {
-            self.step_accounted(op, sg)
-        } else {
-            self.step(op, sg)
-        };
-        if let Err(e) = r {
-            self.error = Some(e);
-            self.stopped = true;
-        }
-    }
-
-    #[inline(always)]
-    fn stopped(&self) -> bool {
-        self.stopped
+    fn now<A: IovaAllocator, F: FlushPolicy, U: RemapUnit>(
+        &self,
+        api: &DmaApi<A, F, Native<U>>,
+        ios: u64,
+    ) -> Cycles {
+        let cache_stats = self.cache.as_ref().map(CpuCache::stats);
+        modeled_now(api, &self.cost, ios, self.iommu_on, cache_stats).max(self.workload_now)
     }
 }
 
-impl<A: IovaAllocator, F: FlushPolicy, U: RemapUnit> Driver<'_, A, F, U> {
-    /// Runs one op; sets `stopped` at the end time.
+type BareDriver<'d, 'h, A, F, U> = Driver<'d, A, F, Native<U>, BareMetal<'h>>;
+
+impl<A: IovaAllocator, F: FlushPolicy, U: RemapUnit> Hooks<A, F, Native<U>> for BareMetal<'_> {
+    type Error = Error;
+
     #[inline(always)]
-    fn step(&mut self, op: DmaOp, sg: &[Segment]) -> Result<(), Error> {
-        let api = &mut *self.api;
-        match op {
-            DmaOp::Map {
-                slot,
-                cpu,
-                device: d,
-                phys,
-                len,
-                dir,
-                ..
-            } => {
-                let dev = device_of(self.devs, d);
-                let addr = api.map_single(dev, cpu, phys, len, dir)?;
-                if let DeviceMode::Malicious { .. } = self.device {
-                    // Read what the sub-page mapping exposes: the last byte of the page.
-                    let last = Iova::new(addr.align_down(PAGE_4K).get() | PAGE_4K.mask());
-                    self.access
-                        .merge(&api.device_access(dev, last, 1, access_for(dir))?);
-                }
-                let s = slot_mut(&mut self.slots, slot);
-                s.live = true;
-                s.device = d;
-                s.addr = addr;
-                s.len = len;
-                s.dir = Some(dir);
-                s.is_sg = false;
-            }
-            DmaOp::MapSg {
-                slot,
-                cpu,
-                device: d,
-                dir,
-            } => {
-                let dev = device_of(self.devs, d);
-                let s = slot_mut(&mut self.slots, slot);
-                s.sg.clear();
-                s.sg.extend(sg.iter().map(|g| SgEntry {
-                    phys: g.phys,
-                    len: g.len,
-                    dma: Iova::default(),
-                }));
-                api.map_sg(dev, cpu, &mut s.sg, dir)?;
-                s.live = true;
-                s.device = d;
-                s.dir = Some(dir);
-                s.is_sg = true;
-            }
-            DmaOp::Access { slot, access: a } => {
-                let Some(s) = self.slots.get(slot as usize).filter(|s| s.live) else {
-                    return Ok(());
-                };
-                let dev = device_of(self.devs, s.device);
-                if s.is_sg {
-                    for e in &s.sg {
-                        self.access.merge(&api.device_access(dev, e.dma, e.len, a)?);
-                    }
-                } else {
-                    self.access
-                        .merge(&api.device_access(dev, s.addr, s.len, a)?);
-                }
-            }
-            DmaOp::Unmap { slot, cpu } => {
-                let Some(s) = self.slots.get_mut(slot as usize).filter(|s| s.live) else {
-                    return Ok(());
-                };
-                s.live = false;
-                let dev = device_of(self.devs, s.device);
-                let dir = s.dir.unwrap_or(DmaDirection::Bidirectional);
-                if s.is_sg {
-                    api.unmap_sg(dev, cpu, &s.sg, dir)?;
-                } else {
-                    api.unmap_single(dev, cpu, s.addr, s.len, dir)?;
-                }
-                self.ios += 1;
-                if let DeviceMode::Malicious { neighbours } = self.device {
-                    if s.is_sg {
-                        for e in &s.sg {
-                            probe_after_unmap(api, dev, e.dma, dir, neighbours, &mut self.access)?;
-                        }
-                    } else {
-                        probe_after_unmap(api, dev, s.addr, dir, neighbours, &mut self.access)?;
-                    }
-                }
-                if let Some(c) = self.cache.as_mut() {
-                    play_touched_lines(api, c);
-                    c.io_path();
-                }
-                let now = self.now();
-                self.api.tick(now)?;
-                if self.ios.is_multiple_of(PROGRESS_EVERY)
-                    && (self.progress)(self.ios, self.total).is_break()
-                {
-                    return Err(Error::Cancelled);
-                }
-                if self.stop_at.is_some_and(|stop| now >= stop) {
-                    self.stopped = true;
-                }
-            }
-            DmaOp::Tick { now_ns } => {
-                self.workload_now = self.cost.clock.cycles_from_ns(now_ns);
-                let now = self.now();
-                self.api.tick(now)?;
+    fn op(d: &mut BareDriver<'_, '_, A, F, U>, op: DmaOp, sg: &[Segment]) -> Result<(), Error> {
+        if d.hooks().acct.is_some() {
+            step_accounted(d, op, sg)
+        } else {
+            d.step(op, sg)
+        }
+    }
+
+    #[inline(always)]
+    fn after_map(
+        &mut self,
+        api: &mut DmaApi<A, F, Native<U>>,
+        dev: DeviceHandle,
+        addr: Iova,
+        dir: DmaDirection,
+        access: &mut AccessOutcome,
+    ) -> Result<(), Error> {
+        if let DeviceMode::Malicious { .. } = self.device {
+            // Read what the sub-page mapping exposes: the last byte of the page.
+            let last = Iova::new(addr.align_down(PAGE_4K).get() | PAGE_4K.mask());
+            access.merge(&api.device_access(dev, last, 1, access_for(dir))?);
+        }
+        Ok(())
+    }
+
+    #[inline(always)]
+    fn after_unmap(
+        &mut self,
+        api: &mut DmaApi<A, F, Native<U>>,
+        dev: DeviceHandle,
+        s: &Slot<Hpa>,
+        access: &mut AccessOutcome,
+    ) -> Result<(), Error> {
+        if let DeviceMode::Malicious { neighbours } = self.device {
+            for (addr, _) in s.extents() {
+                probe_after_unmap(api, dev, addr, s.dir(), neighbours, access)?;
             }
         }
         Ok(())
     }
 
-    /// [`step`](Self::step), with the op's cycles, invalidations and exposure windows kept
-    /// per device.
-    fn step_accounted(&mut self, op: DmaOp, sg: &[Segment]) -> Result<(), Error> {
-        let Some(acct) = self.acct.take() else {
-            return self.step(op, sg);
-        };
-        let mut r = Ok(());
-        if let DmaOp::Tick { now_ns } = op {
-            // A flush timer due while the trace was idle fired at its deadline, not at the
-            // next event: tick there first, so its windows close when the kernel's did.
-            let clock = self.cost.clock;
-            for _ in 0..=self.api.flush_policies().len() {
-                let due = self
-                    .api
-                    .flush_policies()
-                    .iter()
-                    .filter_map(FlushPolicy::next_deadline)
-                    .min();
-                let Some(d) = due else { break };
-                let d_ns = crate::clock::saturating_u64(clock.ns(d).ceil());
-                if d_ns >= now_ns || d <= self.now() {
-                    break;
-                }
-                r = self.account(acct, DmaOp::Tick { now_ns: d_ns }, sg);
-                if r.is_err() {
-                    break;
-                }
-            }
-        }
-        if r.is_ok() {
-            r = self.account(acct, op, sg);
-        }
-        self.acct = Some(acct);
-        r
-    }
-
-    /// One op with its accounting.
-    fn account(&mut self, acct: &mut Accounting, op: DmaOp, sg: &[Segment]) -> Result<(), Error> {
-        // The op's device, and for an unmap the pages it frees.
-        let live = |slot: u32| self.slots.get(slot as usize).filter(|s| s.live);
-        let (device, pages, unmap) = match op {
-            DmaOp::Map { device, .. } | DmaOp::MapSg { device, .. } => (Some(device), 0, false),
-            DmaOp::Access { slot, .. } => (live(slot).map(|s| s.device), 0, false),
-            DmaOp::Unmap { slot, .. } => match live(slot) {
-                Some(s) if s.is_sg => (Some(s.device), exposure::sg_pages(&s.sg), true),
-                Some(s) => (
-                    Some(s.device),
-                    exposure::pages_of(s.addr.get(), s.len),
-                    true,
-                ),
-                None => (None, 0, false),
-            },
-            DmaOp::Tick { now_ns } => {
-                acct.at(now_ns);
-                (None, 0, false)
-            }
-        };
-        let tick = device.is_none();
-        if tick {
-            domain_cycles(
-                self.api,
-                &self.cost,
-                self.cache.is_none(),
-                &mut acct.domain_before,
-            );
-        }
-        let cache = self.cache.as_ref().map(CpuCache::stats).copied();
-        acct.before(exposure::snapshot(
-            self.api,
-            modeled_now(self.api, &self.cost, 0, self.iommu_on, cache.as_ref()),
-        ));
-        let r = self.step(op, sg);
-        let cache = self.cache.as_ref().map(CpuCache::stats).copied();
-        let now = exposure::snapshot(
-            self.api,
-            modeled_now(self.api, &self.cost, 0, self.iommu_on, cache.as_ref()),
-        );
-        if tick {
-            domain_cycles(
-                self.api,
-                &self.cost,
-                self.cache.is_none(),
-                &mut acct.domain_after,
-            );
-        }
-        let dev = device.map(|d| (d, device_of(self.devs, d)));
-        acct.after(self.api, now, dev, pages);
-        if let (true, Some(d)) = (unmap, device) {
-            acct.io(d);
-        }
-        r
-    }
-
-    /// The modeled clock, or the workload's if that is later.
     #[inline(always)]
-    fn now(&self) -> Cycles {
-        let cache_stats = self.cache.as_ref().map(CpuCache::stats);
-        modeled_now(self.api, &self.cost, self.ios, self.iommu_on, cache_stats)
-            .max(self.workload_now)
+    fn io_done(&mut self, api: &mut DmaApi<A, F, Native<U>>, ios: u64) -> Result<bool, Error> {
+        if let Some(c) = self.cache.as_mut() {
+            play_touched_lines(api, c);
+            c.io_path();
+        }
+        let now = self.now(api, ios);
+        api.tick(now)?;
+        if ios.is_multiple_of(PROGRESS_EVERY) && (self.progress)(ios, self.total).is_break() {
+            return Err(Error::Cancelled);
+        }
+        Ok(self.stop_at.is_some_and(|stop| now >= stop))
+    }
+
+    #[inline(always)]
+    fn tick(
+        &mut self,
+        api: &mut DmaApi<A, F, Native<U>>,
+        ios: u64,
+        now_ns: u64,
+    ) -> Result<(), Error> {
+        self.workload_now = self.cost.clock.cycles_from_ns(now_ns);
+        let now = self.now(api, ios);
+        api.tick(now)?;
+        Ok(())
     }
 }
 
-/// Each domain's own modeled cycles into `out` (reused: no allocation once sized): its
-/// allocator's, and its flush policy's when every domain has one.
-fn domain_cycles<A: IovaAllocator, F: FlushPolicy, U: RemapUnit>(
-    api: &DmaApi<A, F, Native<U>>,
-    cost: &CostModel,
-    flat_metadata: bool,
-    out: &mut Vec<(u64, u64)>,
-) {
-    out.clear();
-    let per_domain = F::PER_DOMAIN;
-    let flushes = api.flush_policies();
-    for (k, a) in api.allocators().iter().enumerate() {
-        let (c, n) = match flushes.get(k) {
-            Some(f) if per_domain => (flush_cycles(cost, f.stats()), f.stats().flushes),
-            _ => (0, 0),
-        };
-        out.push((allocator_cycles(cost, &a.stats(), flat_metadata) + c, n));
+/// One op with the op's cycles, invalidations and exposure windows kept per device.
+fn step_accounted<A: IovaAllocator, F: FlushPolicy, U: RemapUnit>(
+    d: &mut BareDriver<'_, '_, A, F, U>,
+    op: DmaOp,
+    sg: &[Segment],
+) -> Result<(), Error> {
+    let Some(acct) = d.hooks_mut().acct.take() else {
+        return d.step(op, sg);
+    };
+    let mut r = Ok(());
+    if let DmaOp::Tick { now_ns } = op {
+        // A flush timer due while the trace was idle fired at its deadline, not at the
+        // next event: tick there first, so its windows close when the kernel's did.
+        let clock = d.hooks().cost.clock;
+        for _ in 0..=d.api().flush_policies().len() {
+            let due = d
+                .api()
+                .flush_policies()
+                .iter()
+                .filter_map(FlushPolicy::next_deadline)
+                .min();
+            let Some(due) = due else { break };
+            let d_ns = crate::clock::saturating_u64(clock.ns(due).ceil());
+            if d_ns >= now_ns || due <= d.hooks().now(d.api(), d.ios()) {
+                break;
+            }
+            r = account(d, acct, DmaOp::Tick { now_ns: d_ns }, sg);
+            if r.is_err() {
+                break;
+            }
+        }
     }
+    if r.is_ok() {
+        r = account(d, acct, op, sg);
+    }
+    d.hooks_mut().acct = Some(acct);
+    r
+}
+
+/// One op with its accounting.
+fn account<A: IovaAllocator, F: FlushPolicy, U: RemapUnit>(
+    d: &mut BareDriver<'_, '_, A, F, U>,
+    acct: &mut Accounting,
+    op: DmaOp,
+    sg: &[Segment],
+) -> Result<(), Error> {
+    // The op's device, and for an unmap the pages it frees.
+    let (device, pages, unmap) = match op {
+        DmaOp::Map { device, .. } | DmaOp::MapSg { device, .. } => (Some(device), 0, false),
+        DmaOp::Access { slot, .. } => (d.live(slot).map(Slot::device), 0, false),
+        DmaOp::Unmap { slot, .. } => match d.live(slot) {
+            Some(s) => match s.sg() {
+                Some(list) => (Some(s.device()), exposure::sg_pages(list), true),
+                None => (
+                    Some(s.device()),
+                    exposure::pages_of(s.addr().get(), s.bytes()),
+                    true,
+                ),
+            },
+            None => (None, 0, false),
+        },
+        DmaOp::Tick { now_ns } => {
+            acct.at(now_ns);
+            (None, 0, false)
+        }
+    };
+    let tick = device.is_none();
+    let (cost, flat) = (d.hooks().cost, d.hooks().cache.is_none());
+    let iommu_on = d.hooks().iommu_on;
+    if tick {
+        domain_cycles(d.api(), &cost, flat, &mut acct.domain_before);
+    }
+    let snapshot = |d: &BareDriver<'_, '_, A, F, U>| {
+        let cache = d.hooks().cache.as_ref().map(CpuCache::stats).copied();
+        exposure::snapshot(
+            d.api(),
+            modeled_now(d.api(), &cost, 0, iommu_on, cache.as_ref()),
+        )
+    };
+    acct.before(snapshot(d));
+    let r = d.step(op, sg);
+    let now = snapshot(d);
+    if tick {
+        domain_cycles(d.api(), &cost, flat, &mut acct.domain_after);
+    }
+    let dev = device.map(|x| (x, d.device(x)));
+    acct.after(d.api(), now, dev, pages);
+    if let (true, Some(x)) = (unmap, device) {
+        acct.io(x);
+    }
+    r
 }
 
 /// A malicious device retries the unmapped page at `addr` and `neighbours` pages on each side.
@@ -602,6 +454,26 @@ fn probe_after_unmap<A: IovaAllocator, F: FlushPolicy, U: RemapUnit>(
         access.merge(&api.device_access(dev, a, 1, access_for(dir))?);
     }
     Ok(())
+}
+
+/// Each domain's own modeled cycles into `out` (reused: no allocation once sized): its
+/// allocator's, and its flush policy's when every domain has one.
+fn domain_cycles<A: IovaAllocator, F: FlushPolicy, U: RemapUnit>(
+    api: &DmaApi<A, F, Native<U>>,
+    cost: &CostModel,
+    flat_metadata: bool,
+    out: &mut Vec<(u64, u64)>,
+) {
+    out.clear();
+    let per_domain = F::PER_DOMAIN;
+    let flushes = api.flush_policies();
+    for (k, a) in api.allocators().iter().enumerate() {
+        let (c, n) = match flushes.get(k) {
+            Some(f) if per_domain => (flush_cycles(cost, f.stats()), f.stats().flushes),
+            _ => (0, 0),
+        };
+        out.push((allocator_cycles(cost, &a.stats(), flat_metadata) + c, n));
+    }
 }
 
 fn dma_calls<A: IovaAllocator, F: FlushPolicy, U: RemapUnit>(api: &DmaApi<A, F, Native<U>>) -> u64 {
