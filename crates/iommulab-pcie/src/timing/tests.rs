@@ -9,7 +9,7 @@ fn run(p: &ExpEtherParams, direction: Direction, streams: Vec<u32>, qos: bool) -
             direction,
             streams,
             qos,
-            duration_s: 0.02,
+            duration_s: 0.005,
         },
     )
     .unwrap()
