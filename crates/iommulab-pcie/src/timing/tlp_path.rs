@@ -99,7 +99,7 @@ pub struct WriteTlps {
 }
 
 /// Counts of what crossed the path.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct PathStats {
     /// TLPs encoded and decoded end to end.
     pub tlps: u64,
