@@ -73,8 +73,8 @@ fn the_event_loop_allocates_the_same_for_any_modeled_time() {
         let r = simulate(&p, &s).unwrap();
         (alloc_counter::this_thread() - before, r.events)
     };
-    let (short, e1) = count(0.001);
-    let (long, e2) = count(0.02);
+    let (short, e1) = count(0.0005);
+    let (long, e2) = count(0.006);
     assert!(e2 > 10 * e1, "{e1} {e2}");
     assert_eq!(short, long, "allocations grew with the modeled time");
 }

@@ -294,7 +294,28 @@ impl IoBridge {
                 Ok(FromHost::ToDevice { len, function })
             }
             Tlp::Completion(c) | Tlp::CompletionData(c, _) => {
-                ur(c.requester, c.completer, c.tag, out)
+                // The host completes a read its VF made (S4.3: the VF's DMA reads host
+                // memory): the completion is routed by requester id, the VE's in the host's
+                // tree, which becomes the VF's again. Anything else has no request behind it.
+                let Some(i) = self.ve_index(vlan, |e| e.rid == c.requester) else {
+                    return ur(c.requester, c.completer, c.tag, out);
+                };
+                let vf = self.ves[i].vf;
+                let Some(rid) = self.pf.vf(vf).map(|v| v.rid()) else {
+                    return ur(c.requester, c.completer, c.tag, out);
+                };
+                let routed = Completion {
+                    requester: rid,
+                    ..c
+                };
+                let len = match tlp {
+                    Tlp::CompletionData(_, d) => Tlp::CompletionData(routed, d).encode(out)?,
+                    _ => Tlp::Completion(routed).encode(out)?,
+                };
+                Ok(FromHost::ToDevice {
+                    len,
+                    function: FunctionId::Vf(vf),
+                })
             }
         }
     }

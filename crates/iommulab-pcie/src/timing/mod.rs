@@ -6,6 +6,7 @@
 //! | [`link`] | a link direction as a FIFO server; frame trains pipelined hop by hop |
 //! | [`arbiter`] | which VF the NIC serves next, with and without per-VF QoS |
 //! | [`sim`] | the event loop: DMA reads with N outstanding, posted writes, the wires |
+//! | [`tlp_path`] | the functional path every DMA takes: VF, bridge, frames, switch, host IOMMU |
 //!
 //! ```text
 //!  client ══10 GbE══ NIC ══PCIe Gen1 x8══ I/O bridge ══2 × 10 GbE══ switch ══ host bridge ── host memory
@@ -33,6 +34,7 @@
 pub mod arbiter;
 pub mod link;
 pub mod sim;
+pub mod tlp_path;
 
 use serde::{Deserialize, Serialize};
 
@@ -116,6 +118,9 @@ pub enum TimingError {
         /// What is allowed.
         expected: &'static str,
     },
+    /// The functional path refused a DMA.
+    #[error(transparent)]
+    Path(#[from] tlp_path::PathError),
 }
 
 impl ExpEtherParams {

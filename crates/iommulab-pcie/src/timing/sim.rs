@@ -20,9 +20,9 @@ use serde::{Deserialize, Serialize};
 
 use iommulab_base::clock::saturating_u64;
 
-use crate::bridge::frame::wire_bytes;
 use crate::timing::arbiter::Arbiter;
 use crate::timing::link::{Link, Ps, Train};
+use crate::timing::tlp_path::{BUFFER_IOVA, PathError, PathStats, TlpPath};
 use crate::timing::{ExpEtherParams, TimingError};
 
 /// Which way the data goes, as the paper names it (from the hosts' side).
@@ -59,7 +59,7 @@ pub struct SimResult {
     pub per_host_gbps: Vec<f64>,
     /// Their sum.
     pub total_gbps: f64,
-    /// Packets delivered.
+    /// Packets delivered after the warm-up ([`WARM_UP`]).
     pub packets: u64,
     /// DMA reads completed.
     pub reads: u64,
@@ -69,9 +69,16 @@ pub struct SimResult {
     pub mean_read_rtt_ns: f64,
     /// The first read's round trip, in an idle system, ns; 0 without reads.
     pub unloaded_read_rtt_ns: f64,
+    /// TLPs, frames and host IOMMU translations the functional path carried for the run
+    /// (every DMA the run timed, counted there).
+    pub path: PathStats,
     /// Busy fraction of the external wire (send: client → NIC; otherwise NIC → client).
     pub wire_utilization: f64,
 }
+
+/// The share of a run before the measurement starts: the links and the N reads fill in
+/// the first microseconds, and counting from 0 would charge that to short runs.
+pub const WARM_UP: f64 = 0.1;
 
 const EV_CPL_AT_SWITCH: u128 = 0;
 const EV_READ_DONE: u128 = 1;
@@ -83,6 +90,10 @@ struct Read {
     path: u8,
     issued: Ps,
     train: Train,
+    /// Its completions as the functional path encoded them: count, PCIe and wire bytes.
+    cpl_frames: u64,
+    cpl_pcie: u64,
+    cpl_wire: u64,
 }
 
 #[derive(Clone, Copy, Debug, Default)]
@@ -109,6 +120,8 @@ struct Sim<'p> {
     p: &'p ExpEtherParams,
     dir: Direction,
     end: Ps,
+    /// Deliveries before this are the pipeline's fill, not counted (a tenth of the run).
+    warm: Ps,
     // Latencies.
     bridge: Ps,
     switch: Ps,
@@ -122,12 +135,9 @@ struct Sim<'p> {
     to_host: Vec<Vec<Link>>,
     from_host: Vec<Vec<Link>>,
     internal: Link,
-    // Sizes, bytes.
-    mrd_pcie: u64,
-    mrd_wire: u64,
-    cpl_frames: u64,
-    cpl_pcie: u64,
-    cpl_wire: u64,
+    // The functional model every DMA goes through; the first error it reported.
+    path: TlpPath,
+    error: Option<PathError>,
     // State.
     arbiter: Arbiter,
     queue: BinaryHeap<Reverse<u128>>,
@@ -176,13 +186,13 @@ pub fn simulate(p: &ExpEtherParams, s: &Scenario) -> Result<SimResult, TimingErr
     }
     let eth = p.eth_gbps;
     let paths = usize::from(p.paths);
-    let cpl_frames = u64::from(p.max_read_request_bytes / p.completion_bytes);
     let n = p.outstanding_reads as usize;
     let b = p.nic_buffer_packets as usize;
     let mut sim = Sim {
         p,
         dir: s.direction,
         end: saturating_u64(s.duration_s * 1e12),
+        warm: saturating_u64(s.duration_s * 1e12 * WARM_UP),
         bridge: ps(p.bridge_ns),
         switch: ps(p.switch_ns),
         memory: ps(p.host_memory_ns),
@@ -195,12 +205,8 @@ pub fn simulate(p: &ExpEtherParams, s: &Scenario) -> Result<SimResult, TimingErr
         from_host: vec![vec![Link::new(eth); paths]; hosts],
         // The NIC's internal switch (inter-host): *estimate*, the port's line rate.
         internal: Link::new(eth),
-        // A 3 DW MRd: 12 header bytes.
-        mrd_pcie: 12 + u64::from(p.pcie_tlp_overhead_bytes),
-        mrd_wire: wire_bytes(12) as u64,
-        cpl_frames,
-        cpl_pcie: 12 + u64::from(p.completion_bytes + p.pcie_tlp_overhead_bytes),
-        cpl_wire: wire_bytes(12 + p.completion_bytes as usize) as u64,
+        path: TlpPath::new(hosts)?,
+        error: None,
         arbiter: Arbiter::new(&demand, s.qos),
         queue: BinaryHeap::with_capacity(n + b + 4),
         reads: vec![Read::default(); n],
@@ -220,6 +226,9 @@ pub fn simulate(p: &ExpEtherParams, s: &Scenario) -> Result<SimResult, TimingErr
         Direction::Send => sim.run_send(),
         Direction::Receive | Direction::InterHost => sim.run_reads(),
     }
+    if let Some(e) = sim.error.take() {
+        return Err(e.into());
+    }
     Ok(sim.result(s.duration_s))
 }
 
@@ -233,15 +242,28 @@ impl Sim<'_> {
     /// The NIC writes one packet into host `h`'s memory from time `t`: a train of MWr TLPs
     /// of Max_Payload_Size over PCIe, spread over the paths, through the switch to the host's
     /// bridge. Returns when the last write reaches the host, and when the last leaves the NIC.
-    fn write_packet(&mut self, t: Ps, h: usize) -> (Ps, Ps) {
-        let mps = u64::from(self.p.max_payload_bytes);
-        let tlps = u64::from(self.p.dma_bytes_per_packet()).div_ceil(mps);
+    fn write_packet(&mut self, t: Ps, h: usize, buffer: u64) -> (Ps, Ps) {
+        let iova = BUFFER_IOVA + (buffer % 16) * 16384;
+        let w = match self.path.write(
+            h,
+            iova,
+            self.p.dma_bytes_per_packet(),
+            self.p.max_payload_bytes,
+        ) {
+            Ok(w) => w,
+            Err(e) => {
+                self.error.get_or_insert(e);
+                self.end = 0;
+                return (Ps::MAX, t);
+            }
+        };
+        let tlps = w.tlps;
         let pcie = self.pcie_up.send(
             Train::at(t),
             tlps,
-            12 + mps + u64::from(self.p.pcie_tlp_overhead_bytes),
+            w.tlp + u64::from(self.p.pcie_tlp_overhead_bytes),
         );
-        let wire = wire_bytes(12 + mps as usize) as u64;
+        let wire = w.wire;
         let paths = self.up.len() as u64;
         let mut landed = 0;
         for (i, (up, to_host)) in self
@@ -277,9 +299,9 @@ impl Sim<'_> {
             if arrived > self.end {
                 break;
             }
-            let (landed, left_nic) = self.write_packet(arrived, h);
+            let (landed, left_nic) = self.write_packet(arrived, h, k as u64);
             slot_free[k % b] = left_nic;
-            if landed <= self.end {
+            if landed <= self.end && landed > self.warm {
                 self.delivered[h] += u64::from(self.p.goodput_bytes_per_packet());
                 self.stats_packets += 1;
             }
@@ -335,34 +357,52 @@ impl Sim<'_> {
             };
             self.free_reads.pop();
             let packet = &mut self.packets[pk as usize];
-            // Reads are Max_Read_Request_Size, the packet's tail shorter; the completion
-            // train is sized by the full request (the tail's few frames less are ignored).
+            // Reads are Max_Read_Request_Size, the packet's tail shorter (rounded up to
+            // whole DW, as a DMA engine reads).
+            let offset = self.p.dma_bytes_per_packet() - packet.left_to_issue;
+            let bytes = packet.left_to_issue.min(mrrs).div_ceil(4) * 4;
             packet.left_to_issue = packet.left_to_issue.saturating_sub(mrrs);
             packet.reads_out += 1;
             let h = packet.src;
+            let iova = BUFFER_IOVA + u64::from(pk % 16) * 16384 + u64::from(offset);
+            let tlps = match self.path.read(h, iova, bytes, self.p.completion_bytes) {
+                Ok(r) => r,
+                Err(e) => {
+                    self.error.get_or_insert(e);
+                    self.queue.clear();
+                    return;
+                }
+            };
+            let oh = u64::from(self.p.pcie_tlp_overhead_bytes);
+            let (mrd_pcie, mrd_wire) = (tlps.mrd_tlp + oh, tlps.mrd_wire);
+            let (cpl_frames, cpl_pcie, cpl_wire) =
+                (tlps.cpl_frames, tlps.cpl_tlp + oh, tlps.cpl_wire);
             // MRd: PCIe to the bridge, a path (round robin per request: the bridges balance
             // the two networks, S4.4), the switch, the host bridge. The completions come
             // back on the same path.
             let req = self
                 .pcie_up
-                .send(Train::at(now), 1, self.mrd_pcie)
+                .send(Train::at(now), 1, mrd_pcie)
                 .delay(self.bridge);
             let path = self.next_path;
             self.next_path = (self.next_path + 1) % self.up.len();
-            let at_switch = self.up[path].send(req, 1, self.mrd_wire).delay(self.switch);
+            let at_switch = self.up[path].send(req, 1, mrd_wire).delay(self.switch);
             let at_host = self.to_host[h][path]
-                .send(at_switch, 1, self.mrd_wire)
+                .send(at_switch, 1, mrd_wire)
                 .delay(self.bridge);
             // The root complex reads memory, then returns the data as a completion train.
             let ready = Train::at(at_host.last + self.memory + self.bridge);
             let back = self.from_host[h][path]
-                .send(ready, self.cpl_frames, self.cpl_wire)
+                .send(ready, cpl_frames, cpl_wire)
                 .delay(self.switch);
             self.reads[slot as usize] = Read {
                 packet: pk,
                 path: path as u8,
                 issued: now,
                 train: back,
+                cpl_frames,
+                cpl_pcie,
+                cpl_wire,
             };
             self.push(back.first, EV_CPL_AT_SWITCH, slot);
         }
@@ -371,11 +411,9 @@ impl Sim<'_> {
     fn cpl_at_switch(&mut self, slot: u32) {
         let r = self.reads[slot as usize];
         let at_bridge = self.down[usize::from(r.path)]
-            .send(r.train, self.cpl_frames, self.cpl_wire)
+            .send(r.train, r.cpl_frames, r.cpl_wire)
             .delay(self.bridge);
-        let at_nic = self
-            .pcie_down
-            .send(at_bridge, self.cpl_frames, self.cpl_pcie);
+        let at_nic = self.pcie_down.send(at_bridge, r.cpl_frames, r.cpl_pcie);
         self.push(at_nic.last, EV_READ_DONE, slot);
     }
 
@@ -405,10 +443,10 @@ impl Sim<'_> {
         let packet = self.packets[pk as usize];
         self.free_packets.push(pk);
         let landed = match self.dir {
-            Direction::InterHost => self.write_packet(now, packet.dst).0,
+            Direction::InterHost => self.write_packet(now, packet.dst, u64::from(pk)).0,
             _ => now,
         };
-        if landed <= self.end {
+        if landed <= self.end && landed > self.warm {
             self.delivered[packet.dst] += u64::from(self.p.goodput_bytes_per_packet());
             self.stats_packets += 1;
         }
@@ -419,7 +457,7 @@ impl Sim<'_> {
         let per_host_gbps: Vec<f64> = self
             .delivered
             .iter()
-            .map(|&b| b as f64 * 8.0 / duration_s / 1e9)
+            .map(|&b| b as f64 * 8.0 / (duration_s * (1.0 - WARM_UP)) / 1e9)
             .collect();
         SimResult {
             total_gbps: per_host_gbps.iter().sum(),
@@ -433,6 +471,7 @@ impl Sim<'_> {
                 self.rtt_sum as f64 / self.stats_reads as f64 / 1000.0
             },
             unloaded_read_rtt_ns: self.first_rtt.map_or(0.0, |r| r as f64 / 1000.0),
+            path: self.path.stats(),
             wire_utilization: self.wire.busy() as f64 / (duration_s * 1e12),
         }
     }

@@ -9,7 +9,7 @@ fn run(p: &ExpEtherParams, direction: Direction, streams: Vec<u32>, qos: bool) -
             direction,
             streams,
             qos,
-            duration_s: 0.02,
+            duration_s: 0.005,
         },
     )
     .unwrap()
@@ -175,4 +175,27 @@ fn bad_parameters_and_scenarios_are_refused_by_name() {
     )
     .unwrap_err();
     assert!(e.to_string().contains("inter-host"), "{e}");
+}
+
+/// The timing model and the functional path are one model: every read the event loop timed
+/// was an MRd the path carried and translated at its host, with its completions, and every
+/// packet sent was MWr TLPs the path carried.
+#[test]
+fn every_timed_dma_crossed_the_functional_path() {
+    let p = ExpEtherParams::default();
+    let rx = run(&p, Direction::Receive, vec![1; 3], false);
+    // Reads issued ≥ reads completed; each issued read is one translation at a host.
+    assert!(rx.path.translations >= rx.reads && rx.reads > 0, "{rx:?}");
+    // 512-byte reads at 64-byte boundaries: 8 completions each (the tail read fewer).
+    let per_read = (rx.path.tlps - rx.path.translations) as f64 / rx.path.translations as f64;
+    assert!((7.5..=8.0).contains(&per_read), "{per_read}");
+    assert_eq!(rx.path.frames, rx.path.tlps);
+    let tx = run(&p, Direction::Send, vec![1; 2], false);
+    // 9014 bytes in MWr of 128: 71 TLPs a packet, each translated by its host's IOMMU.
+    assert!(
+        tx.path.translations >= 71 * tx.packets && tx.packets > 0,
+        "{tx:?}"
+    );
+    assert_eq!(tx.path.translations % 71, 0);
+    assert_eq!(tx.path.tlps, tx.path.translations);
 }

@@ -125,6 +125,65 @@ pub struct SweepPoint {
     pub mean_read_rtt_ns: f64,
 }
 
+/// One estimate at the ends of its range: what the 1-host send and receive runs give.
+#[derive(Clone, Debug, Serialize)]
+pub struct Sensitivity {
+    /// The parameter's name in [`ExpEtherParams`].
+    pub parameter: &'static str,
+    /// Its default value.
+    pub value: f64,
+    /// The low and high ends of its estimated range.
+    pub range: (f64, f64),
+    /// Receive, 1 host, at the low and the high end, Gb/s.
+    pub receive_gbps: (f64, f64),
+    /// Send, 1 host, at the low and the high end, Gb/s.
+    pub send_gbps: (f64, f64),
+}
+
+type Setter = fn(&mut ExpEtherParams, f64);
+
+/// Every estimate of [`ExpEtherParams`] with its range (the ranges its documentation
+/// gives; headers: 40 without the TCP timestamp option, 52 with it).
+// Values are whole numbers within u32 (the ranges below).
+#[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+pub const ESTIMATES: [(&str, f64, f64, Setter); 9] = [
+    ("outstanding_reads", 4.0, 16.0, |p, v| {
+        p.outstanding_reads = v as u32
+    }),
+    ("max_read_request_bytes", 128.0, 4096.0, |p, v| {
+        p.max_read_request_bytes = v as u32;
+    }),
+    ("max_payload_bytes", 128.0, 256.0, |p, v| {
+        p.max_payload_bytes = v as u32
+    }),
+    ("completion_bytes", 64.0, 128.0, |p, v| {
+        p.completion_bytes = v as u32
+    }),
+    ("bridge_ns", 300.0, 1000.0, |p, v| p.bridge_ns = v),
+    ("switch_ns", 200.0, 1500.0, |p, v| p.switch_ns = v),
+    ("host_memory_ns", 300.0, 700.0, |p, v| p.host_memory_ns = v),
+    ("nic_buffer_packets", 2.0, 16.0, |p, v| {
+        p.nic_buffer_packets = v as u32
+    }),
+    ("tcpip_header_bytes", 40.0, 52.0, |p, v| {
+        p.tcpip_header_bytes = v as u32
+    }),
+];
+
+fn current(p: &ExpEtherParams, name: &str) -> f64 {
+    match name {
+        "outstanding_reads" => f64::from(p.outstanding_reads),
+        "max_read_request_bytes" => f64::from(p.max_read_request_bytes),
+        "max_payload_bytes" => f64::from(p.max_payload_bytes),
+        "completion_bytes" => f64::from(p.completion_bytes),
+        "bridge_ns" => p.bridge_ns,
+        "switch_ns" => p.switch_ns,
+        "host_memory_ns" => p.host_memory_ns,
+        "nic_buffer_packets" => f64::from(p.nic_buffer_packets),
+        _ => f64::from(p.tcpip_header_bytes),
+    }
+}
+
 /// Everything the reproduction produced.
 #[derive(Clone, Debug, Serialize)]
 pub struct ExpEtherResults {
@@ -138,6 +197,8 @@ pub struct ExpEtherResults {
     pub read_limit: ReadLimit,
     /// Receive, 3 hosts, over N.
     pub sweep: Vec<SweepPoint>,
+    /// Every estimate at the ends of its range.
+    pub sensitivity: Vec<Sensitivity>,
     /// Best aggregate (send or receive, paper's runs) over the 10 Gb/s the NIC has.
     pub efficiency: f64,
     /// The external wire's goodput over its rate at this MTU: the TCP/IP and Ethernet
@@ -212,18 +273,29 @@ fn direction_name(d: Direction) -> &'static str {
 
 /// Runs the reproduction.
 pub fn run(opts: &ReproOptions<'_>) -> Result<ExpEtherResults, Error> {
-    // The paper's 60 s; the sweep reaches steady state within microseconds, so 1 s each.
+    // Every DMA crosses the functional path TLP by TLP, so modeled time costs; the runs
+    // reach steady state within microseconds (a read's round trip is about 5 µs), so the
+    // full run models 0.5 s per run (the paper: 60 s) and 0.1 s per sweep or sensitivity
+    // point; the quick one 3 ms (20 ms for send, whose rate is counted in whole packets of
+    // 7 µs: at 3 ms that rounds it by up to 0.3%) and 1 ms.
     let (duration_s, sweep_s) = if opts.quick {
-        (0.05, 0.02)
+        (0.003, 0.001)
     } else {
-        (60.0, 1.0)
+        (0.5, 0.1)
+    };
+    let run_s = |d: Direction| {
+        if opts.quick && d == Direction::Send {
+            0.02
+        } else {
+            duration_s
+        }
     };
     let params = ExpEtherParams::default();
     let specs = specs();
     let mut steps = Steps::new(
         opts,
         Reproduction::ExpEther,
-        (specs.len() + SWEEP_N.len()) as u64,
+        (specs.len() + SWEEP_N.len() + ESTIMATES.len()) as u64,
     );
     let mut runs = Vec::with_capacity(specs.len());
     for s in specs {
@@ -242,7 +314,7 @@ pub fn run(opts: &ReproOptions<'_>) -> Result<ExpEtherResults, Error> {
                 direction: s.direction,
                 streams: s.streams.clone(),
                 qos: s.qos,
-                duration_s,
+                duration_s: run_s(s.direction),
             },
         )
         .map_err(ReproError::from)?;
@@ -256,7 +328,7 @@ pub fn run(opts: &ReproOptions<'_>) -> Result<ExpEtherResults, Error> {
             gbps: r.total_gbps,
             per_host_gbps: r.per_host_gbps,
             mean_read_rtt_ns: r.mean_read_rtt_ns,
-            duration_s,
+            duration_s: run_s(s.direction),
             events: r.events,
         });
     }
@@ -311,6 +383,32 @@ pub fn run(opts: &ReproOptions<'_>) -> Result<ExpEtherResults, Error> {
             mean_read_rtt_ns: r.mean_read_rtt_ns,
         });
     }
+    let mut sensitivity = Vec::with_capacity(ESTIMATES.len());
+    for (name, lo, hi, set) in ESTIMATES {
+        steps.start(|| format!("sensitivity: {name} {lo}..{hi}"))?;
+        let at = |v: f64, direction: Direction| -> Result<f64, Error> {
+            let mut p = params.clone();
+            set(&mut p, v);
+            let r = simulate(
+                &p,
+                &Scenario {
+                    direction,
+                    streams: vec![1],
+                    qos: false,
+                    duration_s: sweep_s,
+                },
+            )
+            .map_err(ReproError::from)?;
+            Ok(r.total_gbps)
+        };
+        sensitivity.push(Sensitivity {
+            parameter: name,
+            value: current(&params, name),
+            range: (lo, hi),
+            receive_gbps: (at(lo, Direction::Receive)?, at(hi, Direction::Receive)?),
+            send_gbps: (at(lo, Direction::Send)?, at(hi, Direction::Send)?),
+        });
+    }
     let best = runs
         .iter()
         .filter(|r| r.figure == "9")
@@ -350,6 +448,7 @@ pub fn run(opts: &ReproOptions<'_>) -> Result<ExpEtherResults, Error> {
         runs,
         read_limit,
         sweep,
+        sensitivity,
         paper: PAPER,
         claims: Vec::new(),
     };
@@ -373,14 +472,13 @@ mod tests {
                 .gbps
         };
         for h in 1..=3 {
-            // Send: the external wire's goodput, (9000 - 52) / 9038 of 10 Gb/s.
-            assert!(
-                (9.89..9.91).contains(&fig9(Direction::Send, h, false)),
-                "{h}"
-            );
+            // Send: the external wire's goodput, (9000 - 52) / 9038 of 10 Gb/s, less the
+            // pipeline's fill in 3 ms.
+            let tx = fig9(Direction::Send, h, false);
+            assert!((9.8..9.91).contains(&tx), "{h}: {tx}");
             // Receive: 8 reads of 512 B per ~4.6 µs round trip, 18 reads a packet.
             let rx = fig9(Direction::Receive, h, false);
-            assert!((6.8..6.95).contains(&rx), "{h}: {rx}");
+            assert!((6.75..6.95).contains(&rx), "{h}: {rx}");
             assert_eq!(fig9(Direction::Receive, h, true), rx);
         }
         let l = &r.read_limit;
@@ -408,14 +506,14 @@ mod tests {
         };
         for d in [Direction::Send, Direction::Receive] {
             let (a, b) = (demo(d, false), demo(d, true));
-            assert!((a[0] / a[1] - 2.0).abs() < 0.02, "{a:?}");
-            assert!((b[0] / b[1] - 1.0).abs() < 0.02, "{b:?}");
+            assert!((a[0] / a[1] - 2.0).abs() < 0.05, "{a:?}");
+            assert!((b[0] / b[1] - 1.0).abs() < 0.05, "{b:?}");
         }
         // 2 × (6 of Figure 9 + 2 of Figure 11 + 2 QoS demonstrations).
         assert_eq!(r.runs.len(), 20);
         assert!((0.98..1.0).contains(&r.efficiency));
         // The efficiency is the header overhead at MTU 9000: (9000 − 52) / 9038.
-        assert!((r.efficiency - r.header_efficiency).abs() < 0.001);
+        assert!((r.efficiency - r.header_efficiency).abs() < 0.01);
         assert!((r.header_efficiency - 8948.0 / 9038.0).abs() < 1e-9);
         // Equal demand: QoS changes no run of Figures 9 and 11.
         assert!(!r.qos_changes_figures);
@@ -432,5 +530,21 @@ mod tests {
             "{lo} {hi}"
         );
         assert!(PAPER.receive_gbps.iter().all(|g| (lo..=hi).contains(g)));
+        // Sensitivity: every estimate at both ends of its range. Receive rises with N and
+        // with the read size and falls with the latencies; send, bound by the wire, moves
+        // only with the headers (goodput per wire byte).
+        assert_eq!(r.sensitivity.len(), ESTIMATES.len());
+        let s = |name: &str| r.sensitivity.iter().find(|x| x.parameter == name).unwrap();
+        for up in ["outstanding_reads", "max_read_request_bytes"] {
+            let x = s(up);
+            assert!(x.receive_gbps.1 > x.receive_gbps.0 + 1.0, "{x:?}");
+        }
+        for lat in ["bridge_ns", "switch_ns", "host_memory_ns"] {
+            let x = s(lat);
+            assert!(x.receive_gbps.1 < x.receive_gbps.0, "{x:?}");
+            assert!((x.send_gbps.1 - x.send_gbps.0).abs() < 0.1, "{x:?}");
+        }
+        let hdr = s("tcpip_header_bytes");
+        assert!(hdr.send_gbps.0 > hdr.send_gbps.1, "{hdr:?}");
     }
 }
