@@ -510,8 +510,15 @@ pub struct ValidateArgs {
     #[arg(long, default_value = "6.12")]
     pub kernel: String,
     /// Print the report as JSON.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "csv")]
     pub json: bool,
+    /// Print the scores as CSV: per trace, its total and one line per device.
+    #[arg(long)]
+    pub csv: bool,
+    /// Also write the report to this file: the CSV if its name ends in `.csv`, the JSON
+    /// otherwise; repeat for several files.
+    #[arg(long, short, value_name = "FILE")]
+    pub out: Vec<PathBuf>,
     /// Fraction of the allocations replayed but not scored (0 <= F < 1).
     #[arg(long, value_name = "F", default_value_t = 0.0)]
     pub warmup: f64,

@@ -231,3 +231,41 @@ fn several_traces_of_one_boot() {
         .success()
         .stdout(predicate::str::contains("exact rates are not expected").count(1));
 }
+
+/// `--csv` prints the scores (a total and one line per device); `-o FILE.csv` and `-o
+/// FILE.json` write what `--csv` and `--json` print.
+#[test]
+fn csv_and_out_files() {
+    let csv = iommulab()
+        .args(["validate", "--csv"])
+        .arg(qemu_trace())
+        .output()
+        .unwrap();
+    assert!(csv.status.success());
+    let csv = String::from_utf8(csv.stdout).unwrap();
+    let lines: Vec<&str> = csv.lines().collect();
+    assert_eq!(
+        lines[0],
+        "trace,device,allocations,scored,open_loop_exact,open_loop_rate,one_step_exact,one_step_rate"
+    );
+    assert_eq!(
+        lines.len(),
+        1 + 1 + 4,
+        "header, total, four devices:\n{csv}"
+    );
+    assert!(lines[1].contains(",total,3263,3263,3118,"), "{}", lines[1]);
+    let d = TempDir::new().unwrap();
+    let (c, j) = (d.path().join("v.csv"), d.path().join("v.json"));
+    iommulab()
+        .args(["validate", "-q"])
+        .arg(qemu_trace())
+        .arg("-o")
+        .arg(&c)
+        .arg("--out")
+        .arg(&j)
+        .assert()
+        .success();
+    assert_eq!(std::fs::read_to_string(&c).unwrap(), csv);
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&j).unwrap()).unwrap();
+    assert_eq!(v["allocations"], 3263);
+}

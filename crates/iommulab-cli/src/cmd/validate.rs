@@ -8,8 +8,11 @@ use anyhow::{Context, Result, bail};
 use iommulab::iova::{ByteRange, DomainConfig};
 use iommulab::validate::{ValidateOptions, ValidateReport, validate, validate_many};
 
+use iommulab_report::{Cell, Table};
+
 use crate::args::ValidateArgs;
 use crate::cmd::check::parse_mask;
+use crate::output::{json_text, out_flags, prepare_outputs, write_outs};
 
 /// `START-END`: inclusive byte addresses in hex (`0xfee00000-0xfeefffff`).
 pub fn parse_window(s: &str) -> Result<ByteRange> {
@@ -72,16 +75,22 @@ pub fn options(args: &ValidateArgs) -> Result<ValidateOptions> {
 pub fn run(args: &ValidateArgs) -> Result<ExitCode> {
     let opts = options(args)?;
     opts.check()?;
-    let (report, mut text) = match args.trace.as_slice() {
+    let inputs: Vec<(&str, &std::path::Path)> = args
+        .trace
+        .iter()
+        .map(|p| ("the trace", p.as_path()))
+        .collect();
+    prepare_outputs(&out_flags(&args.out), &inputs)?;
+    let (report, json, csv, text) = match args.trace.as_slice() {
         [one] => {
             let report = validate(one, &opts)
                 .with_context(|| format!("validating against {}", one.display()))?;
-            let text = if args.json {
-                serde_json::to_string_pretty(&report)? + "\n"
-            } else {
-                report.to_text()
-            };
-            (report, text)
+            let (json, csv, text) = (
+                json_text(&report)?,
+                scores_csv(std::slice::from_ref(&report)),
+                report.to_text(),
+            );
+            (report, json, csv, text)
         }
         many => {
             let paths: Vec<&std::path::Path> =
@@ -89,15 +98,21 @@ pub fn run(args: &ValidateArgs) -> Result<ExitCode> {
             let names: Vec<String> = many.iter().map(|p| p.display().to_string()).collect();
             let multi = validate_many(&paths, &opts)
                 .with_context(|| format!("validating against {}", names.join(", ")))?;
-            let text = if args.json {
-                serde_json::to_string_pretty(&multi)? + "\n"
-            } else {
-                multi.to_text()
-            };
-            (multi.total, text)
+            let mut all = multi.traces.clone();
+            all.push(multi.total.clone());
+            let (json, csv, text) = (json_text(&multi)?, scores_csv(&all), multi.to_text());
+            (multi.total, json, csv, text)
         }
     };
-    if args.lazy && !args.json {
+    write_outs(&args.out, &json, Some(&csv))?;
+    let mut text = if args.json {
+        json
+    } else if args.csv {
+        csv
+    } else {
+        text
+    };
+    if args.lazy && !args.json && !args.csv {
         text.push_str(lazy_note(&report));
     }
     crate::print_stdout(&text)?;
@@ -120,6 +135,50 @@ pub fn run(args: &ValidateArgs) -> Result<ExitCode> {
         return Ok(ExitCode::from(2));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The scores as CSV: per report, its total (device `total`) and one line per device.
+fn scores_csv(reports: &[ValidateReport]) -> String {
+    let mut t = Table::new(
+        "validate",
+        None,
+        &[
+            "trace",
+            "device",
+            "allocations",
+            "scored",
+            "open_loop_exact",
+            "open_loop_rate",
+            "one_step_exact",
+            "one_step_rate",
+        ],
+    );
+    let rate = |r: Option<f64>| Cell::Float(r, 6);
+    for r in reports {
+        t.push(vec![
+            Cell::from(&r.trace),
+            Cell::from("total"),
+            Cell::Int(r.allocations),
+            Cell::Int(r.scored),
+            Cell::Int(r.open_loop.exact),
+            rate(r.open_loop.rate),
+            Cell::Int(r.one_step.exact),
+            rate(r.one_step.rate),
+        ]);
+        for d in &r.devices {
+            t.push(vec![
+                Cell::from(&r.trace),
+                Cell::from(&d.device),
+                Cell::Int(d.allocations),
+                Cell::Int(d.scored),
+                Cell::Int(d.open_loop.exact),
+                rate(d.open_loop.rate),
+                Cell::Int(d.one_step.exact),
+                rate(d.one_step.rate),
+            ]);
+        }
+    }
+    t.to_csv()
 }
 
 /// Under `--lazy` without recorded frees the exact-match rates are low by nature, and the

@@ -850,6 +850,26 @@ impl<A: IovaAllocator> Magazine<A> {
         Some(CacheSite::Depot { index })
     }
 
+    /// Where `[pfn, pfn + pages)` is cached and its size bin; [`IovaError::NotFree`] when it
+    /// is not cached (or has no bin).
+    fn cached_at(
+        &self,
+        cpu: CpuId,
+        pfn: Pfn<Iova>,
+        pages: u64,
+    ) -> Result<(CacheSite, usize), IovaError> {
+        let not_cached = || IovaError::NotFree {
+            pfn: pfn.get(),
+            pages,
+        };
+        let site = self.locate(cpu, pfn, pages).ok_or_else(not_cached)?;
+        let bin = self
+            .config
+            .bin(self.config.rounded_pages(pages))
+            .ok_or_else(not_cached)?;
+        Ok((site, bin))
+    }
+
     /// Takes `[pfn, pfn + pages)` out of the caches wherever [`Magazine::locate`] finds it
     /// (swap-removed, as `iova_magazine_pop` takes a pfn below the top), as if it had just
     /// been allocated from there; a depot magazine left empty is recycled. The range stays
@@ -860,15 +880,7 @@ impl<A: IovaAllocator> Magazine<A> {
         pfn: Pfn<Iova>,
         pages: u64,
     ) -> Result<CacheSite, IovaError> {
-        let not_cached = IovaError::NotFree {
-            pfn: pfn.get(),
-            pages,
-        };
-        let site = self.locate(cpu, pfn, pages).ok_or(not_cached.clone())?;
-        let bin = self
-            .config
-            .bin(self.config.rounded_pages(pages))
-            .ok_or(not_cached.clone())?;
+        let (site, bin) = self.cached_at(cpu, pfn, pages)?;
         let p = pfn.get();
         let take = |m: &mut Mag| {
             if let Some(i) = m.pfns.iter().rposition(|&x| x == p) {
@@ -908,15 +920,7 @@ impl<A: IovaAllocator> Magazine<A> {
         pfn: Pfn<Iova>,
         pages: u64,
     ) -> Result<CacheSite, IovaError> {
-        let not_cached = IovaError::NotFree {
-            pfn: pfn.get(),
-            pages,
-        };
-        let site = self.locate(cpu, pfn, pages).ok_or(not_cached.clone())?;
-        let bin = self
-            .config
-            .bin(self.config.rounded_pages(pages))
-            .ok_or(not_cached)?;
+        let (site, bin) = self.cached_at(cpu, pfn, pages)?;
         let c = self.cpu_index(cpu);
         match site {
             CacheSite::Loaded { cpu: o, top } if usize::from(o) == c => {

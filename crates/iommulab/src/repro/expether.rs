@@ -526,7 +526,7 @@ mod tests {
         let (lo_n, hi_n, lo, hi) = r.receive_over_n_range;
         assert_eq!((lo_n, hi_n), (4, 16));
         assert!(
-            (3.4..3.5).contains(&lo) && (9.5..9.6).contains(&hi),
+            (3.4..3.5).contains(&lo) && (9.6..9.7).contains(&hi),
             "{lo} {hi}"
         );
         assert!(PAPER.receive_gbps.iter().all(|g| (lo..=hi).contains(g)));
