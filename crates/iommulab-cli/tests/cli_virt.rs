@@ -178,7 +178,22 @@ fn reproduce_yassour2010_quick() {
             assert_eq!(f.last().unwrap().as_f64(), Some(1.0));
             assert!(h.iter().all(|x| (0.0..=1.0).contains(&x.as_f64().unwrap())));
         }
-        assert_eq!(w["cpu"].as_array().unwrap().len(), 4);
+        let series: Vec<&str> = w["cpu"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["series"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            series,
+            [
+                "lru",
+                "piggyback",
+                "prefetch",
+                "batching",
+                "batching-ring-refill"
+            ]
+        );
         // S1.11: single-use and shared leave no stale access; on-demand does.
         let prot = w["protection"].as_array().unwrap();
         let stale = |s: &str| {

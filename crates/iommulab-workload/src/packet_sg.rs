@@ -1,6 +1,6 @@
-//! The driver change batching needs (S1.6), applied to any workload: a run of maps a driver
-//! issues back to back becomes one scatter-gather list, mapped in one call and unmapped in
-//! one call.
+//! A driver change beyond S1.6's batching (which shares a hypercall among the pages of one
+//! buffer), applied to any workload: a run of maps a driver issues back to back becomes one
+//! scatter-gather list, mapped in one call and unmapped in one call.
 //!
 //! A NIC driver maps a packet's pieces one call at a time — e1000e's `e1000_tx_map` maps the
 //! header and then each fragment with `dma_map_page`, and refills its receive ring a buffer

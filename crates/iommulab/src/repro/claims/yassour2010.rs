@@ -29,7 +29,7 @@ pub fn claims(res: &Results) -> Vec<Claim> {
         } else {
             ("Figure 3", "Figure 5", "netperf")
         };
-        hit_claims(w, fig_hit, tag, &mut v);
+        hit_claims(w, res.opt_batch_pages, fig_hit, tag, &mut v);
         cpu_claims(w, fig_cpu, tag, &mut v);
     }
     protection_claim(res, &mut v);
@@ -40,7 +40,7 @@ fn id(tag: &str, what: &str) -> String {
     format!("{tag}-{what}")
 }
 
-fn hit_claims(w: &RecordedResult, fig: &'static str, tag: &str, v: &mut Vec<Claim>) {
+fn hit_claims(w: &RecordedResult, batch: usize, fig: &'static str, tag: &str, v: &mut Vec<Claim>) {
     let ws = w.working_set_pages;
     let h = |policy: &str, f: f64| {
         w.policies
@@ -50,14 +50,26 @@ fn hit_claims(w: &RecordedResult, fig: &'static str, tag: &str, v: &mut Vec<Clai
     };
     let on = format!("on the recording {}", w.workload);
     let ob = h("opt_batch", 0.1);
+    // The paper gives no N; ours (batch = N + 1) was chosen in line with Figure 3, so the
+    // level this claim reads is set by an input, not tested (S1.3).
+    let q10 = round_quota(0.1, ws);
     v.push(
-        holds(ob >= 0.95, ob >= 0.80, "≥ 95% reproduced, ≥ 80% partly").claim(
+        super::input(format!(
+            "optimal batching's {batch} pages per miss (the paper's N + 1; the paper gives none) were chosen in line \
+with Figure 3"
+        ))
+        .claim(
             id(tag, "opt-batch-10pct"),
             fig,
             format!("Optimal batching is close to 100% hit rate at 10% quota ({tag})"),
             "≈ 100%",
             pct(ob),
-            format!("{on}: batching maps the next N distinct pages per call, bounding misses by 1/(N+1) (S1.3)"),
+            format!(
+                "{on}: a miss maps the next distinct future pages, at most {} here (the {batch}-page batch and the \
+{q10}-page quota at 10%, whichever is smaller), bounding misses on a stream without reuse by 1/{} (S1.3)",
+                batch.min(usize::try_from(q10).unwrap_or(usize::MAX)),
+                batch.min(usize::try_from(q10).unwrap_or(usize::MAX)).max(1),
+            ),
         )
         .inferred(),
     );
@@ -189,9 +201,18 @@ fn cpu_claims(w: &RecordedResult, fig: &'static str, tag: &str, v: &mut Vec<Clai
             "−10%",
             format!("{:+.0}% (busy cycles per byte, no caching)", (pr - 1.0) * 100.0),
             format!(
-                "it carries each unmap on the next map hypercall, saving {} cycles per hypercall it saves; it would \
-be 10% less only if the guest's other work cost {ten:.0} cycles per KiB sent ({:.0}× the estimate)",
+                "it carries each unmap on the next map hypercall: {} hypercalls against LRU's {} and {} IOTLB \
+invalidations against {} for the same {} page maps, saving {} cycles per hypercall it saves; mapping is {} of LRU's \
+busy cycles, so piggyback's mapping cycles × {:.3} of LRU's give × {pr:.3}; it would be 10% less only if the guest's \
+other work cost {ten:.0} cycles per KiB sent ({:.0}× the estimate)",
+                pig.hypercalls[0],
+                lru.hypercalls[0],
+                pig.iotlb_invalidations[0],
+                lru.iotlb_invalidations[0],
+                lru.page_maps[0],
                 saved_per_call(lru, pig),
+                pct(mapping_share(lru)),
+                pm / lm.max(1.0),
                 ten / (lru.stack_cycles[0] as f64 / kib).max(1e-12),
             ),
         )
@@ -220,6 +241,17 @@ and within 5% of piggyback's: partly",
         .inferred(),
     );
     let br = ratio(bat, 0);
+    let ring = find("batching-ring-refill");
+    // Per byte sent, busy = mapping + stack, and the stack's part is the same for every
+    // series; so batching halves LRU's busy cycles only if its mapping cycles per byte are
+    // (½ − ½ · stack / mapping) of LRU's: below zero when the stack alone is over half.
+    let per_byte = |c: &CpuCurve, x: u64| x as f64 / (c.sent_bytes[0] as f64).max(1.0);
+    let (lm, ls) = (
+        per_byte(lru, lru.mapping_cycles[0]),
+        per_byte(lru, lru.stack_cycles[0]),
+    );
+    let halving = 0.5 - 0.5 * ls / lm.max(1e-12);
+    let bat_map = per_byte(bat, bat.mapping_cycles[0]) / lm.max(1e-12);
     let (lo, hi) = w
         .cpu_sensitivity
         .iter()
@@ -240,11 +272,31 @@ and within 5% of piggyback's: partly",
                 bat.pages_per_hypercall[0]
             ),
             format!(
-                "each run of maps the driver issued back to back becomes one list and one hypercall; × {lo:.2}–{hi:.2} \
-over the estimated prices' ranges"
+                "S1.6's batching: the pages of one buffer the driver maps share a map hypercall and an unmap \
+hypercall, so it saves only what multi-page buffers give: {} hypercalls against LRU's {} for the same {} page maps \
+({:.2} pages per hypercall); mapping is {} of LRU's busy cycles and batching's mapping cycles are × {:.3} of LRU's, \
+so halving would need them × {:.3}{}; × {lo:.2}–{hi:.2} over the estimated prices' ranges; the driver-change \
+extension `batching-ring-refill` (each run of back-to-back maps as one list, not the paper's) gives × {:.3} ({:.2} \
+pages per hypercall)",
+                bat.hypercalls[0],
+                lru.hypercalls[0],
+                lru.page_maps[0],
+                bat.pages_per_hypercall[0],
+                pct(mapping_share(lru)),
+                bat_map,
+                halving,
+                if halving < 0.0 { " (impossible: the rest of the work alone is over half)" } else { "" },
+                ring.map_or(f64::NAN, |r| ratio(r, 0)),
+                ring.map_or(f64::NAN, |r| r.pages_per_hypercall[0])
             ),
         ),
     );
+}
+
+/// The share of a series' busy cycles with no caching that is mapping work.
+fn mapping_share(c: &CpuCurve) -> f64 {
+    let m = c.mapping_cycles[0] as f64;
+    m / (m + c.stack_cycles[0] as f64).max(1.0)
 }
 
 /// The cycles piggyback saves per unmap it carries: LRU's mapping cycles less its, over
