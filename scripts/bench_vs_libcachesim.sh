@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Whole-process speed of `iommulab mrc` against libCacheSim's C request loop on the same
-# trace (issue 16, item 4). Writes one generated trace, its .oracleGeneral export, then for
-# each policy runs, alternating, `iommulab mrc TRACE --policy P --quotas Q` and
+# trace (BENCHMARKS.md records the runs). Writes one generated trace, its .oracleGeneral
+# export, then for each policy runs, alternating, `iommulab mrc TRACE --policy P --quotas Q` and
 # `scripts/libcachesim_crosscheck.py EXPORT Q --policies P` (libCacheSim's `process_trace`,
 # the C loop over `cache->get`), REPEAT times each, and prints the median wall-clock seconds
 # of each and their ratio. Both processes include reading the file; both print the same hits

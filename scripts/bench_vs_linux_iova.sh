@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # iommulab's IOVA allocators side by side with Linux 6.12's own (drivers/iommu/iova.c built
-# in user space), on the shapes of crates/iommulab/benches/iova.rs (issue 16, item 5).
+# in user space), on the shapes of crates/iommulab/benches/iova.rs.
 #
 # Extracts iova.c, lib/rbtree.c and their rbtree/iova headers from Debian's
 # linux-source-6.12 tarball into a temporary directory (installing the package with apt-get

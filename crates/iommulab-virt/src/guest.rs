@@ -444,7 +444,7 @@ impl<S: GuestStrategy> Hooks<NoIova, Strict, HypercallBackend<S>> for GuestHooks
     const COMPLETE_AT_END: bool = false;
 
     /// Counts a buffer's bytes, and as sent if the device reads it; maps at least one byte
-    /// and no more than the page references count ([`map_len`]).
+    /// and no more than the page references count (`map_len`).
     #[inline(always)]
     fn buffer(&mut self, phys: Gpa, len: u64, dir: DmaDirection) -> Result<u64, GuestError> {
         self.bytes += len;
