@@ -9,37 +9,14 @@ use super::frame::{Frame, FrameKind, Mac};
 use super::host_side::{ConfigRoute, VirtualSwitch};
 use super::mrshare::{DmaOutcome, FromHost, Host, IoBridge, ShareError};
 use super::switch::{Port, Switch};
-use crate::config::header::{Bar, BarKind, Ids};
 use crate::function::{FunctionId, PhysicalFunction};
-use crate::sriov::SriovSpec;
+use crate::timing::tlp_path::{NIC, nic_sriov_spec};
 use crate::tlp::{CompletionStatus, ConfigKind, ConfigRequest, MAX_TLP_BYTES, MemRequest, Tlp};
 
-const NIC: Ids = Ids {
-    vendor: 0x17d5, // Neterion (the paper's X3100)
-    device: 0x5833,
-    revision: 1,
-    class: 0x02_00_00,
-    subsystem_vendor: 0x17d5,
-    subsystem: 0x6020,
-};
 const VF_BAR_BASE: u64 = 0x40_0000_0000;
 
 fn io_bridge(vfs: u16) -> IoBridge {
-    let spec = SriovSpec {
-        total_vfs: 16,
-        first_vf_offset: 1,
-        vf_stride: 1,
-        vf_device_id: 0x5834,
-        supported_page_sizes: 0x553,
-        vf_bars: vec![(
-            0,
-            Bar {
-                kind: BarKind::Mem64,
-                size: 64 << 10,
-                prefetchable: true,
-            },
-        )],
-    };
+    let spec = nic_sriov_spec();
     let pf = PhysicalFunction::new(Bdf::new(1, 0, 0).unwrap(), &NIC, &[], &spec).unwrap();
     IoBridge::new(pf, vfs, VF_BAR_BASE).unwrap()
 }

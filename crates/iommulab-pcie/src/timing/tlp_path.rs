@@ -32,7 +32,7 @@ use crate::tlp::{
 };
 
 /// The paper's NIC as `lspci` shows it (Figure 8: Neterion X3100, vendor 0x17d5).
-const NIC: Ids = Ids {
+pub(crate) const NIC: Ids = Ids {
     vendor: 0x17d5,
     device: 0x5833,
     revision: 1,
@@ -137,6 +137,25 @@ fn root() -> Bdf {
     Bdf::new(0, 0, 0).expect("00:00.0 is a valid routing id")
 }
 
+/// The NIC's SR-IOV capability: 16 VFs after the PF, each with one 64 KiB 64-bit BAR.
+pub(crate) fn nic_sriov_spec() -> SriovSpec {
+    SriovSpec {
+        total_vfs: 16,
+        first_vf_offset: 1,
+        vf_stride: 1,
+        vf_device_id: 0x5834,
+        supported_page_sizes: 0x553,
+        vf_bars: vec![(
+            0,
+            Bar {
+                kind: BarKind::Mem64,
+                size: 64 << 10,
+                prefetchable: true,
+            },
+        )],
+    }
+}
+
 impl TlpPath {
     /// Builds the NIC (PF with SR-IOV), the I/O-side bridge with one VF per host, the
     /// Ethernet (one VLAN per host), and `hosts` hosts that enumerate and program their VE
@@ -145,21 +164,7 @@ impl TlpPath {
         if !(1..=16).contains(&hosts) {
             return Err(fail("set-up", format!("{hosts} hosts: expected 1..=16")));
         }
-        let spec = SriovSpec {
-            total_vfs: 16,
-            first_vf_offset: 1,
-            vf_stride: 1,
-            vf_device_id: 0x5834,
-            supported_page_sizes: 0x553,
-            vf_bars: vec![(
-                0,
-                Bar {
-                    kind: BarKind::Mem64,
-                    size: 64 << 10,
-                    prefetchable: true,
-                },
-            )],
-        };
+        let spec = nic_sriov_spec();
         let pf_rid = Bdf::new(1, 0, 0).ok_or_else(|| fail("set-up", "PF routing id"))?;
         let pf = PhysicalFunction::new(pf_rid, &NIC, &[], &spec).map_err(|e| fail("PF", e))?;
         let n = hosts as u16;
