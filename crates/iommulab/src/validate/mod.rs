@@ -12,10 +12,12 @@
 //!   address is mapped to the model's for the free);
 //! - **one step**: the model predicts each allocation without making it; then it adopts the
 //!   kernel's choice: on a match it makes its own allocation, otherwise it takes the
-//!   kernel's range from where it sits in the model (a magazine or the depot:
-//!   [`Magazine::take_cached`](crate::iova::Magazine::take_cached); the tree's free space:
-//!   `place`) and leaves everything else as it was. One-step accuracy is the fraction of
-//!   allocations the model gets right given the kernel's past.
+//!   kernel's range from where it sits in the model: from a magazine or the depot at
+//!   magazine granularity (the magazine holding it becomes the CPU's loaded one, as a kernel
+//!   CPU only allocates from its own: [`Magazine::adopt_cached`](crate::iova::Magazine::adopt_cached)),
+//!   from the tree's free space (`place`) or the flush queue, leaving everything else as it
+//!   was. One-step accuracy is the fraction of allocations the model gets right given the
+//!   kernel's past.
 //!
 //! A mismatch is classified by where the kernel's range was in the model
 //! ([`MismatchKind`]). The first `warmup` fraction of the allocations is replayed but not
@@ -24,7 +26,9 @@
 //! In lazy mode (`iommu.strict=0`) a free goes to a flush queue (256 entries per CPU, a 10 ms
 //! timer) that the trace does not record; the model's queue frees at its own flushes, so its
 //! exact-match rates measure the allocator and the queue model together; [`LazyReport`]
-//! adds what a trace can check without knowing the flush times.
+//! adds what a trace can check without knowing the flush times. A trace that records the
+//! frees (a `free_iova_fast` kprobe, docs/capture.md) is replayed with each range freed at
+//! its recorded moment and CPU instead, and the queue model is not used.
 
 mod flush_queue;
 mod group;
