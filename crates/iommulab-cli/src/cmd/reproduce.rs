@@ -102,9 +102,7 @@ pub fn run(args: &ReproduceArgs, quiet: bool) -> Result<()> {
     }
     if args.json {
         let out = json!({ "reproductions": done, "index_md": index, "index_html": html });
-        let mut text = serde_json::to_string_pretty(&out)?;
-        text.push('\n');
-        crate::print_stdout(&text)?;
+        crate::print_stdout(&crate::output::json_text(&out)?)?;
     }
     Ok(())
 }

@@ -12,7 +12,7 @@ use iommulab::workload::WorkloadConfig;
 use serde::Serialize;
 
 use crate::args::{TraceCommand, TraceFormatArg, TraceGenerateArgs, TraceImportArgs, WorkloadArg};
-use crate::output::prepare_outputs;
+use crate::output::{json_text, prepare_outputs};
 use crate::progress::Reading;
 
 impl From<TraceFormatArg> for TraceFormat {
@@ -44,13 +44,6 @@ fn say(quiet: bool, text: &str) -> Result<()> {
     }
 }
 
-/// `value` as pretty JSON and a newline.
-fn json_line<T: Serialize>(value: &T) -> Result<String> {
-    let mut t = serde_json::to_string_pretty(value)?;
-    t.push('\n');
-    Ok(t)
-}
-
 #[derive(Serialize)]
 struct ConvertSummary {
     input: String,
@@ -68,13 +61,7 @@ pub fn run(command: &TraceCommand, quiet: bool) -> Result<()> {
             let s =
                 stats(&mut src).with_context(|| format!("statistics of {}", a.input.display()))?;
             drop(src);
-            let text = if a.json {
-                let mut t = serde_json::to_string_pretty(&s)?;
-                t.push('\n');
-                t
-            } else {
-                s.to_table()
-            };
+            let text = if a.json { json_text(&s)? } else { s.to_table() };
             crate::print_stdout(&text)
         }
         TraceCommand::Convert(a) => {
@@ -86,7 +73,7 @@ pub fn run(command: &TraceCommand, quiet: bool) -> Result<()> {
             dst.finish()?;
             drop(src);
             if a.json {
-                crate::print_stdout(&json_line(&ConvertSummary {
+                crate::print_stdout(&json_text(&ConvertSummary {
                     input: a.input.display().to_string(),
                     output: a.output.display().to_string(),
                     events: n,
@@ -157,7 +144,7 @@ fn import(a: &TraceImportArgs, quiet: bool) -> Result<()> {
         ftrace,
     };
     if a.json {
-        return crate::print_stdout(&json_line(&summary)?);
+        return crate::print_stdout(&json_text(&summary)?);
     }
     let mut text = format!("{n} events written to {}\n", a.output.display());
     if let Some(r) = &summary.ftrace {
@@ -214,7 +201,7 @@ fn generate(a: &TraceGenerateArgs, quiet: bool) -> Result<()> {
         .with_context(|| format!("generating {}", cfg.name()))?;
     sink.finish()?;
     if a.json {
-        return crate::print_stdout(&json_line(&GenerateSummary {
+        return crate::print_stdout(&json_text(&GenerateSummary {
             workload: cfg.name().to_string(),
             seed: a.seed,
             output: a.output.display().to_string(),
