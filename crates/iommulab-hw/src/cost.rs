@@ -1,7 +1,7 @@
 //! The cost model: how many CPU cycles each primitive costs, with documented presets.
 //!
 //! A run keeps two clocks. The **modeled** clock, in [`Cycles`] (see
-//! [`crate::clock`]), is
+//! [`iommulab_base::clock`]), is
 //! advanced by this model for every counted primitive: hardware work (PTE writes, write-buffer
 //! flushes, IOTLB invalidations, page-walk fetches, hypercalls) and, separately, the kernel
 //! software the papers measured (lock hand-offs, slab allocations of IOVA nodes, red-black tree
@@ -14,9 +14,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::clock::ClockRate;
+use iommulab_base::clock::ClockRate;
 #[cfg(doc)]
-use crate::clock::Cycles;
+use iommulab_base::clock::Cycles;
 
 /// Which preset a [`CostModel`] started from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -2,8 +2,8 @@
 //! configuration bug), shared by every remapping unit. Nothing changed when one is
 //! returned. A device access the tables deny is not an error but a [`super::Fault`].
 
-use crate::addr::{Bdf, PAGE_4K, PageSize};
 use crate::iotlb::IotlbConfigError;
+use iommulab_base::addr::{Bdf, PAGE_4K, PageSize};
 
 /// A caller or configuration bug: the request cannot be carried out and nothing changed.
 /// Addresses in variants are byte addresses (`pfn × 4096`, saturating).

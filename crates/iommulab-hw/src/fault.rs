@@ -8,7 +8,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::addr::{Access, Bdf, Iova};
+use iommulab_base::addr::{Access, Bdf, Iova};
 
 /// Why the remapping hardware blocked a DMA (VT-d fault reasons, S3.2 walk order).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

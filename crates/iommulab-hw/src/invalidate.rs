@@ -20,8 +20,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::addr::{DomainId, Iova, Pfn};
 use crate::cost::CostModel;
+use iommulab_base::addr::{DomainId, Iova, Pfn};
 
 /// The largest address mask (`IVA.AM`) the modeled hardware accepts for a page-selective
 /// invalidation: 2^18 pages = 1 GiB, as QEMU's `VTD_MAMV`

@@ -18,8 +18,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::addr::{DomainId, Hpa, Iova, PageSize, Perm, Pfn};
 use crate::invalidate::InvRequest;
+use iommulab_base::addr::{DomainId, Hpa, Iova, PageSize, Perm, Pfn};
 
 /// The page sizes an entry can hold, in probe order.
 const SIZES: [PageSize; 3] = [PageSize::Size4K, PageSize::Size2M, PageSize::Size1G];

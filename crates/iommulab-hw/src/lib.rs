@@ -13,7 +13,7 @@
 //! | [`memory`] | simulated physical memory holding translation tables | every unit |
 //! | [`error`] | `MapError` | every unit |
 //! | [`stats`] | `IommuStats` | every unit |
-//! | [`cost`] | `CostModel` and its presets (cycles are `crate::clock::Cycles`) | everything |
+//! | [`cost`] | `CostModel` and its presets (cycles are `iommulab_base::clock::Cycles`) | everything |
 //!
 //! A [`Fault`] is an outcome, not an error: a device access that the tables deny
 //! is recorded in the fault log and counted, as VT-d's primary fault logging does. A
@@ -22,9 +22,9 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations)]
 
-// The layers below, under the names the code uses (`crate::addr::Iova`): a crate names only
-// what its manifest lists, so the compiler enforces the layering (docs/architecture.md).
-use iommulab_base::{addr, clock};
+// The layers below are named by their crate paths (`iommulab_base::addr::Iova`), never aliased as
+// local modules: a crate names only what its manifest lists, so the compiler enforces the layering
+// (docs/architecture.md).
 
 pub mod cost;
 pub mod cpu_cache;

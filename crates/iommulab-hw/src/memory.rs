@@ -13,7 +13,7 @@
 //! [`crate::vtd::table`]). The model does not stop a caller from mapping data frames inside the
 //! table region; on a real machine that would alias the tables, here it is harmless.
 
-use crate::addr::{Hpa, Pfn};
+use iommulab_base::addr::{Hpa, Pfn};
 
 /// Entries (qwords) per 4 KiB table frame (S0.1).
 pub const ENTRIES_PER_TABLE: usize = 512;

@@ -25,13 +25,13 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::addr::{Access, Bdf, DomainId, Hpa, Iova, Perm, Pfn};
-use crate::clock::Cycles;
 use crate::cost::CostModel;
 use crate::error::MapError;
 use crate::fault::Fault;
 use crate::invalidate::{InvRequest, InvalidationInterface};
 use crate::stats::IommuStats;
+use iommulab_base::addr::{Access, Bdf, DomainId, Hpa, Iova, Perm, Pfn};
+use iommulab_base::clock::Cycles;
 
 /// The invalidation granularities a remapping unit supports, and how requests reach it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

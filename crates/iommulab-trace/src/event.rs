@@ -9,7 +9,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::addr::DmaDirection;
+use iommulab_base::addr::DmaDirection;
 
 /// What a record is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]

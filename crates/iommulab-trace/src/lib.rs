@@ -7,9 +7,9 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations)]
 
-// The layers below, under the names the code uses (`crate::addr::Iova`): a crate names only
-// what its manifest lists, so the compiler enforces the layering (docs/architecture.md).
-use iommulab_base::{addr, hash};
+// The layers below are named by their crate paths (`iommulab_base::addr::Iova`), never aliased as
+// local modules: a crate names only what its manifest lists, so the compiler enforces the layering
+// (docs/architecture.md).
 
 pub mod check;
 pub mod csv;

@@ -5,7 +5,7 @@
 //! consecutive pages, so both pay one lookup per chunk the run touches instead of one per
 //! page.
 
-use crate::hash::FxHashMap;
+use iommulab_base::hash::FxHashMap;
 
 /// log2 of the pages [`PageIds`] numbers at once.
 const ID_CHUNK_SHIFT: u32 = 4;

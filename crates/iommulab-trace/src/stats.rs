@@ -47,9 +47,9 @@ use super::pages::{MAX_PAGES_PER_MAP, PAGE_BYTES, pages};
 use super::stats_iommu::IommuLayer;
 pub use super::stats_iommu::IommuLayerStats;
 use super::{Event, EventKind, EventSource, TraceError};
-use crate::hash::FxHashMap;
 use crate::page_ids::{PageIds, PageSet};
 use crate::stack_distance::ReuseCounter;
+use iommulab_base::hash::FxHashMap;
 
 /// Counts in log2 buckets: bucket 0 holds the value 0, bucket `i ≥ 1` holds `[2^(i-1), 2^i)`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

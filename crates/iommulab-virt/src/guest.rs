@@ -13,7 +13,7 @@
 //!
 //! The guest runs a `Workload<Phys = Gpa>`: its buffers are guest-physical. A generator or a
 //! trace gives the physical addresses of the machine it runs on; wrapped in
-//! [`InGuest`](crate::workload::InGuest) that machine is the guest's memory, so a bare-metal
+//! [`InGuest`](iommulab_workload::InGuest) that machine is the guest's memory, so a bare-metal
 //! workload cannot be handed to the guest (nor a guest's to bare metal) by mistake. A buffer
 //! concerns the 4 KiB guest pages it spans (every segment's, for `MapSg`).
 
@@ -21,21 +21,21 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use crate::addr::{Bdf, DmaDirection, Gpa, Iova, PAGE_4K, Pfn};
 use crate::balloon::QuotaPolicy;
-use crate::dma::{BackendError, DeviceHandle, DmaApi, DmaConfig, DmaError, Translation};
-use crate::driver::{Driver, Hooks, Slot};
-use crate::flush::Strict;
 use crate::host::{GUEST_DEVICE, Host, HostConfig, InvalidationScope};
-use crate::hw::{CostModel, InvalidationInterface};
 use crate::hypercall::HypercallError;
 use crate::hypercall_backend::{Batching, HypercallBackend};
-use crate::iova::NoIova;
 use crate::link::link_load;
 use crate::strategy::{CacheOnly, GuestStrategy, Strategy};
-use crate::workload::{DmaOp, OpSink, Segment, Workload, WorkloadError};
 use crate::{EvictionConfig, Lookahead, MapCacheStats, PageRef};
+use iommulab_base::addr::{Bdf, DmaDirection, Gpa, Iova, PAGE_4K, Pfn};
+use iommulab_hw::{CostModel, InvalidationInterface};
 use iommulab_os::device::AccessOutcome;
+use iommulab_os::dma::{BackendError, DeviceHandle, DmaApi, DmaConfig, DmaError, Translation};
+use iommulab_os::driver::{Driver, Hooks, Slot};
+use iommulab_os::flush::Strict;
+use iommulab_os::iova::NoIova;
+use iommulab_workload::{DmaOp, OpSink, Segment, Workload, WorkloadError};
 
 /// One guest's DMA-mapping configuration.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -506,11 +506,11 @@ impl<S: GuestStrategy> Hooks<NoIova, Strict, HypercallBackend<S>> for GuestHooks
 
 /// The length a guest maps for a buffer of `len` bytes at `phys`: at least one byte (a
 /// zero-length map still concerns its page) and no more than the pages the page references
-/// count ([`crate::trace::pages::pages`], at most 4 GiB: the same pages as trace statistics
+/// count ([`iommulab_trace::pages::pages`], at most 4 GiB: the same pages as trace statistics
 /// and the `.oracleGeneral` export, so a corrupt trace length cannot make a replay allocate
 /// without bound).
 fn map_len(phys: u64, len: u64) -> u64 {
-    let pages = crate::trace::pages::pages(phys, len);
+    let pages = iommulab_trace::pages::pages(phys, len);
     let n = pages.end() - pages.start() + 1;
     len.max(1).min(n * PAGE_4K.bytes() - phys % PAGE_4K.bytes())
 }
@@ -544,7 +544,7 @@ pub fn for_each_guest_page_ref<W: Workload<Phys = Gpa>>(
 pub struct PageRun {
     /// The run's first page.
     pub first: Pfn<Gpa>,
-    /// Its pages (1 to [`MAX_PAGES_PER_MAP`](crate::trace::pages::MAX_PAGES_PER_MAP)).
+    /// Its pages (1 to [`MAX_PAGES_PER_MAP`](iommulab_trace::pages::MAX_PAGES_PER_MAP)).
     pub pages: u32,
     /// `true` for the unmap of the run, `false` for its map.
     pub unmap: bool,
@@ -554,7 +554,7 @@ impl PageRun {
     /// The map of the pages `len` bytes at `phys` touch.
     #[inline]
     fn mapping(phys: u64, len: u64) -> Self {
-        let p = crate::trace::pages::pages(phys, len);
+        let p = iommulab_trace::pages::pages(phys, len);
         PageRun {
             first: Pfn::new(*p.start()),
             // At most MAX_PAGES_PER_MAP (2^20).
@@ -706,10 +706,10 @@ pub fn run_guest<W: Workload<Phys = Gpa>>(
 mod tests {
     use super::*;
     use crate::strategy::OnDemand;
-    use crate::workload::{
+    use crate::{EvictionConfig, Lru, LruConfig, OptConfig};
+    use iommulab_workload::{
         ApacheSendfile, ApacheSendfileConfig, InGuest, NetperfSend, NetperfSendConfig,
     };
-    use crate::{EvictionConfig, Lru, LruConfig, OptConfig};
 
     fn netperf() -> InGuest<NetperfSend> {
         InGuest::new(
@@ -821,7 +821,7 @@ mod tests {
             run_guest(&mut InGuest::new(w), &cfg, None).unwrap()
         };
         let run_on = |mapping, batching| run_scoped(mapping, batching, InvalidationScope::Call);
-        use crate::workload::TxMapping;
+        use iommulab_workload::TxMapping;
         let lru = run_on(TxMapping::PerFragment, Batching::None);
         assert_eq!(lru.hits, 0);
         assert_eq!(lru.misses, lru.maps);
@@ -983,7 +983,7 @@ mod tests {
             } = op
             {
                 if dma_alloc { &mut heads } else { &mut other }
-                    .extend(crate::trace::pages::pages(phys.get(), len));
+                    .extend(iommulab_trace::pages::pages(phys.get(), len));
             }
         }
         assert!(!heads.is_empty() && !other.is_empty());

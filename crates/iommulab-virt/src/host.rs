@@ -40,8 +40,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::addr::{Access, Bdf, DomainId, Gpa, Hpa, Iova, Perm, Pfn};
-use crate::hw::{CostModel, Fault, InvRequest, InvalidationInterface, RemapUnit, Vtd, VtdConfig};
+use iommulab_base::addr::{Access, Bdf, DomainId, Gpa, Hpa, Iova, Perm, Pfn};
+use iommulab_hw::{CostModel, Fault, InvRequest, InvalidationInterface, RemapUnit, Vtd, VtdConfig};
 
 use super::hypercall::{HostStats, Hypercall, HypercallError};
 

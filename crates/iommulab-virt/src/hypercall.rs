@@ -9,7 +9,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::addr::{Gpa, Perm, Pfn};
+use iommulab_base::addr::{Gpa, Perm, Pfn};
 
 /// One hypercall: pages to unmap (applied first), then pages to map with a permission.
 ///

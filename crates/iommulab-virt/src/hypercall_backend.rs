@@ -25,17 +25,19 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::addr::{Access, Bdf, DmaDirection, DomainId, Gpa, Hpa, Iova, PAGE_4K, Perm, Pfn};
-use crate::dma::backend::{BackendError, MapAttrs, MapBackend};
 use crate::guest::GuestError;
 use crate::host::Host;
-use crate::hw::cost::CostModel;
-use crate::hw::error::MapError;
-use crate::hw::fault::Fault;
-use crate::hw::invalidate::InvRequest;
-use crate::hw::unit::{InvalidationCaps, RemapUnit};
 use crate::hypercall::{HostStats, Hypercall};
 use crate::strategy::{GuestStrategy, PageOutcome};
+use iommulab_base::addr::{
+    Access, Bdf, DmaDirection, DomainId, Gpa, Hpa, Iova, PAGE_4K, Perm, Pfn,
+};
+use iommulab_hw::cost::CostModel;
+use iommulab_hw::error::MapError;
+use iommulab_hw::fault::Fault;
+use iommulab_hw::invalidate::InvRequest;
+use iommulab_hw::unit::{InvalidationCaps, RemapUnit};
+use iommulab_os::dma::backend::{BackendError, MapAttrs, MapBackend};
 
 /// How map and unmap requests are packed into hypercalls (S1.6; table in the module docs).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -26,13 +26,9 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations)]
 
-// The layers below, under the names the code uses (`crate::addr::Iova`): a crate names only
-// what its manifest lists, so the compiler enforces the layering (docs/architecture.md).
-use iommulab_base::{addr, clock, hash};
-use iommulab_hw as hw;
-use iommulab_os::{dma, driver, flush, iova};
-use iommulab_trace as trace;
-use iommulab_workload as workload;
+// The layers below are named by their crate paths (`iommulab_base::addr::Iova`), never aliased as
+// local modules: a crate names only what its manifest lists, so the compiler enforces the layering
+// (docs/architecture.md).
 
 pub mod balloon;
 pub mod eviction;
@@ -52,7 +48,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use crate::addr::{Gpa, Pfn};
+use iommulab_base::addr::{Gpa, Pfn};
 
 pub use balloon::{QuotaPolicy, working_set_pages};
 pub use eviction::{
@@ -128,12 +124,12 @@ pub enum Error {
 /// `Result` with the map cache's [`Error`].
 pub type Result<T> = std::result::Result<T, Error>;
 
-/// The hasher of page-number keys ([`crate::hash`]): SipHash would cost more than the rest
+/// The hasher of page-number keys ([`iommulab_base::hash`]): SipHash would cost more than the rest
 /// of a map.
-pub type PageHasher = crate::hash::FxHasher;
+pub type PageHasher = iommulab_base::hash::FxHasher;
 
 /// A `HashMap` keyed by page numbers with [`PageHasher`].
-pub type PageMap<K, V> = crate::hash::FxHashMap<K, V>;
+pub type PageMap<K, V> = iommulab_base::hash::FxHashMap<K, V>;
 
 /// Replays `refs` through a fresh `MapCache<E>` with quota `quota` and returns its
 /// statistics.

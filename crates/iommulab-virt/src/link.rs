@@ -18,7 +18,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::hw::CostModel;
+use iommulab_hw::CostModel;
 
 /// What limits a run and how busy its CPUs are (see the [module docs](self)).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]

@@ -13,10 +13,10 @@
 //! [`Lookahead::from_guest_maps`] builds it straight from a workload, so the stream itself
 //! (16 bytes per reference in a `Vec<PageRef>`) is never held.
 
-use crate::addr::{Gpa, Pfn};
 use crate::strategy::CacheOnly;
-use crate::workload::{Workload, WorkloadError};
 use crate::{PageMap, PageRef};
+use iommulab_base::addr::{Gpa, Pfn};
+use iommulab_workload::{Workload, WorkloadError};
 
 /// Sentinel "never mapped again".
 pub const NEVER: u64 = u64::MAX;
@@ -314,7 +314,7 @@ mod tests {
     #[test]
     fn guest_maps_are_the_maps_of_guest_page_refs() {
         use crate::guest_page_refs;
-        use crate::workload::{InGuest, UniformRandom, UniformRandomConfig};
+        use iommulab_workload::{InGuest, UniformRandom, UniformRandomConfig};
         let w = || {
             InGuest::new(
                 UniformRandom::new(UniformRandomConfig {

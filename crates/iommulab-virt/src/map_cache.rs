@@ -30,7 +30,7 @@ use std::sync::Arc;
 use super::eviction::{CacheSlot, EvictionPolicy, Room};
 use super::page_index::PageIndex;
 use super::{Error, Lookahead, Result};
-use crate::addr::{Gpa, Pfn};
+use iommulab_base::addr::{Gpa, Pfn};
 
 /// Counters of one map cache.
 ///

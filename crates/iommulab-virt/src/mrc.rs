@@ -47,7 +47,7 @@ pub use stream::curve_is_streamed;
 
 use std::sync::Arc;
 
-use crate::addr::{Gpa, Pfn};
+use iommulab_base::addr::{Gpa, Pfn};
 use serde::{Deserialize, Serialize};
 
 use crate::eviction::EvictionPolicy;
@@ -462,8 +462,8 @@ pub fn mrc(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::addr::Pfn;
     use crate::{LruConfig, OptConfig};
+    use iommulab_base::addr::Pfn;
 
     fn pairs(gs: &[u64]) -> Vec<PageRef> {
         gs.iter()

@@ -40,7 +40,7 @@ use super::netperf_send::{
 use super::page_alloc::{PageAllocConfig, PageAllocator, Slab};
 use super::zipf::Zipf;
 use super::{DmaOp, ParamError, Segment, Workload, WorkloadError, idx, invalid};
-use crate::addr::{CpuId, Hpa, PAGE_4K};
+use iommulab_base::addr::{CpuId, Hpa, PAGE_4K};
 
 /// Parameters of [`ApacheSendfile`].
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]

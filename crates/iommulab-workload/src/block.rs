@@ -36,7 +36,7 @@ use serde::{Deserialize, Serialize};
 
 use super::page_alloc::{MEMORY_BASE, PageAllocConfig, PageAllocator};
 use super::{DmaOp, ParamError, Segment, Workload, WorkloadError, idx, invalid};
-use crate::addr::{Access, CpuId, DmaDirection, Hpa, PAGE_4K};
+use iommulab_base::addr::{Access, CpuId, DmaDirection, Hpa, PAGE_4K};
 
 /// Offsets of successive requests.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]

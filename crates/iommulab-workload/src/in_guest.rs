@@ -4,8 +4,8 @@
 //! layer takes `Workload<Phys = Gpa>` and bare metal's `Workload<Phys = Hpa>`: one cannot be
 //! handed the other's buffers.
 
-use crate::addr::{Gpa, Hpa};
 use crate::{DmaOp, OpSink, Segment, Workload, WorkloadError};
+use iommulab_base::addr::{Gpa, Hpa};
 
 /// `W`'s operations with their buffers in guest-physical memory.
 #[derive(Debug)]

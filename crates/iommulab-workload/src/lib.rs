@@ -1,5 +1,5 @@
 //! Workloads: streams of DMA operations. Generators (here) and trace replay
-//! ([`replay::TraceWorkload`], over any [`crate::trace::EventSource`]) implement [`Workload`],
+//! ([`replay::TraceWorkload`], over any [`iommulab_trace::EventSource`]) implement [`Workload`],
 //! so every experiment runs on a built-in workload or on a user's trace alike.
 //!
 //! Operations name their buffer by a `slot` (an index the workload chooses); the runner
@@ -18,10 +18,9 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations)]
 
-// The layers below, under the names the code uses (`crate::addr::Iova`): a crate names only
-// what its manifest lists, so the compiler enforces the layering (docs/architecture.md).
-use iommulab_base::{addr, hash};
-use iommulab_trace as trace;
+// The layers below are named by their crate paths (`iommulab_base::addr::Iova`), never aliased as
+// local modules: a crate names only what its manifest lists, so the compiler enforces the layering
+// (docs/architecture.md).
 
 pub mod apache_sendfile;
 pub mod block;
@@ -39,8 +38,8 @@ pub mod zipf;
 
 use serde::{Deserialize, Serialize};
 
-use crate::addr::{Access, CpuId, DmaDirection, Hpa, PhysAddr};
-use crate::trace::TraceError;
+use iommulab_base::addr::{Access, CpuId, DmaDirection, Hpa, PhysAddr};
+use iommulab_trace::TraceError;
 
 pub use apache_sendfile::{ApacheSendfile, ApacheSendfileConfig};
 pub use block::{Block, BlockBuffers, BlockConfig, Pattern};
@@ -56,7 +55,7 @@ pub use uniform_random::{UniformRandom, UniformRandomConfig};
 
 /// One DMA operation issued by a driver or a device. `P` is the address space its buffers
 /// are in: the physical memory of the machine that runs the workload, host-physical ([`Hpa`])
-/// on bare metal, guest-physical ([`Gpa`](crate::addr::Gpa)) inside a guest ([`InGuest`]).
+/// on bare metal, guest-physical ([`Gpa`](iommulab_base::addr::Gpa)) inside a guest ([`InGuest`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "op")]
 pub enum DmaOp<P: PhysAddr = Hpa> {
@@ -546,7 +545,7 @@ pub(crate) mod check {
     use std::collections::{HashMap, HashSet};
 
     use super::{DmaOp, Workload};
-    use crate::addr::{Access, DmaDirection, PAGE_4K};
+    use iommulab_base::addr::{Access, DmaDirection, PAGE_4K};
 
     /// What a checked run saw.
     #[derive(Debug, Default)]
@@ -583,7 +582,7 @@ pub(crate) mod check {
     /// unmaps and accesses only of mapped ones, accesses the mapping's direction allows,
     /// non-empty segments, devices in range, a monotonic clock, `total_ios` unmaps, no slot
     /// left mapped, and `None` for ever after the end.
-    pub fn run_checked<W: Workload<Phys = crate::addr::Hpa>>(w: &mut W) -> Checked {
+    pub fn run_checked<W: Workload<Phys = iommulab_base::addr::Hpa>>(w: &mut W) -> Checked {
         let mut c = Checked::default();
         let mut live: HashMap<u32, DmaDirection> = HashMap::new();
         let note = |c: &mut Checked, phys: u64, len: u64| {

@@ -27,7 +27,7 @@ use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 
 use super::{DmaOp, Segment, Workload, WorkloadError};
-use crate::addr::{Access, CpuId, DmaDirection, Hpa, PAGE_4K};
+use iommulab_base::addr::{Access, CpuId, DmaDirection, Hpa, PAGE_4K};
 
 /// Parameters of [`NetRx`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

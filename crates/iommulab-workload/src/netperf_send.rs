@@ -63,7 +63,7 @@ use serde::{Deserialize, Serialize};
 
 use super::page_alloc::{PageAllocConfig, PageAllocator, Slab};
 use super::{DmaOp, ParamError, Segment, Workload, WorkloadError, idx, invalid};
-use crate::addr::{Access, CpuId, DmaDirection, Hpa, PAGE_4K};
+use iommulab_base::addr::{Access, CpuId, DmaDirection, Hpa, PAGE_4K};
 
 /// Most page fragments of one packet (Linux's `MAX_SKB_FRAGS` with 4 KiB pages).
 pub const MAX_FRAGS: usize = 17;

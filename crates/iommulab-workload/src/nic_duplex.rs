@@ -29,7 +29,7 @@ use super::{
     ApacheSendfile, ApacheSendfileConfig, DmaOp, NetRx, NetRxConfig, NetperfSend,
     NetperfSendConfig, ParamError, Segment, Workload, WorkloadError, invalid,
 };
-use crate::addr::{DmaDirection, Hpa};
+use iommulab_base::addr::{DmaDirection, Hpa};
 
 /// The transmit side of a [`NicDuplex`]: which sender, with its parameters (the `[workload.tx]`
 /// table, tagged by `kind`).
@@ -409,7 +409,7 @@ mod tests {
                     ..
                 } => rx_maps += 1,
                 DmaOp::Access {
-                    access: crate::addr::Access::Write,
+                    access: iommulab_base::addr::Access::Write,
                     ..
                 } => writes += 1,
                 _ => {}

@@ -47,9 +47,11 @@ use std::collections::{HashMap, VecDeque};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-pub use crate::trace::pages::{MAX_PAGES_PER_MAP, PAGE_BYTES, pages};
-use crate::trace::{Event, EventKind, EventSink, EventSource, OutputFile, TraceError, TraceHeader};
 use crate::{DmaOp, ReplayReport, TraceWorkload, Workload};
+pub use iommulab_trace::pages::{MAX_PAGES_PER_MAP, PAGE_BYTES, pages};
+use iommulab_trace::{
+    Event, EventKind, EventSink, EventSource, OutputFile, TraceError, TraceHeader,
+};
 
 /// Bytes per binary request.
 pub const RECORD_BYTES: usize = 24;
@@ -229,7 +231,7 @@ impl<W: Write> OracleGeneralWriter<W> {
         drop(seen);
         let mut buf = Vec::with_capacity(64 * 1024 + 64);
         if self.format == OracleFormat::Csv {
-            buf.extend_from_slice(crate::trace::csv::LIBCACHESIM_COLUMNS.as_bytes());
+            buf.extend_from_slice(iommulab_trace::csv::LIBCACHESIM_COLUMNS.as_bytes());
             buf.push(b'\n');
         }
         let obj = std::mem::take(&mut self.obj);
@@ -302,7 +304,7 @@ impl EventSink for OracleFile {
 /// The export format a file name asks for: `.oracleGeneral` or `.oracleGeneral.csv`, either
 /// optionally `.gz`; `None` for any other name.
 pub fn format_of(path: &Path) -> Option<OracleFormat> {
-    let (name, _) = crate::trace::io::name_parts(path);
+    let (name, _) = iommulab_trace::io::name_parts(path);
     if name.ends_with(".oraclegeneral.csv") {
         Some(OracleFormat::Csv)
     } else if name.ends_with(".oraclegeneral") {

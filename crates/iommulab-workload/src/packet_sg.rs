@@ -17,8 +17,8 @@
 
 use std::collections::VecDeque;
 
-use crate::addr::PhysAddr;
 use crate::{DmaOp, Segment, Workload, WorkloadError};
+use iommulab_base::addr::PhysAddr;
 
 /// What [`PacketSg`] did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -251,7 +251,7 @@ impl<W: Workload> Workload for PacketSg<W> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::addr::{Access, CpuId, DmaDirection, Hpa};
+    use iommulab_base::addr::{Access, CpuId, DmaDirection, Hpa};
 
     /// A fixed list of operations (no `MapSg` among them).
     struct Ops(std::vec::IntoIter<DmaOp>);

@@ -26,7 +26,7 @@ use rand::rngs::SmallRng;
 use rand::seq::SliceRandom;
 use serde::{Deserialize, Serialize};
 
-use crate::addr::{CpuId, Hpa, PAGE_4K};
+use iommulab_base::addr::{CpuId, Hpa, PAGE_4K};
 
 /// Physical base of the modeled memory (1 GiB, like [`super::pseudo_scsi`]'s pool).
 pub const MEMORY_BASE: u64 = 0x4000_0000;

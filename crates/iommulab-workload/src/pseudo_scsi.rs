@@ -19,7 +19,7 @@ use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 
 use super::{DmaOp, OpSink, Segment, Workload, WorkloadError};
-use crate::addr::{Access, CpuId, DmaDirection, Hpa, PAGE_4K};
+use iommulab_base::addr::{Access, CpuId, DmaDirection, Hpa, PAGE_4K};
 
 /// Most I/Os in flight: NVMe's deepest queue (64 Ki entries). The runner keeps a slot per
 /// I/O in flight, so the bound also keeps a typo from asking for gigabytes of slots.

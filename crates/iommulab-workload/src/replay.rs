@@ -24,19 +24,19 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use super::{DmaOp, OpSink, Segment, Workload, WorkloadError};
-use crate::addr::{Access, CpuId, Hpa};
-use crate::hash::AddrHashMap;
-use crate::trace::{Event, EventColumns, EventKind, EventSource, TraceError, TraceHeader};
+use iommulab_base::addr::{Access, CpuId, Hpa};
+use iommulab_base::hash::AddrHashMap;
+use iommulab_trace::{Event, EventColumns, EventKind, EventSource, TraceError, TraceHeader};
 
 /// The trace clock advances the runner's clock in steps of at least this many ns (10 µs:
 /// fine against the 10 ms flush timers, coarse enough to cost nothing).
 pub const TICK_NS: u64 = 10_000;
 
 /// The device name the ftrace importer gives `iommu:` events, which carry no device.
-pub use crate::trace::ftrace::IOMMU_DEVICE;
+pub use iommulab_trace::ftrace::IOMMU_DEVICE;
 
 /// The replay tables, keyed by (device, address) with the fast address hasher of
-/// [`crate::hash`] (the std SipHash costs more than the rest of a map/unmap; plain FxHash
+/// [`iommulab_base::hash`] (the std SipHash costs more than the rest of a map/unmap; plain FxHash
 /// starts every page-aligned address of a device at the same bucket).
 type AddrMap<V> = AddrHashMap<(u16, u64), V>;
 
@@ -588,7 +588,7 @@ impl<S: EventSource> Workload for TraceWorkload<S> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::trace::{MemorySource, TraceDir};
+    use iommulab_trace::{MemorySource, TraceDir};
 
     fn ev(
         kind: EventKind,
@@ -898,7 +898,7 @@ mod tests {
     /// and the two can be mixed: ops `next_op` translated ahead are not lost.
     #[test]
     fn for_each_op_gives_what_next_op_gives() {
-        let (header, events) = mixed_trace(3 * crate::trace::BATCH + 77);
+        let (header, events) = mixed_trace(3 * iommulab_trace::BATCH + 77);
         let open = || TraceWorkload::new(MemorySource::new(header.clone(), events.clone()));
         let mut w = open();
         let mut one_at_a_time = Seen::new();
@@ -952,7 +952,7 @@ mod tests {
     /// further event is read.
     #[test]
     fn for_each_op_stops_with_the_sink() {
-        let (header, events) = mixed_trace(3 * crate::trace::BATCH + 77);
+        let (header, events) = mixed_trace(3 * iommulab_trace::BATCH + 77);
         let open = || TraceWorkload::new(MemorySource::new(header.clone(), events.clone()));
         let mut all = Seen::new();
         open().for_each_op(&mut all).unwrap();
@@ -1011,7 +1011,7 @@ mod tests {
     /// error cuts a scatter-gather list, in the middle of a batch of events.
     #[test]
     fn ops_before_an_error_come_first() {
-        let (header, mut events) = mixed_trace(2 * crate::trace::BATCH + 100);
+        let (header, mut events) = mixed_trace(2 * iommulab_trace::BATCH + 100);
         // The last list misses its last segment: its read meets the error.
         events.push(ev(EventKind::MapSg, 0, 2, None, None, 0, 2));
         events.push(ev(
@@ -1046,7 +1046,7 @@ mod tests {
         // The last batch's ops, up to the cut list, are among them.
         let first_batches = ops(
             &["iommu", "0000:01:00.0", "nvme0"],
-            events[..2 * crate::trace::BATCH].to_vec(),
+            events[..2 * iommulab_trace::BATCH].to_vec(),
         )
         .0;
         assert!(before.len() > first_batches.len() + 10);

@@ -24,7 +24,7 @@ use serde::{Deserialize, Serialize};
 
 use super::page_alloc::MEMORY_BASE;
 use super::{DmaOp, ParamError, Segment, Workload, WorkloadError, invalid};
-use crate::addr::{Access, CpuId, DmaDirection, Hpa, PAGE_4K};
+use iommulab_base::addr::{Access, CpuId, DmaDirection, Hpa, PAGE_4K};
 
 /// Parameters of [`UniformRandom`].
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]

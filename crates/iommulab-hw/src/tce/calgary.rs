@@ -17,7 +17,7 @@
 //! it big-endian: the two numberings describe the same word. [`CalgaryTce::to_raw`] returns
 //! that CPU-order value.
 
-use crate::addr::{Hpa, Perm, Pfn};
+use iommulab_base::addr::{Hpa, Perm, Pfn};
 
 /// Width of the real page number (S2.2): 36 bits of 4 KiB pages = 48-bit host addresses.
 pub const RPN_BITS: u32 = 36;

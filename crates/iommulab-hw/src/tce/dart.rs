@@ -20,7 +20,7 @@
 //! (bit 1), and an entry with both set is valid but admits nothing. A zero word is invalid,
 //! as in Linux's cleared table.
 
-use crate::addr::{Access, Hpa, Perm, Pfn};
+use iommulab_base::addr::{Access, Hpa, Perm, Pfn};
 
 /// Width of the real page number (S2.3): 24 bits of 4 KiB pages = 36-bit host addresses.
 pub const RPN_BITS: u32 = 24;

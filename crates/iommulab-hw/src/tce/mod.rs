@@ -43,8 +43,6 @@ use std::marker::PhantomData;
 
 use serde::{Deserialize, Serialize};
 
-use crate::addr::{Access, Bdf, DomainId, Hpa, Iova, PAGE_4K, PageSize, Perm, Pfn};
-use crate::clock::Cycles;
 use crate::cost::CostModel;
 use crate::error::{MapError, bytes};
 use crate::fault::{Fault, FaultLog, FaultReason};
@@ -52,6 +50,8 @@ use crate::invalidate::{InvRequest, InvalidationInterface};
 use crate::iotlb::{Iotlb, IotlbConfig, IotlbEntry};
 use crate::stats::IommuStats;
 use crate::unit::{InvalidationCaps, RemapUnit};
+use iommulab_base::addr::{Access, Bdf, DomainId, Hpa, Iova, PAGE_4K, PageSize, Perm, Pfn};
+use iommulab_base::clock::Cycles;
 
 use calgary::CalgaryTce;
 use dart::DartTce;

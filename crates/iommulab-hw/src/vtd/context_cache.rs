@@ -5,7 +5,7 @@
 //! fully associative cache with true LRU (O(entries) per operation, no allocation after
 //! construction). A capacity of 0 disables caching.
 
-use crate::addr::{Bdf, DomainId};
+use iommulab_base::addr::{Bdf, DomainId};
 
 use super::table::SlTable;
 
@@ -101,7 +101,7 @@ impl ContextCache {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::addr::{Hpa, Pfn};
+    use iommulab_base::addr::{Hpa, Pfn};
 
     fn ctx(d: u16) -> CachedContext {
         CachedContext {

@@ -10,7 +10,7 @@
 // into range, which is the point of this module.
 #![allow(clippy::cast_possible_truncation)]
 
-use crate::addr::{DomainId, Hpa, Perm, Pfn};
+use iommulab_base::addr::{DomainId, Hpa, Perm, Pfn};
 
 /// Bits 51:12 of a 64-bit pointer field or second-level PTE: a 4 KiB frame number.
 const ADDR_MASK: u64 = ((1 << 52) - 1) & !((1 << 12) - 1);

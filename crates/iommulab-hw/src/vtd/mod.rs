@@ -48,8 +48,6 @@ pub mod table;
 
 use serde::{Deserialize, Serialize};
 
-use crate::addr::{Access, Bdf, DomainId, Hpa, Iova, PAGE_4K, PageSize, Perm, Pfn};
-use crate::clock::Cycles;
 use crate::cost::CostModel;
 use crate::error::bytes;
 use crate::fault::FaultLog;
@@ -58,6 +56,8 @@ use crate::iotlb::{Iotlb, IotlbConfig, IotlbEntry};
 use crate::memory::TableMemory;
 use crate::stats::IommuStats;
 use crate::unit::{InvalidationCaps, RemapUnit};
+use iommulab_base::addr::{Access, Bdf, DomainId, Hpa, Iova, PAGE_4K, PageSize, Perm, Pfn};
+use iommulab_base::clock::Cycles;
 
 use context_cache::{CachedContext, ContextCache};
 use entry::{ContextEntry, MAX_HPA_PFN, RootEntry, SlPte};

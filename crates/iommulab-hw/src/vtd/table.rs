@@ -17,7 +17,7 @@
 //! `n` pages touches `n` leaves plus one walk per leaf table (`n / 512`). Nothing allocates
 //! except a new table frame.
 
-use crate::addr::{Hpa, PageSize, Perm, Pfn};
+use iommulab_base::addr::{Hpa, PageSize, Perm, Pfn};
 
 use super::entry::SlPte;
 pub(crate) use crate::memory::ENTRIES_PER_TABLE;
@@ -66,7 +66,7 @@ fn is_leaf(pte: SlPte, level: u8) -> bool {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Leaf {
     /// First 4 KiB page the leaf maps.
-    pub iova: Pfn<crate::addr::Iova>,
+    pub iova: Pfn<iommulab_base::addr::Iova>,
     /// First 4 KiB frame it maps to.
     pub hpa: Pfn<Hpa>,
     /// R/W bits.

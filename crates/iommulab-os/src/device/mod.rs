@@ -14,11 +14,11 @@
 //! after its unmap, and its neighbours, and reads the rest of each mapped page: what a
 //! hostile device would do to exploit the windows that the flush policies leave open.
 
-use crate::hash::FxHashMap;
+use iommulab_base::hash::FxHashMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::addr::{Iova, PAGE_4K};
+use iommulab_base::addr::{Iova, PAGE_4K};
 
 /// How a device behaves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]

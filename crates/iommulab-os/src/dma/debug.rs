@@ -12,7 +12,7 @@ use std::collections::{HashMap, HashSet};
 
 use serde::{Deserialize, Serialize};
 
-use crate::addr::{DmaDirection, Iova};
+use iommulab_base::addr::{DmaDirection, Iova};
 
 /// How a mapping was made (an `unmap_single` of an sg mapping is a bug, and vice versa).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]

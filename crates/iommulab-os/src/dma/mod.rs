@@ -21,13 +21,15 @@ pub mod debug;
 
 use serde::{Deserialize, Serialize};
 
-use crate::addr::{Access, Bdf, CpuId, DmaDirection, DomainId, Hpa, Iova, PAGE_4K, Pfn, PhysAddr};
-use crate::clock::Cycles;
 use crate::device::{AccessOutcome, StaleOracle};
 use crate::flush::{FlushCtx, FlushPolicy, FlushStats, Unmapped};
-use crate::hw::error::MapError;
-use crate::hw::unit::RemapUnit;
-use crate::hw::vtd::Vtd;
+use iommulab_base::addr::{
+    Access, Bdf, CpuId, DmaDirection, DomainId, Hpa, Iova, PAGE_4K, Pfn, PhysAddr,
+};
+use iommulab_base::clock::Cycles;
+use iommulab_hw::error::MapError;
+use iommulab_hw::unit::RemapUnit;
+use iommulab_hw::vtd::Vtd;
 
 use crate::iova::rbtree::DMA_32BIT_PFN;
 use crate::iova::{IovaAllocator, IovaError, IovaStats};

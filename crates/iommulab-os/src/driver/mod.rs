@@ -22,11 +22,11 @@ pub use slot::Slot;
 
 use slot::BySlot;
 
-use crate::addr::{Access, CpuId, DmaDirection, Iova};
 use crate::device::AccessOutcome;
 use crate::dma::{DeviceHandle, DmaApi, DmaError, MapAttrs, MapBackend, SgEntry};
 use crate::flush::FlushPolicy;
 use crate::iova::IovaAllocator;
+use iommulab_base::addr::{Access, CpuId, DmaDirection, Iova};
 use iommulab_workload::{DmaOp, OpSink, Segment, Workload, WorkloadError};
 
 /// What a system adds to the driver (see the [module docs](self)). Every hook has a default

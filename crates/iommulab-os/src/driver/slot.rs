@@ -1,8 +1,8 @@
 //! The driver's slot table: what it remembers of each buffer a workload mapped, by the
 //! workload's slot number, until the buffer's unmap.
 
-use crate::addr::{DmaDirection, Iova, PhysAddr};
 use crate::dma::{MapAttrs, SgEntry};
+use iommulab_base::addr::{DmaDirection, Iova, PhysAddr};
 
 /// One mapped buffer: a single mapping or a scatter-gather list.
 #[derive(Clone, Debug)]

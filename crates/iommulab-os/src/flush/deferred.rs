@@ -16,11 +16,11 @@
 use serde::{Deserialize, Serialize};
 
 use super::{FlushCtx, FlushPolicy, FlushStats, Unmapped};
-use crate::addr::CpuId;
-use crate::clock::{ClockRate, Cycles};
 use crate::dma::backend::MapBackend;
-use crate::hw::invalidate::InvRequest;
 use crate::iova::{IovaAllocator, IovaError};
+use iommulab_base::addr::CpuId;
+use iommulab_base::clock::{ClockRate, Cycles};
+use iommulab_hw::invalidate::InvRequest;
 
 /// Parameters of [`Deferred`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

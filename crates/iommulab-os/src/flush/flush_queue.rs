@@ -24,11 +24,11 @@
 use serde::{Deserialize, Serialize};
 
 use super::{FlushCtx, FlushPolicy, FlushStats, Unmapped};
-use crate::addr::{CpuId, DomainId, Pfn};
-use crate::clock::{ClockRate, Cycles, Jiffies};
 use crate::dma::backend::MapBackend;
-use crate::hw::invalidate::InvRequest;
 use crate::iova::{IovaAllocator, IovaError};
+use iommulab_base::addr::{CpuId, DomainId, Pfn};
+use iommulab_base::clock::{ClockRate, Cycles, Jiffies};
+use iommulab_hw::invalidate::InvRequest;
 
 /// Parameters of [`FlushQueue`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -22,11 +22,11 @@ pub mod strict;
 
 use serde::{Deserialize, Serialize};
 
-use crate::addr::{CpuId, DomainId, Iova, Pfn};
-use crate::clock::Cycles;
 use crate::dma::backend::MapBackend;
-use crate::hw::invalidate::InvRequest;
 use crate::iova::{IovaAllocator, IovaError};
+use iommulab_base::addr::{CpuId, DomainId, Iova, Pfn};
+use iommulab_base::clock::Cycles;
+use iommulab_hw::invalidate::InvRequest;
 
 pub use deferred::{Deferred, DeferredConfig};
 pub use flush_queue::{FlushQueue, FlushQueueConfig};
@@ -127,7 +127,7 @@ impl<A: IovaAllocator, B> FlushCtx<'_, A, B> {
 
 impl<A, B: MapBackend> FlushCtx<'_, A, B> {
     /// Invalidates at least what `req` covers: the narrowest request the unit can perform
-    /// ([`crate::hw::InvalidationCaps::widen`]; a page request on a unit that can only
+    /// ([`iommulab_hw::InvalidationCaps::widen`]; a page request on a unit that can only
     /// flush its whole cache becomes a global flush).
     #[inline]
     pub fn invalidate(&mut self, req: InvRequest) {

@@ -9,11 +9,11 @@
 //! would never flush) or over magazines (which re-hand freed ranges at once).
 
 use super::{FlushCtx, FlushPolicy, FlushStats, Unmapped};
-use crate::addr::CpuId;
-use crate::clock::Cycles;
 use crate::dma::backend::MapBackend;
-use crate::hw::invalidate::InvRequest;
 use crate::iova::{IovaAllocator, IovaError};
+use iommulab_base::addr::CpuId;
+use iommulab_base::clock::Cycles;
+use iommulab_hw::invalidate::InvRequest;
 
 /// Free at once; invalidate everything when the allocator wraps.
 #[derive(Debug, Default, Clone)]

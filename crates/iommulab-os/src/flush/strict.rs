@@ -4,11 +4,11 @@
 //! `iommu.strict=1`.
 
 use super::{FlushCtx, FlushPolicy, FlushStats, Unmapped};
-use crate::addr::CpuId;
-use crate::clock::Cycles;
 use crate::dma::backend::MapBackend;
-use crate::hw::invalidate::InvRequest;
 use crate::iova::{IovaAllocator, IovaError};
+use iommulab_base::addr::CpuId;
+use iommulab_base::clock::Cycles;
+use iommulab_hw::invalidate::InvRequest;
 
 /// Invalidate on every unmap, then free.
 #[derive(Debug, Default, Clone)]

@@ -33,8 +33,8 @@
 
 use super::rbtree::{SpaceError, check_space};
 use super::{IovaAllocator, IovaError, IovaStats, LineLog};
-use crate::addr::{CpuId, Iova, Pfn};
-use crate::clock::{ClockRate, Cycles};
+use iommulab_base::addr::{CpuId, Iova, Pfn};
+use iommulab_base::clock::{ClockRate, Cycles};
 
 /// The largest space a bitmap covers: 2^32 pages (16 TiB of 4 KiB pages, a 512 MiB bitmap).
 pub const MAX_BITMAP_PAGES: u64 = 1 << 32;

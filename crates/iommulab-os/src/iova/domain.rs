@@ -22,8 +22,8 @@ use serde::{Deserialize, Serialize};
 use super::magazine::{Magazine, MagazineConfig, MagazineConfigError};
 use super::rbtree::{DMA_32BIT_PFN, MAX_PFN, RbTree, SpaceError};
 use super::{IovaAllocator, IovaError};
-use crate::addr::{CpuId, Iova, Pfn};
-use crate::clock::{ClockRate, Cycles};
+use iommulab_base::addr::{CpuId, Iova, Pfn};
+use iommulab_base::clock::{ClockRate, Cycles};
 
 /// The IOVA granule's shift (4 KiB).
 pub const IOVA_SHIFT: u32 = 12;

@@ -25,9 +25,9 @@
 //! Property tests hold it to [`super::RbTree`] on random and adversarial histories: the
 //! same pfn (or the same failure) for every request, the same cached-node behaviour.
 
-use crate::addr::{CpuId, Iova, Pfn};
-use crate::clock::{ClockRate, Cycles};
-use crate::hash::FxHashMap;
+use iommulab_base::addr::{CpuId, Iova, Pfn};
+use iommulab_base::clock::{ClockRate, Cycles};
+use iommulab_base::hash::FxHashMap;
 
 use super::rbtree::{DMA_32BIT_PFN, MAX_PFN, check_space};
 use super::{IovaAllocator, IovaError, IovaStats, SpaceError};

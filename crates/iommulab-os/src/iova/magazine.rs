@@ -50,8 +50,8 @@ use std::mem;
 use serde::{Deserialize, Serialize};
 
 use super::{IovaAllocator, IovaError, IovaStats, RangeControl};
-use crate::addr::{CpuId, Iova, Pfn};
-use crate::clock::{ClockRate, Cycles};
+use iommulab_base::addr::{CpuId, Iova, Pfn};
+use iommulab_base::clock::{ClockRate, Cycles};
 
 /// Bytes of one magazine in Linux (`struct iova_magazine`, 127 pfns + size, a power of two).
 pub const MAGAZINE_BYTES: u64 = 1024;

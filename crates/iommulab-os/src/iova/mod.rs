@@ -23,8 +23,8 @@ pub mod shared;
 
 use serde::{Deserialize, Serialize};
 
-use crate::addr::{CpuId, Iova, Pfn};
-use crate::clock::{ClockRate, Cycles};
+use iommulab_base::addr::{CpuId, Iova, Pfn};
+use iommulab_base::clock::{ClockRate, Cycles};
 
 pub use bitmap::Bitmap;
 pub use domain::{ByteRange, DeviceIova, DomainConfig, DomainError, IovaDomain};

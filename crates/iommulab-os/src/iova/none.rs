@@ -3,8 +3,8 @@
 //! is allocated. Any request is refused, so a configuration that routes allocations here by
 //! mistake fails loudly instead of inventing addresses.
 
-use crate::addr::{CpuId, Iova, Pfn};
-use crate::clock::{ClockRate, Cycles};
+use iommulab_base::addr::{CpuId, Iova, Pfn};
+use iommulab_base::clock::{ClockRate, Cycles};
 
 use super::{IovaAllocator, IovaError, IovaStats};
 

@@ -31,8 +31,8 @@
 use std::mem::size_of;
 
 use super::{IovaAllocator, IovaError, IovaStats};
-use crate::addr::{CpuId, Iova, Pfn};
-use crate::clock::{ClockRate, Cycles};
+use iommulab_base::addr::{CpuId, Iova, Pfn};
+use iommulab_base::clock::{ClockRate, Cycles};
 
 /// The sentinel: index 0, always black, standing in for every NULL child (CLRS's `T.nil`).
 pub(crate) const NIL: u32 = 0;

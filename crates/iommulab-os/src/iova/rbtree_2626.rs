@@ -48,8 +48,8 @@
 
 use super::rbtree::{NIL, RbTree, SpaceError};
 use super::{IovaAllocator, IovaError, IovaStats, LineLog, RangeControl};
-use crate::addr::{CpuId, Iova, Pfn};
-use crate::clock::{ClockRate, Cycles};
+use iommulab_base::addr::{CpuId, Iova, Pfn};
+use iommulab_base::clock::{ClockRate, Cycles};
 
 /// 2.6.26's `DMA_32BIT_PFN`: `IOVA_PFN(DMA_32BIT_MASK)`, the last page below 4 GiB
 /// (inclusive, unlike today's exclusive `dma_32bit_pfn`).

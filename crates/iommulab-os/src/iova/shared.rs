@@ -25,8 +25,8 @@ use super::magazine::{
     cpu_slot, sync_view,
 };
 use super::{IovaAllocator, IovaError, IovaStats};
-use crate::addr::{CpuId, Iova, Pfn};
-use crate::clock::{ClockRate, Cycles};
+use iommulab_base::addr::{CpuId, Iova, Pfn};
+use iommulab_base::clock::{ClockRate, Cycles};
 
 /// A value on its own 128-byte cache-line pair.
 #[repr(align(128))]

@@ -6,7 +6,7 @@
 //! count, removing the line once it goes below 0.
 
 use super::At;
-use crate::hash::FxHashMap;
+use iommulab_base::hash::FxHashMap;
 
 /// `L1_CACHE_SHIFT` of x86-64 (64-byte lines), which the recorded traces come from.
 pub(super) const L1_CACHE_SHIFT: u32 = 6;

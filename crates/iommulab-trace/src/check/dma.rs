@@ -11,8 +11,8 @@ use std::fmt::Write as _;
 use super::cacheline::{ActiveCachelines, Insert};
 use super::iommu::{Backing, IommuState};
 use super::{At, Ctx, FindingKind, Flavour, Raw, Sink, UNMAPPED_MEMORY};
-use crate::hash::{AddrHashMap, FxHashMap};
 use crate::{Event, EventKind, TraceDir};
+use iommulab_base::hash::{AddrHashMap, FxHashMap};
 
 /// `DMA_MAPPING_ERROR`.
 const DMA_MAPPING_ERROR: u64 = u64::MAX;

@@ -43,7 +43,7 @@ pub use finding::{Finding, FindingKind, Site};
 
 use super::ftrace::{FtraceReader, IOMMU_DEVICE, IrqContext};
 use super::{Event, EventKind, EventSource, TraceError, TraceFormat, TraceHeader};
-use crate::hash::FxHashMap;
+use iommulab_base::hash::FxHashMap;
 
 /// Unmaps remembered per generation (a double unmap is told from a never-mapped address
 /// while its first unmap is remembered: at least the last this many unmaps).

@@ -12,8 +12,8 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use super::{CacheSlot, CacheSlotList, EvictionPolicy};
-use crate::addr::{Gpa, Pfn};
 use crate::{Lookahead, Result};
+use iommulab_base::addr::{Gpa, Pfn};
 
 /// FIFO has no knobs.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -34,8 +34,8 @@ use std::sync::Arc;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
-use crate::addr::{Gpa, Pfn};
 use crate::{Lookahead, Result};
+use iommulab_base::addr::{Gpa, Pfn};
 
 pub use fifo::{Fifo, FifoConfig};
 pub use lru::{Lru, LruConfig};

@@ -17,9 +17,9 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use super::{CacheSlot, EvictionPolicy};
-use crate::addr::{Gpa, Pfn};
 use crate::lookahead::NEVER;
 use crate::{Error, Lookahead, Result};
+use iommulab_base::addr::{Gpa, Pfn};
 
 /// OPT has no knobs.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

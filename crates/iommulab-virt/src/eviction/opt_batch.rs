@@ -23,9 +23,9 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use super::{CacheSlot, EvictionPolicy, Opt, OptConfig, Room};
-use crate::addr::{Gpa, Pfn};
 use crate::lookahead::NEVER;
 use crate::{Error, Lookahead, Result};
+use iommulab_base::addr::{Gpa, Pfn};
 
 /// Knobs of [`OptBatch`].
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

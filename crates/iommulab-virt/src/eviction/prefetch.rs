@@ -39,9 +39,9 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use super::{CacheSlot, EvictionPolicy, Lru, LruConfig, Room};
-use crate::addr::{Gpa, Pfn};
 use crate::page_index::PageIndex;
 use crate::{Error, Lookahead, Result};
+use iommulab_base::addr::{Gpa, Pfn};
 
 /// Followers remembered per page (§3.3).
 pub const FOLLOWERS: usize = 3;

@@ -31,12 +31,12 @@ use super::{
     MrcMethod, MrcPoint, distinct_pages, lru_one_pass, max_pinned, mrc_by_simulation_config,
     opt_one_pass, page_sequence, pinning_free,
 };
-use crate::trace::EventSource;
-use crate::workload::{InGuest, TraceWorkload};
-use crate::workload::{ParamError, WorkloadError};
 use crate::{
     CacheOnly, EvictionConfig, PageRef, PageRun, for_each_guest_page_run, guest_page_refs,
 };
+use iommulab_trace::EventSource;
+use iommulab_workload::{InGuest, TraceWorkload};
+use iommulab_workload::{ParamError, WorkloadError};
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 
 /// Largest quota a caller may ask for, in pages (2^24 pages = 64 GiB of 4 KiB pages). A
@@ -377,10 +377,10 @@ pub fn hit_rate_curve(refs: &[PageRef], req: &CurveRequest) -> Result<HitRateCur
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::addr::Pfn;
     use crate::{FifoConfig, LruConfig, OptBatchConfig, OptConfig, PrefetchConfig};
+    use iommulab_base::addr::Pfn;
 
-    fn p(g: u64) -> Pfn<crate::addr::Gpa> {
+    fn p(g: u64) -> Pfn<iommulab_base::addr::Gpa> {
         Pfn::new(g)
     }
 
@@ -615,8 +615,8 @@ mod tests {
 #[cfg(test)]
 mod opt_by_simulation {
     use super::*;
-    use crate::addr::Pfn;
     use crate::{LruConfig, OptConfig};
+    use iommulab_base::addr::Pfn;
 
     /// A page sequence over 1,000 pages, skewed so that some pages recur often.
     fn skewed() -> Vec<PageRef> {

@@ -26,8 +26,8 @@
 use super::belady::{belady_hits, next_uses};
 use super::curve::{HitRateCurve, Quotas};
 use super::{CurveError, CurveRequest, MrcMethod};
-use crate::trace::page_ids::{ID_CHUNK, PageIds};
 use crate::{EvictionConfig, PageRun};
+use iommulab_trace::page_ids::{ID_CHUNK, PageIds};
 
 /// Most quotas the streamed path simulates at once (each costs a cache per quota); longer
 /// lists and `0..=N` curves take the one-pass curves of [`hit_rate_curve`](super::hit_rate_curve).
@@ -438,9 +438,9 @@ impl StreamedCurve {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::addr::{Gpa, Pfn};
     use crate::mrc::hit_rate_curve;
     use crate::{FifoConfig, LruConfig, OptConfig};
+    use iommulab_base::addr::{Gpa, Pfn};
 
     fn p(g: u64) -> Pfn<Gpa> {
         Pfn::new(g)

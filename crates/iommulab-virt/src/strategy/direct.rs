@@ -2,9 +2,9 @@
 //! driver's maps and unmaps need nothing from the host. No protection: the device can reach
 //! every guest page at any time.
 
-use crate::addr::{DmaDirection, Gpa, Perm, Pfn};
 use crate::guest::{GuestConfig, GuestError};
 use crate::hypercall_backend::Channel;
+use iommulab_base::addr::{DmaDirection, Gpa, Perm, Pfn};
 
 use super::{GuestStrategy, PageOutcome};
 

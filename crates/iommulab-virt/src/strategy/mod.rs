@@ -30,9 +30,9 @@ mod single_use;
 use serde::{Deserialize, Serialize};
 
 use crate::MapCacheStats;
-use crate::addr::{DmaDirection, Gpa, Pfn};
 use crate::guest::GuestError;
 use crate::hypercall_backend::Channel;
+use iommulab_base::addr::{DmaDirection, Gpa, Pfn};
 
 pub use direct::Direct;
 pub use on_demand::OnDemand;

@@ -6,10 +6,10 @@
 
 use std::sync::Arc;
 
-use crate::addr::{DmaDirection, Gpa, Perm, Pfn};
 use crate::guest::{GuestConfig, GuestError};
 use crate::hypercall_backend::Channel;
 use crate::{EvictionPolicy, Lookahead, MapCache, MapCacheStats, MapOutcome};
+use iommulab_base::addr::{DmaDirection, Gpa, Perm, Pfn};
 
 use super::{CacheOnly, GuestStrategy, PageOutcome, Shared};
 

@@ -4,10 +4,10 @@
 
 use std::sync::Arc;
 
-use crate::addr::{DmaDirection, Gpa, Pfn};
 use crate::guest::{GuestConfig, GuestError};
 use crate::hypercall_backend::Channel;
 use crate::{EvictionPolicy, Lookahead, MapCache, MapCacheStats};
+use iommulab_base::addr::{DmaDirection, Gpa, Pfn};
 
 use super::{GuestStrategy, OnDemand, PageOutcome};
 

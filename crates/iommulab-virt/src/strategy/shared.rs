@@ -3,9 +3,9 @@
 //! unmaps it. Also the path of the pages a relaxed map cache does not admit (S1.11).
 
 use crate::PageMap;
-use crate::addr::{DmaDirection, Gpa, Perm, Pfn};
 use crate::guest::{GuestConfig, GuestError};
 use crate::hypercall_backend::Channel;
+use iommulab_base::addr::{DmaDirection, Gpa, Perm, Pfn};
 
 use super::{GuestStrategy, PageOutcome};
 

@@ -2,9 +2,9 @@
 //! request, so a page is mapped exactly while a DMA may use it (full intra-guest
 //! protection, the most hypercalls). Two in-flight DMAs of one page pin it twice.
 
-use crate::addr::{DmaDirection, Gpa, Pfn};
 use crate::guest::{GuestConfig, GuestError};
 use crate::hypercall_backend::Channel;
+use iommulab_base::addr::{DmaDirection, Gpa, Pfn};
 
 use super::{GuestStrategy, PageOutcome};
 

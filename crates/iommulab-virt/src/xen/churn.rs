@@ -18,8 +18,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::addr::{Access, Bdf, Gpa, Pfn};
-use crate::hw::{RemapUnit, Vtd, VtdConfig};
+use iommulab_base::addr::{Access, Bdf, Gpa, Pfn};
+use iommulab_hw::{RemapUnit, Vtd, VtdConfig};
 
 use super::XenError;
 use super::coupling::IoProtection;

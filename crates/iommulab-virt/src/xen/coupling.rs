@@ -12,8 +12,8 @@
 //! attached to the guest's one domain, as Xen does, so hiding a frame in the domain's
 //! tables and invalidating it there hides it from all of them.
 
-use crate::addr::{Access, Bdf, DomainId, Gpa, Hpa, Iova, PAGE_4K, Perm, Pfn};
-use crate::hw::{Fault, InvRequest, RemapUnit};
+use iommulab_base::addr::{Access, Bdf, DomainId, Gpa, Hpa, Iova, PAGE_4K, Perm, Pfn};
+use iommulab_hw::{Fault, InvRequest, RemapUnit};
 
 use super::XenError;
 use super::page_type::{PageType, TypeChange};
@@ -123,8 +123,8 @@ impl<U: RemapUnit> IoProtection<U> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::hw::{Vtd, VtdConfig};
     use crate::xen::PageTypes;
+    use iommulab_hw::{Vtd, VtdConfig};
 
     /// Two assigned devices: a frame that becomes a page table is out of reach of both,
     /// their cached translations included, and back for both once it is writable again.

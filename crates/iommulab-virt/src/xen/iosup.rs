@@ -9,7 +9,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::addr::{Gpa, Pfn};
+use iommulab_base::addr::{Gpa, Pfn};
 
 use super::page_type::PageType;
 

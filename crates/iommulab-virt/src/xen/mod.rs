@@ -29,8 +29,8 @@ pub mod pv_dma;
 
 use serde::{Deserialize, Serialize};
 
-use crate::clock::{ClockRate, Cycles};
-use crate::hw::{CostModel, InvalidationInterface, MapError};
+use iommulab_base::clock::{ClockRate, Cycles};
+use iommulab_hw::{CostModel, InvalidationInterface, MapError};
 
 pub use churn::{ChurnConfig, ChurnResult, MinuteStats, PoolMode, PvChurn};
 pub use coupling::{CouplingStats, IoProtection};

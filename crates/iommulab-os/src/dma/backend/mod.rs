@@ -6,7 +6,7 @@
 //! | backend | file | frames | what a map becomes |
 //! |---|---|---|---|
 //! | [`Native`] | `native.rs` | [`Hpa`] | PTE writes in the local remapping unit (bare metal) |
-//! | `HypercallBackend` | `virt/hypercall_backend.rs` | [`Gpa`](crate::addr::Gpa) | a guest's request to its host, under a strategy and a batching mode (S1.1, S1.6) |
+//! | `HypercallBackend` | `virt/hypercall_backend.rs` | [`Gpa`](iommulab_base::addr::Gpa) | a guest's request to its host, under a strategy and a batching mode (S1.1, S1.6) |
 //!
 //! A backend is a type parameter of the DMA API, chosen at the configuration boundary, so
 //! the per-operation path is monomorphised.
@@ -15,12 +15,12 @@ mod native;
 
 pub use native::Native;
 
-use crate::addr::{Access, Bdf, DmaDirection, DomainId, Hpa, Iova, Perm, Pfn, PhysAddr};
-use crate::hw::cost::CostModel;
-use crate::hw::error::MapError;
-use crate::hw::fault::Fault;
-use crate::hw::invalidate::InvRequest;
-use crate::hw::unit::InvalidationCaps;
+use iommulab_base::addr::{Access, Bdf, DmaDirection, DomainId, Hpa, Iova, Perm, Pfn, PhysAddr};
+use iommulab_hw::cost::CostModel;
+use iommulab_hw::error::MapError;
+use iommulab_hw::fault::Fault;
+use iommulab_hw::invalidate::InvRequest;
+use iommulab_hw::unit::InvalidationCaps;
 
 /// What the driver said about a mapping besides its pages (Linux's DMA attributes).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

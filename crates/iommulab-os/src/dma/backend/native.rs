@@ -2,12 +2,12 @@
 //! tables, the after-map work is the unit's (a write-buffer flush on VT-d with `CAP.RWBF`,
 //! S1.10), and invalidations go straight to the hardware.
 
-use crate::addr::{Access, Bdf, DomainId, Hpa, Iova, Perm, Pfn};
-use crate::hw::cost::CostModel;
-use crate::hw::error::MapError;
-use crate::hw::fault::Fault;
-use crate::hw::invalidate::InvRequest;
-use crate::hw::unit::{InvalidationCaps, RemapUnit};
+use iommulab_base::addr::{Access, Bdf, DomainId, Hpa, Iova, Perm, Pfn};
+use iommulab_hw::cost::CostModel;
+use iommulab_hw::error::MapError;
+use iommulab_hw::fault::Fault;
+use iommulab_hw::invalidate::InvRequest;
+use iommulab_hw::unit::{InvalidationCaps, RemapUnit};
 
 use super::{BackendError, MapAttrs, MapBackend};
 

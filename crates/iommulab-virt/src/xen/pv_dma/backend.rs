@@ -2,12 +2,12 @@
 //! pseudo-physical ([`Gpa`]); the option `S` decides how requests cross into the
 //! [`Hypervisor`], which owns the unit.
 
-use crate::addr::{Access, Bdf, DomainId, Gpa, Hpa, Iova, Perm, Pfn};
-use crate::dma::{BackendError, MapAttrs, MapBackend};
-use crate::hw::cost::CostModel;
-use crate::hw::fault::Fault;
-use crate::hw::invalidate::InvRequest;
-use crate::hw::{InvalidationCaps, MapError, RemapUnit};
+use iommulab_base::addr::{Access, Bdf, DomainId, Gpa, Hpa, Iova, Perm, Pfn};
+use iommulab_hw::cost::CostModel;
+use iommulab_hw::fault::Fault;
+use iommulab_hw::invalidate::InvRequest;
+use iommulab_hw::{InvalidationCaps, MapError, RemapUnit};
+use iommulab_os::dma::{BackendError, MapAttrs, MapBackend};
 
 use super::{Hypervisor, PvDmaOption};
 

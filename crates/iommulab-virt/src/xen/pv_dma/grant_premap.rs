@@ -4,7 +4,7 @@
 //! layer's own crossings: the entries are the same, the multicalls are gone. Only I/O on
 //! granted pages benefits — all of a driver domain's I/O on behalf of its guests.
 
-use crate::dma::Translation;
+use iommulab_os::dma::Translation;
 
 use super::{Crossing, PvDmaOption};
 

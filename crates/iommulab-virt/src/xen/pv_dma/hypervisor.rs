@@ -6,12 +6,12 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::addr::{Access, Bdf, DomainId, Gpa, Hpa, Iova, PAGE_4K, Perm, Pfn};
-use crate::clock::Cycles;
-use crate::dma::BackendError;
-use crate::hw::fault::Fault;
-use crate::hw::invalidate::InvRequest;
-use crate::hw::{MapError, RemapUnit};
+use iommulab_base::addr::{Access, Bdf, DomainId, Gpa, Hpa, Iova, PAGE_4K, Perm, Pfn};
+use iommulab_base::clock::Cycles;
+use iommulab_hw::fault::Fault;
+use iommulab_hw::invalidate::InvRequest;
+use iommulab_hw::{MapError, RemapUnit};
+use iommulab_os::dma::BackendError;
 
 use super::multicall::{BatchSizes, Entry};
 use super::p2m::P2m;

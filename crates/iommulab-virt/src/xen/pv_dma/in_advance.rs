@@ -5,9 +5,9 @@
 //! nothing. Every frame ever mapped stays reachable by the device, and a page flip leaves
 //! its entry naming the old machine frame, like pre-allocation.
 
-use crate::addr::{DomainId, Gpa, Iova, Perm, Pfn};
-use crate::dma::{BackendError, Translation};
-use crate::hw::RemapUnit;
+use iommulab_base::addr::{DomainId, Gpa, Iova, Perm, Pfn};
+use iommulab_hw::RemapUnit;
+use iommulab_os::dma::{BackendError, Translation};
 
 use super::{Hypervisor, PvDmaOption};
 
@@ -39,7 +39,7 @@ impl PvDmaOption for InAdvance {
         &mut self,
         hv: &mut Hypervisor<U>,
         _domain: DomainId,
-    ) -> Result<(), crate::hw::MapError> {
+    ) -> Result<(), iommulab_hw::MapError> {
         // Sized once for the domain's memory, so the I/O path never grows it.
         self.mapped = vec![0; usize::try_from(hv.p2m().pages().div_ceil(64)).unwrap_or(0)];
         Ok(())

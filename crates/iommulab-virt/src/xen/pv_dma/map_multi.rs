@@ -6,9 +6,9 @@
 //! Queued unmaps take effect only when their batch is issued: until then the device can
 //! still reach those buffers.
 
-use crate::addr::{DomainId, Gpa, Iova, Perm, Pfn};
-use crate::dma::{BackendError, Translation};
-use crate::hw::{MapError, RemapUnit};
+use iommulab_base::addr::{DomainId, Gpa, Iova, Perm, Pfn};
+use iommulab_hw::{MapError, RemapUnit};
+use iommulab_os::dma::{BackendError, Translation};
 
 use super::{Crossing, Hypervisor, PvDmaOption};
 

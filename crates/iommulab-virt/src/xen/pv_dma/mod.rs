@@ -1,7 +1,7 @@
 //! A Xen domain's DMA layer on a hypervisor-owned IOMMU, and the ways to make it cheaper
 //! that Ben-Yehuda et al. weigh (S2.5, S2.6).
 //!
-//! The domain keeps the OS stack of bare metal: the same [`DmaApi`](crate::dma::DmaApi),
+//! The domain keeps the OS stack of bare metal: the same [`DmaApi`](iommulab_os::dma::DmaApi),
 //! IOVA allocator and flush policy (the next-fit bitmap with its roll-around flush on
 //! Calgary, S2.4). What differs is the backend, [`PvDmaBackend`]: the domain may not write
 //! the translation table, so each map or unmap request becomes a multicall to the
@@ -34,9 +34,9 @@ mod streaming;
 
 use std::fmt::Debug;
 
-use crate::addr::{DomainId, Gpa, Iova, Perm, Pfn};
-use crate::dma::{BackendError, Translation};
-use crate::hw::{MapError, RemapUnit};
+use iommulab_base::addr::{DomainId, Gpa, Iova, Perm, Pfn};
+use iommulab_hw::{MapError, RemapUnit};
+use iommulab_os::dma::{BackendError, Translation};
 
 pub use backend::PvDmaBackend;
 pub use grant_premap::GrantPremap;

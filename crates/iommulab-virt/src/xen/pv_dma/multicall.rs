@@ -5,7 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::addr::{DomainId, Hpa, Iova, Perm, Pfn};
+use iommulab_base::addr::{DomainId, Hpa, Iova, Perm, Pfn};
 
 /// One logical call of a multicall: write or clear one translation entry.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -4,7 +4,7 @@
 //! hypercall; the price is that a DMA to an unmapped buffer goes through until its entry is
 //! reused ("any errant DMA ... will go through"). Maps are the streaming API's.
 
-use crate::dma::Translation;
+use iommulab_os::dma::Translation;
 
 use super::PvDmaOption;
 

@@ -10,7 +10,7 @@
 
 use std::collections::VecDeque;
 
-use crate::addr::{Gpa, Hpa, Pfn};
+use iommulab_base::addr::{Gpa, Hpa, Pfn};
 
 use super::super::XenError;
 

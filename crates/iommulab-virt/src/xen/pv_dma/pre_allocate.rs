@@ -6,9 +6,9 @@
 //! while the P2M does not change: after a page flip or a balloon the entry still names the
 //! old machine frame, now another domain's (counted as foreign accesses).
 
-use crate::addr::{DomainId, Gpa, Iova, Perm, Pfn};
-use crate::dma::{BackendError, Translation};
-use crate::hw::{MapError, RemapUnit};
+use iommulab_base::addr::{DomainId, Gpa, Iova, Perm, Pfn};
+use iommulab_hw::{MapError, RemapUnit};
+use iommulab_os::dma::{BackendError, Translation};
 
 use super::{Crossing, Hypervisor, PvDmaOption, SETUP_BATCH};
 

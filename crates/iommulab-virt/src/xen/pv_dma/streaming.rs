@@ -2,7 +2,7 @@
 //! streaming DMA API is one multicall carrying one entry per I/O page: the provided methods
 //! of [`PvDmaOption`].
 
-use crate::dma::Translation;
+use iommulab_os::dma::Translation;
 
 use super::PvDmaOption;
 
