@@ -228,7 +228,7 @@ fn the_html_report_renders_in_chromium_with_every_figure_and_link() {
     // The ours-vs-paper tables and the regenerating commands are on the page.
     for needle in [
         "relative (paper)",
-        "Findings beside the paper",
+        "Every claim on every stream",
         "iommulab reproduce fujita2008 --quick",
         "iommulab reproduce yassour2010 --quick",
     ] {

@@ -406,6 +406,50 @@ fn yassour2010_quick_matches_the_golden_files() {
             "{name} {series}: × {ratio:.4} of LRU, pinned {busy}"
         );
     }
+    // The figure claims on every stream: each recording and its generator judged by the same
+    // rule, (stream, claim id, verdict). The generators contradict the recordings where
+    // their streams differ (netperf-send's short alternations defeat prefetching).
+    const BY_STREAM: [(&str, &str, &str); 6] = [
+        (
+            "recorded-tcp-send",
+            "netperf-prefetch-beats-opt",
+            "reproduced",
+        ),
+        (
+            "netperf-send",
+            "netperf-prefetch-beats-opt",
+            "not reproduced",
+        ),
+        (
+            "recorded-tcp-send",
+            "netperf-lru-fifo-inefficient",
+            "partly",
+        ),
+        (
+            "netperf-send",
+            "netperf-lru-fifo-inefficient",
+            "not reproduced",
+        ),
+        ("recorded-httpd", "apache-piggyback-10pct", "not reproduced"),
+        (
+            "apache-sendfile",
+            "apache-batching-halves-cpu",
+            "not reproduced",
+        ),
+    ];
+    let by = json["claims_by_stream"].as_array().unwrap();
+    assert_eq!(
+        by.len(),
+        30,
+        "15 figure claims on 2 recordings and 2 generators"
+    );
+    for (stream, id, verdict) in BY_STREAM {
+        let c = by
+            .iter()
+            .find(|c| c["stream"] == stream && c["id"] == id)
+            .unwrap_or_else(|| panic!("{stream} {id}"));
+        assert_eq!(c["verdict"], verdict, "{stream} {id}");
+    }
 }
 
 #[test]

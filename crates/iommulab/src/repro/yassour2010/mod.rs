@@ -210,6 +210,9 @@ pub struct Results {
     /// Each recording's stream beside its generator's, default, set up as recorded, and
     /// tuned to the recording (`nic-duplex`, each recording's `tuned`).
     pub streams: Vec<StreamStats>,
+    /// The figure claims judged by the same rules on every stream, generators included
+    /// (the headline ones, in [`Yassour2010Results::claims`], are judged on the recordings).
+    pub claims_by_stream: Vec<crate::repro::claims::yassour2010::StreamClaim>,
 }
 
 impl Results {
@@ -600,7 +603,7 @@ pub fn run(opts: &ReproOptions<'_>) -> Result<Yassour2010Results, Error> {
         }
     }
     steps.finish()?;
-    let results = Results {
+    let mut results = Results {
         paper: PAPER,
         quick: opts.quick,
         cost: "kvm-2010",
@@ -613,7 +616,9 @@ pub fn run(opts: &ReproOptions<'_>) -> Result<Yassour2010Results, Error> {
         sensitivity,
         recorded,
         streams,
+        claims_by_stream: Vec::new(),
     };
+    results.claims_by_stream = crate::repro::claims::yassour2010::claims_by_stream(&results);
     Ok(Yassour2010Results {
         claims: crate::repro::claims::yassour2010::claims(&results),
         results,
