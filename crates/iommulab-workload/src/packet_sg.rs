@@ -18,7 +18,7 @@
 use std::collections::VecDeque;
 
 use crate::{DmaOp, Segment, Workload, WorkloadError};
-use iommulab_base::addr::PhysAddr;
+use iommulab_base::addr::{DmaDirection, PhysAddr};
 
 /// What [`PacketSg`] did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -50,6 +50,8 @@ pub struct PacketSg<W: Workload> {
     sg: Vec<Segment<W::Phys>>,
     /// The inner slots of the run being read (reused: no allocation once warm).
     members: Vec<u32>,
+    /// Only runs of maps in this direction become lists (`None`: every run).
+    only: Option<DmaDirection>,
     stats: PacketSgStats,
 }
 
@@ -64,7 +66,19 @@ impl<W: Workload> PacketSg<W> {
             pending: VecDeque::new(),
             sg: Vec::new(),
             members: Vec::new(),
+            only: None,
             stats: PacketSgStats::default(),
+        }
+    }
+
+    /// `inner` with only its runs of transmit maps (to the device) as lists: a packet's
+    /// head and fragments, which a NIC driver maps with several calls and uses only once all
+    /// are mapped (S1.6's "large buffer"). Receive buffers stay one map each: a ring refill
+    /// maps separate buffers.
+    pub fn transmit_only(inner: W) -> Self {
+        PacketSg {
+            only: Some(DmaDirection::ToDevice),
+            ..Self::new(inner)
         }
     }
 
@@ -216,13 +230,13 @@ impl<W: Workload> Workload for PacketSg<W> {
                     None => return Ok(None),
                 },
             };
-            if matches!(
-                op,
-                DmaOp::Map {
-                    dma_alloc: false,
-                    ..
-                }
-            ) {
+            if let DmaOp::Map {
+                dma_alloc: false,
+                dir,
+                ..
+            } = op
+                && self.only.is_none_or(|d| d == dir)
+            {
                 return self.run_of_maps(op).map(Some);
             }
             if let Some(op) = self.translate(op) {
@@ -357,6 +371,51 @@ mod tests {
                 lists: 1,
                 listed_maps: 3,
                 max_list: 3
+            }
+        );
+    }
+
+    /// With `transmit_only`, a run of receive maps (a ring refill) stays one map each; a
+    /// run of transmit maps (a packet's pieces) still becomes one list.
+    #[test]
+    fn transmit_only_leaves_receive_runs_alone() {
+        use DmaDirection::{FromDevice, ToDevice};
+        let ops = vec![
+            map(1, 0, 0x9000, FromDevice),
+            map(2, 0, 0xa000, FromDevice),
+            map(5, 0, 0x1000, ToDevice),
+            map(6, 0, 0x2000, ToDevice),
+            unmap(5),
+            unmap(6),
+            unmap(1),
+            unmap(2),
+        ];
+        let mut w = PacketSg::transmit_only(Ops(ops.into_iter()));
+        let mut got = Vec::new();
+        while let Some(op) = w.next_op().unwrap() {
+            got.push(op);
+        }
+        let want = vec![
+            map(0, 0, 0x9000, FromDevice),
+            map(1, 0, 0xa000, FromDevice),
+            DmaOp::MapSg {
+                slot: 2,
+                cpu: CpuId::new(0),
+                device: 0,
+                dir: ToDevice,
+            },
+            unmap(2),
+            unmap(0),
+            unmap(1),
+        ];
+        assert_eq!(got, want);
+        assert_eq!(
+            w.stats(),
+            PacketSgStats {
+                maps: 4,
+                lists: 1,
+                listed_maps: 2,
+                max_list: 2
             }
         );
     }

@@ -527,7 +527,7 @@ fn recorded_cpu(w: &RecordedResult) -> String {
     let g = &w.packet_sg;
     let _ = writeln!(
         m,
-        "**Figures 5–6 on this recording — CPU utilisation and throughput vs quota** (figure `figure{}_{}_cpu`). {} The `batching` series is S1.6's batching: the pages of one buffer the driver maps share a map hypercall and an unmap hypercall. The `batching-ring-refill` series is an extension, not the paper's: the driver changed so that each run of maps it issued back to back (a packet's header and fragments; a receive-ring refill) becomes one scatter-gather list, mapped in one call and unmapped with its last piece: {} of {} maps went into {} lists (at most {} maps in one).\n",
+        "**Figures 5–6 on this recording — CPU utilisation and throughput vs quota** (figure `figure{}_{}_cpu`). {} The `batching` series is S1.6's batching: the pieces of one packet the driver maps (its header and fragments, mapped with several calls and used only once all are mapped) share a map hypercall and an unmap hypercall; a recording has no packet marks, so a packet is a run of transmit maps issued back to back on one CPU (several packets sent back to back can make one run). The `batching-ring-refill` series is an extension, not the paper's: the driver changed so that each run of maps it issued back to back (a packet's header and fragments; a receive-ring refill) becomes one scatter-gather list, mapped in one call and unmapped with its last piece: {} of {} maps went into {} lists (at most {} maps in one).\n",
         if w.generator == "netperf-send" { 5 } else { 6 },
         w.workload,
         CPU_AXIS,

@@ -391,8 +391,9 @@ and within 5% of piggyback's: partly",
                 bat.pages_per_hypercall[0]
             ),
             format!(
-                "S1.6's batching: the pages of one buffer the driver maps share a map hypercall and an unmap \
-hypercall, so it saves only what multi-page buffers give: {} hypercalls against LRU's {} for the same {} page maps \
+                "S1.6's batching: the pieces of one packet the driver maps (head and fragments; on a recording, \
+a run of back-to-back transmit maps) share a map hypercall and an unmap hypercall, so it saves only what multi-piece \
+packets give: {} hypercalls against LRU's {} for the same {} page maps \
 ({:.2} pages per hypercall); mapping is {} of LRU's busy cycles and batching's mapping cycles are × {:.3} of LRU's, \
 so halving would need them × {:.3}{}{range}; the driver-change \
 extension `batching-ring-refill` (each run of back-to-back maps as one list, not the paper's) gives × {:.3} ({:.2} \

@@ -12,13 +12,41 @@ use crate::Error;
 use crate::repro::Steps;
 use crate::virt::{Batching, EvictionConfig, GuestConfig, GuestResult, Strategy, link_load};
 
-/// A workload the CPU curves can run: plain, or with the driver mapping each packet as one
-/// scatter-gather list (the driver change batching needs, S1.6).
+/// How the guest's driver hands a series' maps to the DMA API.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum DriverMapping {
+    /// As the driver is: one call per piece (a packet's head, each fragment, each receive
+    /// buffer).
+    PerFragment,
+    /// S1.6's batching driver change: "when a large buffer with multiple pages is mapped for
+    /// DMA, the driver calls dma_map_single several times", uses none of the mappings until
+    /// the sequence is done, and so can map it with one hypercall; a NIC's large buffer is a
+    /// packet (e1000's transmit map loop maps its head and fragments piece by piece). On a
+    /// generator the packet is known; on a recording it is a run of back-to-back transmit
+    /// maps of one CPU (which can hold several packets sent back to back).
+    PerPacket,
+    /// An extension, not the paper's: every run of back-to-back maps as one list, a
+    /// receive-ring refill's separate buffers included.
+    Runs,
+}
+
+impl DriverMapping {
+    /// The name in `results.json` and the tables.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            DriverMapping::PerFragment => "per-fragment",
+            DriverMapping::PerPacket => "per-packet",
+            DriverMapping::Runs => "runs",
+        }
+    }
+}
+
+/// A workload the CPU curves can run, with its driver mapping as a series asks.
 pub(crate) trait CpuWorkload {
     /// The series label.
     fn label(&self) -> &str;
-    /// One guest run under `cfg`; `sg`: with the driver change.
-    fn run_cpu(&self, cfg: &GuestConfig, sg: bool) -> Result<GuestResult, Error>;
+    /// One guest run under `cfg` with the driver mapping `m`.
+    fn run_cpu(&self, cfg: &GuestConfig, m: DriverMapping) -> Result<GuestResult, Error>;
 }
 
 /// Map-cache points of a CPU curve (plus one for 50% of the working set).
@@ -27,14 +55,15 @@ pub const CPU_POINTS: u64 = 20;
 /// One series of Figures 5–6.
 #[derive(Clone, Debug, Serialize)]
 pub struct CpuCurve {
-    /// `lru`, `piggyback`, `prefetch`, `batching` (S1.6: a buffer's pages per hypercall) or
+    /// `lru`, `piggyback`, `prefetch`, `batching` (S1.6: a packet's pieces per hypercall) or
     /// `batching-ring-refill` (an extension: each run of back-to-back maps as one list).
     pub series: String,
     /// The eviction policy.
     pub eviction: String,
     /// The hypercall batching.
     pub batching: String,
-    /// `sg` (a packet is one scatter-gather list) or `per-fragment`.
+    /// How the driver hands its maps over: `per-fragment` (as it is), `per-packet` (S1.6's
+    /// batching: a packet's pieces as one list) or `runs` (every run of back-to-back maps).
     pub mapping: String,
     /// Per point: `single-use` for the first ("no caching allowed", quota 0), then
     /// `on-demand` from the minimal quota to the working set.
@@ -80,8 +109,8 @@ struct Series {
     name: &'static str,
     eviction: EvictionConfig,
     batching: Batching,
-    /// Whether the driver maps a packet as one sg list (S1.6).
-    sg: bool,
+    /// How the driver hands its maps over.
+    mapping: DriverMapping,
 }
 
 fn series() -> [Series; 5] {
@@ -90,13 +119,13 @@ fn series() -> [Series; 5] {
             name: "lru",
             eviction: EvictionConfig::Lru(Default::default()),
             batching: Batching::None,
-            sg: false,
+            mapping: DriverMapping::PerFragment,
         },
         Series {
             name: "piggyback",
             eviction: EvictionConfig::Lru(Default::default()),
             batching: Batching::Piggyback,
-            sg: false,
+            mapping: DriverMapping::PerFragment,
         },
         Series {
             name: "prefetch",
@@ -104,23 +133,23 @@ fn series() -> [Series; 5] {
             // S1.4: a miss's chain and the evictions that make room for it are one
             // "remapping hypercall".
             batching: Batching::Replace,
-            sg: false,
+            mapping: DriverMapping::PerFragment,
         },
-        // S1.6's batching: the pages of one buffer (one map call of the driver) are mapped
-        // by one hypercall, and so are their unmaps.
+        // S1.6's batching: the driver maps a packet's pieces as one list, mapped by one
+        // hypercall, and so are their unmaps.
         Series {
             name: "batching",
             eviction: EvictionConfig::Lru(Default::default()),
             batching: Batching::MapUnmap,
-            sg: false,
+            mapping: DriverMapping::PerPacket,
         },
         // An extension, not the paper's: the driver changed to map each run of back-to-back
-        // maps (a receive-ring refill, a TSO packet's pieces) as one list and one hypercall.
+        // maps (a receive-ring refill's buffers too) as one list and one hypercall.
         Series {
             name: "batching-ring-refill",
             eviction: EvictionConfig::Lru(Default::default()),
             batching: Batching::MapUnmap,
-            sg: true,
+            mapping: DriverMapping::Runs,
         },
     ]
 }
@@ -179,7 +208,7 @@ pub(crate) fn curves(
             series: name.into(),
             eviction: s.eviction.name().into(),
             batching: s.batching.name().into(),
-            mapping: if s.sg { "sg" } else { "per-fragment" }.into(),
+            mapping: s.mapping.name().into(),
             strategy: Vec::new(),
             quota_fraction: Vec::new(),
             quota_pages: Vec::new(),
@@ -210,7 +239,7 @@ pub(crate) fn curves(
                 batching: s.batching,
                 ..base.clone()
             };
-            let r = w.run_cpu(&cfg, s.sg)?;
+            let r = w.run_cpu(&cfg, s.mapping)?;
             if r.refused != 0 {
                 return Err(check_failed(format!(
                     "{workload}: {name} refused {} maps at quota {q} ≥ the most pages pinned ({pinned})",
@@ -306,7 +335,7 @@ pub(crate) fn sensitivity(
             host_unmap_bookkeeping: unmap - hc,
             ..kvm
         };
-        let mut run = |name: &str, batching, sg| -> Result<GuestResult, Error> {
+        let mut run = |name: &str, batching, m| -> Result<GuestResult, Error> {
             steps.start(|| format!("{}: sensitivity {name}, call bookkeeping {hc}", w.label()))?;
             let cfg = GuestConfig {
                 strategy: Strategy::SingleUse,
@@ -316,11 +345,11 @@ pub(crate) fn sensitivity(
                 protection_oracle: false,
                 ..base.clone()
             };
-            w.run_cpu(&cfg, sg)
+            w.run_cpu(&cfg, m)
         };
-        let lru = run("lru", Batching::None, false)?;
-        let pig = run("piggyback", Batching::Piggyback, false)?;
-        let bat = run("batching", Batching::MapUnmap, false)?;
+        let lru = run("lru", Batching::None, DriverMapping::PerFragment)?;
+        let pig = run("piggyback", Batching::Piggyback, DriverMapping::PerFragment)?;
+        let bat = run("batching", Batching::MapUnmap, DriverMapping::PerPacket)?;
         for net in NET_TX_PER_KIB {
             for cpus in CPUS {
                 let c = crate::hw::CostModel {

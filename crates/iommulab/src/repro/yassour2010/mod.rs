@@ -17,10 +17,11 @@
 //!   pages ever pinned at once) to the working set. Series: LRU (no batching), LRU with
 //!   unmap piggyback, prefetching (with no caching there is nothing to prefetch into: the
 //!   same as LRU), "batching" (LRU with map and unmap batching as S1.6 defines it: the
-//!   pages of one buffer, one map call of the driver, share a map hypercall and an unmap
-//!   hypercall) and "batching-ring-refill", an extension labelled as such (the driver
-//!   changed to map each run of back-to-back maps, a ring refill or a TSO packet's pieces,
-//!   as one scatter-gather list and one hypercall). From full guest runs (hypercalls, host bookkeeping, VT-d PTE writes,
+//!   driver maps a large buffer, a packet's head and fragments, with several calls and uses
+//!   none until all are done, so the pieces share a map hypercall and an unmap hypercall)
+//!   and "batching-ring-refill", an extension labelled as such (the driver changed to map
+//!   each run of back-to-back maps, a receive-ring refill's separate buffers included, as
+//!   one scatter-gather list and one hypercall). From full guest runs (hypercalls, host bookkeeping, VT-d PTE writes,
 //!   write-buffer flushes and IOTLB invalidations, costs `kvm-2010`, S1.10): utilisation =
 //!   modeled cycles / (payload bytes × 8 / link rate) / (2.66 GHz).
 //! - Protection (S1.11; [`protection`]): stale device accesses per strategy.
@@ -45,7 +46,7 @@ use crate::virt::{
 };
 use crate::workload::{
     ApacheSendfile, ApacheSendfileConfig, DuplexTx, InGuest, NetperfSend, NetperfSendConfig,
-    NicDuplex, NicDuplexConfig, TxMapping,
+    NicDuplex, NicDuplexConfig, PacketSg, TxMapping,
 };
 
 pub use cpu::{CpuCurve, CpuSensitivity};
@@ -249,19 +250,23 @@ macro_rules! with_spec {
     ($spec:expr, $w:ident => $body:expr) => {
         match $spec {
             Spec::Netperf(c) => {
+                #[allow(unused_mut, reason = "a body that wraps the workload moves it")]
                 let mut $w = InGuest::new(NetperfSend::new(*c)?);
                 $body
             }
             Spec::Apache(c) => {
+                #[allow(unused_mut, reason = "a body that wraps the workload moves it")]
                 let mut $w = InGuest::new(ApacheSendfile::new(*c)?);
                 $body
             }
             Spec::Duplex(c) => match c.tx {
                 DuplexTx::NetperfSend(t) => {
+                    #[allow(unused_mut, reason = "a body that wraps the workload moves it")]
                     let mut $w = InGuest::new(NicDuplex::new(NetperfSend::new(t)?, c)?);
                     $body
                 }
                 DuplexTx::ApacheSendfile(t) => {
+                    #[allow(unused_mut, reason = "a body that wraps the workload moves it")]
                     let mut $w = InGuest::new(NicDuplex::new(ApacheSendfile::new(t)?, c)?);
                     $body
                 }
@@ -407,12 +412,15 @@ impl cpu::CpuWorkload for Spec {
         self.name()
     }
 
-    fn run_cpu(&self, cfg: &GuestConfig, sg: bool) -> Result<GuestResult, Error> {
-        // The curves' series are online policies: no lookahead.
-        if sg {
-            self.with_sg().run(cfg, None)
-        } else {
-            self.run(cfg, None)
+    fn run_cpu(&self, cfg: &GuestConfig, m: cpu::DriverMapping) -> Result<GuestResult, Error> {
+        // The curves' series are online policies: no lookahead. A generator knows its
+        // packets: per packet, it maps each as one list itself.
+        match m {
+            cpu::DriverMapping::PerFragment => self.run(cfg, None),
+            cpu::DriverMapping::PerPacket => self.with_sg().run(cfg, None),
+            cpu::DriverMapping::Runs => {
+                with_spec!(self, w => run_guest(&mut PacketSg::new(w), cfg, None).map_err(guest_error))
+            }
         }
     }
 }

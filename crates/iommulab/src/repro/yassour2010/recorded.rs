@@ -18,7 +18,7 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
-use super::cpu::{self, CpuCurve, CpuSensitivity, CpuWorkload};
+use super::cpu::{self, CpuCurve, CpuSensitivity, CpuWorkload, DriverMapping};
 use super::guest_error;
 use super::hit_rate::{self, HitCurve, PrefetchAt};
 use crate::Error;
@@ -184,12 +184,16 @@ impl Recording {
         let plain = guest_page_refs(&mut w.workload(), CacheOnly::All)?;
         let mut listed = PacketSg::new(w.workload());
         let sg_refs = guest_page_refs(&mut listed, CacheOnly::All)?;
+        let per_packet =
+            guest_page_refs(&mut PacketSg::transmit_only(w.workload()), CacheOnly::All)?;
         Ok(PreparedRecording {
             rec: self,
             refs,
             ws,
             cpu_ws: mrc::distinct_pages(&plain) as u64,
-            pinned: mrc::max_pinned(&plain).max(mrc::max_pinned(&sg_refs)),
+            pinned: mrc::max_pinned(&plain)
+                .max(mrc::max_pinned(&sg_refs))
+                .max(mrc::max_pinned(&per_packet)),
             packet_sg: listed.stats(),
             w,
         })
@@ -282,15 +286,17 @@ impl CpuWorkload for Replayed {
         self.name
     }
 
-    fn run_cpu(&self, cfg: &GuestConfig, sg: bool) -> Result<GuestResult, Error> {
+    fn run_cpu(&self, cfg: &GuestConfig, m: DriverMapping) -> Result<GuestResult, Error> {
         let cfg = &GuestConfig {
             guest_pages: self.guest_pages,
             ..cfg.clone()
         };
-        let r = if sg {
-            run_guest(&mut PacketSg::new(self.workload()), cfg, None)
-        } else {
-            run_guest(&mut self.workload(), cfg, None)
+        let r = match m {
+            DriverMapping::PerFragment => run_guest(&mut self.workload(), cfg, None),
+            DriverMapping::PerPacket => {
+                run_guest(&mut PacketSg::transmit_only(self.workload()), cfg, None)
+            }
+            DriverMapping::Runs => run_guest(&mut PacketSg::new(self.workload()), cfg, None),
         };
         r.map_err(guest_error)
     }
