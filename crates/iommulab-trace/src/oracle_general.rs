@@ -253,6 +253,37 @@ mod tests {
         assert_eq!(read_all(Vec::new()).unwrap(), Vec::<u64>::new());
     }
 
+    /// Plain, zstd and gzip files read the same requests (compression by magic bytes).
+    #[test]
+    fn compressed_files_read_the_same_requests() {
+        use std::io::Write as _;
+        let dir = tempfile::tempdir().unwrap();
+        let ids: Vec<u64> = (0..5000u64).map(|i| i * 7 % 300).collect();
+        let bytes: Vec<u8> = ids.iter().flat_map(|&i| record(i)).collect();
+        let zst = ruzstd::encoding::compress_to_vec(
+            &bytes[..],
+            ruzstd::encoding::CompressionLevel::Fastest,
+        );
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        gz.write_all(&bytes).unwrap();
+        for (name, data) in [
+            ("t.oracleGeneral", bytes.clone()),
+            ("t.oracleGeneral.zst", zst),
+            ("t.oracleGeneral.bin.gz", gz.finish().unwrap()),
+        ] {
+            let p = dir.path().join(name);
+            std::fs::write(&p, data).unwrap();
+            assert!(is_oracle_general(&p));
+            let mut r = OracleGeneralReader::open(&p).unwrap();
+            let (mut all, mut batch) = (Vec::new(), Vec::new());
+            while r.read_requests(&mut batch).unwrap() > 0 {
+                all.extend_from_slice(&batch);
+            }
+            assert_eq!(all, ids, "{name}");
+            assert_eq!(r.requests(), 5000);
+        }
+    }
+
     #[test]
     fn a_truncated_request_names_its_offset() {
         for cut in [1, 12, 23] {

@@ -170,7 +170,18 @@ fn table(c: &HitRateCurve, trace: &str, listed: bool) -> String {
     let _ = writeln!(s, "method          {method}");
     let _ = writeln!(s, "page maps       {}", c.maps);
     let _ = writeln!(s, "distinct pages  {}", c.distinct_pages);
-    let _ = writeln!(s, "max pinned      {} pages at once", c.max_pinned);
+    match c.max_pinned {
+        Some(n) => {
+            let _ = writeln!(s, "max pinned      {n} pages at once");
+        }
+        None => {
+            let _ = writeln!(
+                s,
+                "max pinned      not counted (the page sequence reads the maps alone; \
+                 --pinning counts it)"
+            );
+        }
+    }
     let _ = writeln!(s);
     let _ = writeln!(
         s,

@@ -26,14 +26,12 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::stream::{StreamedCurve, curve_is_streamed};
+use super::stream::{Feeding, StreamedCurve, curve_is_streamed};
 use super::{
     MrcMethod, MrcPoint, distinct_pages, lru_one_pass, max_pinned, mrc_by_simulation_config,
     opt_one_pass, page_sequence, pinning_free,
 };
-use crate::{
-    CacheOnly, EvictionConfig, PageRef, PageRun, for_each_guest_page_run, guest_page_refs,
-};
+use crate::{CacheOnly, EvictionConfig, PageRef, PageRun, guest_page_refs};
 use iommulab_base::addr::Pfn;
 use iommulab_trace::oracle_general::OracleGeneralReader;
 use iommulab_trace::{EventSource, TraceError};
@@ -91,8 +89,10 @@ pub struct HitRateCurve {
     /// Distinct pages mapped (quotas above this change nothing).
     pub distinct_pages: usize,
     /// Most pages the trace has mapped at once (S1.2's |P|): in the pinned view a quota of at
-    /// least this never refuses a map. The page sequence pins one page at a time.
-    pub max_pinned: u64,
+    /// least this never refuses a map. The page sequence pins one page at a time. `None`
+    /// where it is not counted: the page sequence of LRU, FIFO and OPT reads a trace's maps
+    /// alone ([`trace_hit_rate_curve`]); the pinned view counts it.
+    pub max_pinned: Option<u64>,
     /// The quotas, in pages, increasing.
     pub quota: Vec<usize>,
     /// Map hits at each quota.
@@ -156,13 +156,17 @@ pub fn trace_hit_rate_curve<S: EventSource>(
     src: S,
     req: &CurveRequest,
 ) -> Result<HitRateCurve, CurveError> {
-    let mut w = InGuest::new(TraceWorkload::new(src).mappings_only());
     if !curve_is_streamed(req) {
+        let mut w = InGuest::new(TraceWorkload::new(src).mappings_only());
         let refs = guest_page_refs(&mut w, CacheOnly::All)?;
         return hit_rate_curve(&refs, req);
     }
-    streamed(req, |out| {
-        for_each_guest_page_run(&mut w, CacheOnly::All, |r| out.push(r))
+    // The page sequence needs the maps alone: the replay's page-request path, without its
+    // tables of live mappings. A guest's buffers are at the trace's physical addresses
+    // (`InGuest` relabels them as they are).
+    let mut w = TraceWorkload::new(src).mappings_only();
+    streamed(req, Feeding::Maps, |out| {
+        w.for_each_map_buffer(|phys, len| out.push(PageRun::mapping(phys, len)))
     })
     .map_err(|e| match e {
         StreamError::Curve(c) => c,
@@ -198,7 +202,7 @@ pub fn requests_hit_rate_curve(
         }
         return hit_rate_curve(&refs, req);
     }
-    streamed(req, |out| {
+    streamed(req, Feeding::Requests, |out| {
         while reader.read_requests(&mut ids)? > 0 {
             ids.iter().for_each(|&p| out.push(Request(p)));
         }
@@ -273,12 +277,13 @@ enum StreamError<E> {
 /// half the work; batches are recycled).
 fn streamed<T: Feed, E>(
     req: &CurveRequest,
+    feeding: Feeding,
     read: impl FnOnce(&mut Batches<'_, T>) -> Result<(), E>,
 ) -> Result<HitRateCurve, StreamError<E>> {
     // Validated before the trace is read, as `hit_rate_curve` does; resolved against the
     // trace's distinct pages at the end.
     resolve_quotas(req.quotas.as_ref(), 0).map_err(|e| StreamError::Curve(e.into()))?;
-    let curve = StreamedCurve::new(req);
+    let curve = StreamedCurve::new(req, feeding);
     let (full_tx, full_rx) = sync_channel::<Vec<T>>(STREAM_BATCHES);
     let (empty_tx, empty_rx) = sync_channel::<Vec<T>>(STREAM_BATCHES);
     std::thread::scope(|scope| {
@@ -454,7 +459,7 @@ pub fn hit_rate_curve(refs: &[PageRef], req: &CurveRequest) -> Result<HitRateCur
         exact: true,
         maps,
         distinct_pages: distinct,
-        max_pinned: most_pinned,
+        max_pinned: Some(most_pinned),
         quota: Vec::with_capacity(n),
         hits: Vec::with_capacity(n),
         misses: Vec::with_capacity(n),
@@ -573,7 +578,7 @@ mod tests {
             assert!(seq.refused[1..].iter().all(|&r| r == 0), "{}", seq.policy);
             assert_eq!(seq.refused[0], seq.maps);
             assert_eq!(pinned.max_pinned, seq.max_pinned);
-            assert!(seq.max_pinned >= 3);
+            assert!(seq.max_pinned >= Some(3));
         }
     }
 
@@ -700,7 +705,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(c.method, MrcMethod::StackDistance);
-        assert_eq!((c.hits.clone(), c.max_pinned), (vec![0, 0, 1, 1], 1));
+        assert_eq!((c.hits.clone(), c.max_pinned), (vec![0, 0, 1, 1], Some(1)));
         assert_eq!(c.hit_rate, [0.0, 0.0, 0.25, 0.25]);
     }
 

@@ -31,9 +31,11 @@
 //!   (a ring and a bit per page). A full FIFO curve of D distinct pages costs D passes.
 //!
 //! The counts are those of [`hit_rate_curve`] on the same trace (tests below and
-//! `crates/iommulab/tests/mrc_trace.rs`). Unmaps are read only for the most pages in flight
-//! ([`HitRateCurve::max_pinned`]); in the page sequence every map is an independent reference
-//! (S1.9).
+//! `crates/iommulab/tests/mrc_trace.rs`). In the page sequence every map is an independent
+//! reference (S1.9), so a trace is read for its maps alone ([`Feeding::Maps`]: the replay's
+//! page-request path, without its tables of live mappings), and the most pages in flight
+//! ([`HitRateCurve::max_pinned`]) are counted only when the unmaps are fed too
+//! ([`Feeding::Buffers`]).
 //!
 //! [`hit_rate_curve`]: super::hit_rate_curve
 
@@ -243,9 +245,24 @@ enum Caches {
     LruAll { sd: StackDistance, hist: Vec<u64> },
 }
 
+/// What a streamed curve is fed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Feeding {
+    /// The page runs of every map and unmap: the most pages in flight are counted.
+    Buffers,
+    /// The page runs of the maps alone (a trace's page-request path): the most pages in
+    /// flight are not known.
+    Maps,
+    /// Page requests, each mapped and unmapped at once (`.oracleGeneral`): one page in
+    /// flight at a time.
+    Requests,
+}
+
 /// Per page number: the maps in flight (for the most pages in flight) and the pages seen.
 #[derive(Debug, Default)]
 struct Pins {
+    /// Whether maps are counted in flight (unmaps are fed).
+    counted: bool,
     /// Maps in flight per page number, and [`SEEN`] once mapped (one array: one cache line
     /// per page visit).
     in_flight: Vec<u32>,
@@ -265,13 +282,16 @@ impl Pins {
             *c = SEEN;
             self.distinct += 1;
         }
+        self.maps += 1;
+        if !self.counted {
+            return fresh;
+        }
         if *c == SEEN {
             self.pinned_now += 1;
             self.most_pinned = self.most_pinned.max(self.pinned_now);
         }
         // Saturates rather than wraps (2^31 − 1 maps of one page in flight).
         *c = c.saturating_add(1);
-        self.maps += 1;
         fresh
     }
 
@@ -293,6 +313,7 @@ impl Pins {
 #[derive(Debug)]
 pub(super) struct StreamedCurve {
     req: CurveRequest,
+    feeding: Feeding,
     /// Page numbers, 16 consecutive pages at a time (a run's pages inside one 16-page chunk
     /// cost one lookup).
     ids: PageIds,
@@ -307,7 +328,7 @@ impl StreamedCurve {
     /// (they are resolved against the trace's distinct pages by [`finish`](Self::finish)).
     // Quotas are at most MAX_QUOTA (2^24) after validation.
     #[allow(clippy::cast_possible_truncation)]
-    pub(super) fn new(req: &CurveRequest) -> Self {
+    pub(super) fn new(req: &CurveRequest, feeding: Feeding) -> Self {
         let listed = match &req.quotas {
             Some(Quotas::List(l)) if few_quotas(req.quotas.as_ref()) => {
                 let mut l = l.clone();
@@ -330,8 +351,12 @@ impl StreamedCurve {
         };
         Self {
             req: req.clone(),
+            feeding,
             ids: PageIds::default(),
-            pins: Pins::default(),
+            pins: Pins {
+                counted: feeding == Feeding::Buffers,
+                ..Pins::default()
+            },
             caches,
             overflow: None,
         }
@@ -367,13 +392,7 @@ impl StreamedCurve {
     /// unmapped at once, as the page sequence takes every map.
     #[inline]
     pub(super) fn request(&mut self, page: u64) {
-        if self.map_part(page, page + 1)
-            && let Some(base) = self.ids.chunk_base(page)
-        {
-            // Below ID_CHUNK: the offset inside the chunk.
-            #[allow(clippy::cast_possible_truncation)]
-            self.pins.unmap(base + (page % ID_CHUNK) as u32);
-        }
+        self.map_part(page, page + 1);
     }
 
     /// The maps of pages `page..end` (inside one chunk); `false` once a limit is passed.
@@ -442,7 +461,12 @@ impl StreamedCurve {
             });
         }
         let (distinct, numbered) = (self.pins.distinct, self.ids.len());
-        let (maps, most_pinned) = (self.pins.maps, self.pins.most_pinned);
+        let maps = self.pins.maps;
+        let most_pinned = match self.feeding {
+            Feeding::Buffers => Some(self.pins.most_pinned),
+            Feeding::Maps => None,
+            Feeding::Requests => Some(maps.min(1)),
+        };
         let quotas = resolve_quotas(self.req.quotas.as_ref(), distinct)?;
         drop(self.ids);
         drop(self.pins);
@@ -595,7 +619,7 @@ mod tests {
     }
 
     fn streamed(runs: &[PageRun], req: &CurveRequest) -> HitRateCurve {
-        let mut s = StreamedCurve::new(req);
+        let mut s = StreamedCurve::new(req, Feeding::Buffers);
         runs.iter().for_each(|&r| s.run(r));
         s.finish().unwrap()
     }
