@@ -5,10 +5,12 @@
 # 1000), policy and input (the .iot, then the .oracleGeneral) runs, alternating,
 # `iommulab mrc INPUT --policy P --quotas Q` and `scripts/libcachesim_crosscheck.py EXPORT Q
 # --policies P --time` (libCacheSim's `process_trace`, the C loop over `cache->get`), REPEAT
-# times each, and prints the median wall-clock seconds of iommulab's whole process, the
-# median time libCacheSim spends inside `process_trace` alone (`loop s`; its process also
-# starts Python, imports the binding and counts the trace's objects) and their ratio
-# (`loop / iommulab`, the issue's measure). Both print the same hits (checked).
+# times each, and prints the medians of iommulab's whole process and of the time libCacheSim
+# spends inside `process_trace` alone (its process also starts Python, imports the binding and
+# counts the trace's objects), each as wall-clock and CPU seconds (user + system; both of
+# iommulab's threads), and their ratios (`loop / iommulab`). On a shared, loaded machine a
+# process waits for a CPU most of its wall time: compare the CPU ratios there. Both print the
+# same hits (checked).
 #
 # Then, per trace kind, the full curves (every quota) of LRU and OPT from the .iot: wall
 # seconds and peak resident memory (`/usr/bin/time`), in bytes per event.
@@ -34,12 +36,14 @@ trap 'rm -rf "$DIR"' EXIT
 [ -x "$BIN" ] || { echo "no iommulab binary at $BIN (cargo build --release -p iommulab-cli)" >&2; exit 2; }
 [ -x "$PY" ] && "$PY" -c "import libcachesim" 2>/dev/null || { echo "no libcachesim in $PY (make py-deps)" >&2; exit 2; }
 
-now() { date +%s.%N; }
+# a / b with two decimals, `-` when b is 0 (a time below the clock's resolution).
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "-" }'; }
 median() { sort -g | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
 json_get() { "$PY" -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
 
 echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
-printf '%-16s %9s %10s %-6s %-13s %10s %8s %8s %10s\n' trace requests quota policy input "iommulab s" "loop s" "loop/iom" hits
+printf '%-16s %9s %10s %-6s %-13s %8s %8s %8s %8s %8s %8s %10s\n' trace requests quota policy input \
+    "iom s" "loop s" wall× "iom cpu" "loop cpu" cpu× hits
 for K in ${KINDS//,/ }; do
     T=$DIR/$K.iot
     OG=$DIR/$K.oracleGeneral
@@ -51,23 +55,28 @@ for K in ${KINDS//,/ }; do
             for IN in "$T" "$OG"; do
                 : >"$DIR/i.t"
                 : >"$DIR/c.t"
+                : >"$DIR/ic.t"
+                : >"$DIR/cc.t"
                 for _ in $(seq "$REPEAT"); do
                     # Each tool's process alone is timed; its JSON is read afterwards.
-                    t0=$(now)
-                    "$BIN" mrc "$IN" --policy "$P" --quotas "$Q" --json -q >"$DIR/i.json"
-                    t1=$(now)
+                    /usr/bin/time -f '%e %U %S' -o "$DIR/time" \
+                        "$BIN" mrc "$IN" --policy "$P" --quotas "$Q" --json -q >"$DIR/i.json"
                     "$PY" "$ROOT/scripts/libcachesim_crosscheck.py" "$OG" "$Q" --policies "$P" --time \
                         >"$DIR/l.json" 2>"$DIR/loop"
                     ih=$(json_get 'd["hits"][0]' <"$DIR/i.json")
                     lh=$(json_get "d['$P']['$Q']" <"$DIR/l.json")
                     [ "$ih" = "$lh" ] || { echo "$K $P $Q: iommulab $ih hits, libCacheSim $lh" >&2; exit 1; }
-                    echo "$t1 - $t0" | bc >>"$DIR/i.t"
+                    awk '{print $1}' "$DIR/time" >>"$DIR/i.t"
+                    awk '{print $2 + $3}' "$DIR/time" >>"$DIR/ic.t"
                     awk '/process_trace seconds/ {print $NF}' "$DIR/loop" >>"$DIR/c.t"
+                    awk '/process_trace cpu seconds/ {print $NF}' "$DIR/loop" >>"$DIR/cc.t"
                 done
                 i=$(median <"$DIR/i.t")
                 c=$(median <"$DIR/c.t")
-                printf '%-16s %9s %10s %-6s %-13s %10.3f %8.3f %8.2f %10s\n' "$K" "$N" "$Q" "$P" \
-                    "${IN##*.}" "$i" "$c" "$(echo "$c / $i" | bc -l)" "$ih"
+                ic=$(median <"$DIR/ic.t")
+                cc=$(median <"$DIR/cc.t")
+                printf '%-16s %9s %10s %-6s %-13s %8.3f %8.3f %8s %8.3f %8.3f %8s %10s\n' "$K" "$N" "$Q" \
+                    "$P" "${IN##*.}" "$i" "$c" "$(ratio "$c" "$i")" "$ic" "$cc" "$(ratio "$cc" "$ic")" "$ih"
             done
         done
     done
