@@ -6,9 +6,8 @@ use std::path::PathBuf;
 use iommulab::create_trace;
 use iommulab::experiment::ConfigError;
 use iommulab::iova::{ByteRange, DomainConfig};
-use iommulab::mrc::{CurveRequest, Quotas, requests_hit_rate_curve, trace_hit_rate_curve};
+use iommulab::mrc::{CurveRequest, Quotas, trace_hit_rate_curve};
 use iommulab::trace::check::{CheckOptions, check, dma_mask_of_bits, parse_dma_mask};
-use iommulab::trace::oracle_general::{OracleGeneralReader, is_oracle_general};
 use iommulab::trace::{TraceHeader, open, stats};
 use iommulab::validate::{ValidateOptions, validate};
 use iommulab::virt::EvictionConfig;
@@ -310,11 +309,6 @@ pub fn mrc<'py>(
     };
     let format = trace_format(format)?;
     let curve = py.detach(|| -> Result<_, iommulab::Error> {
-        // libCacheSim's .oracleGeneral (by name): page requests, not events.
-        if is_oracle_general(&trace) {
-            let mut reader = OracleGeneralReader::open(&trace)?;
-            return Ok(requests_hit_rate_curve(&mut reader, &req)?);
-        }
         Ok(trace_hit_rate_curve(open(&trace, format, lenient)?, &req)?)
     });
     to_py(py, &curve.map_err(PyErrWrap::from)?)
