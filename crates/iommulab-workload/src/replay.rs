@@ -709,7 +709,7 @@ mod tests {
         ];
         for t in 0..3000u64 {
             let r = rnd();
-            let kind = kinds[(r % kinds.len() as u64) as usize];
+            let kind = kinds[usize::try_from(r % kinds.len() as u64).unwrap()];
             // Device 0 is `iommu`, shown first; device 1 is a NIC.
             let device = u16::from(r % 5 == 0);
             let addr = (r >> 8) % 64 * 0x1000 + (r >> 20) % 3 * 0x800;
