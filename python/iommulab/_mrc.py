@@ -41,10 +41,11 @@ def mrc(
 
     The result has `policy`, `policy_config`, `pinning`, `method` (`"stack_distance"`: one pass,
     LRU and OPT without pinning over every quota; `"simulation"`: one cache run per quota,
-    which up to 8 listed quotas of LRU, FIFO or OPT without pinning do while the trace is
-    read, without holding it), `exact`,
-    `maps`, `distinct_pages`, `max_pinned`, and one list entry per quota in `quota`, `hits`,
-    `misses`, `refused` and `hit_rate` (`hits / maps`).
+    FIFO's, and up to 8 listed quotas of LRU or OPT; the page sequence of LRU, FIFO and OPT
+    is computed while the trace is read, without holding it), `exact`,
+    `maps`, `distinct_pages`, `max_pinned` (None for the page sequence of LRU, FIFO and OPT,
+    which reads the trace's maps alone; the pinned view counts it), and one list entry per
+    quota in `quota`, `hits`, `misses`, `refused` and `hit_rate` (`hits / maps`).
     """
     return _native.mrc(
         trace,

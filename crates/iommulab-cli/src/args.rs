@@ -276,7 +276,8 @@ pub struct TraceImportArgs {
 /// `iommulab trace stats`.
 #[derive(Debug, Args)]
 pub struct TraceStatsArgs {
-    /// The trace.
+    /// The trace (or libCacheSim's binary `.oracleGeneral`: its requests, pages and reuse
+    /// distances).
     pub input: PathBuf,
     /// The input's format.
     #[arg(long, value_enum, default_value = "auto")]
@@ -575,7 +576,9 @@ pub struct ValidateArgs {
 /// `iommulab mrc`.
 #[derive(Debug, Args)]
 pub struct MrcArgs {
-    /// The trace (native `.iot`, `.csv`, or ftrace text; `.gz`/`.zst` read transparently).
+    /// The trace (native `.iot`, `.csv`, or ftrace text; or libCacheSim's binary
+    /// `.oracleGeneral`/`.oracleGeneral.bin`, each object a page; `.gz`/`.zst` read
+    /// transparently).
     pub trace: PathBuf,
     /// The eviction policy.
     #[arg(long, value_enum, default_value = "lru")]

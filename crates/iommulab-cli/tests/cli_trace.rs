@@ -397,8 +397,9 @@ fn a_wrong_format_or_a_libcachesim_export_is_refused_by_name() {
             .assert()
             .code(1)
             .stderr(
-                predicate::str::contains("a NUL byte at byte")
-                    .and(predicate::str::contains("does not read it back")),
+                predicate::str::contains("holds page requests, not DMA events").and(
+                    predicate::str::contains("`iommulab mrc` and `iommulab trace stats`"),
+                ),
             );
     }
 }

@@ -104,7 +104,8 @@ fn mrc(trace: &Path, policy: &str) -> Value {
     serde_json::from_slice(&o.get_output().stdout).unwrap()
 }
 
-/// `iommulab mrc` equals libCacheSim at every quota 1..=distinct pages for FIFO, LRU and OPT.
+/// `iommulab mrc` equals libCacheSim at every quota 1..=distinct pages for FIFO, LRU and OPT,
+/// and `iommulab mrc` of the `.oracleGeneral` export gives the trace's own curves.
 fn curves_equal_libcachesim(trace: &Path) {
     let dir = tempfile::tempdir().unwrap();
     let og = dir.path().join("t.oracleGeneral");
@@ -113,6 +114,20 @@ fn curves_equal_libcachesim(trace: &Path) {
         .into_iter()
         .map(|p| (p, mrc(trace, p)))
         .collect();
+    for (policy, c) in &ours {
+        let from_og = mrc(&og, policy);
+        for key in [
+            "quota",
+            "hits",
+            "misses",
+            "refused",
+            "maps",
+            "distinct_pages",
+            "method",
+        ] {
+            assert_eq!(from_og[key], c[key], "{} {policy}: {key}", trace.display());
+        }
+    }
     let distinct = ours["lru"]["distinct_pages"].as_u64().unwrap();
     assert!(
         distinct > 1,
@@ -178,6 +193,65 @@ fn generated_trace_curves_equal_libcachesim_at_every_quota() {
     let csv = dir.path().join("skewed.csv");
     write_skewed_trace(&csv);
     curves_equal_libcachesim(&csv);
+}
+
+/// A file libCacheSim itself wrote (`Util.convert_to_oracleGeneral` from a CSV of object
+/// requests, ids up to 2^40) reads as its requests: `iommulab mrc` equals libCacheSim's
+/// LRU, FIFO and Belady at every quota, and `trace stats` counts its requests and objects.
+#[test]
+fn an_oracle_general_file_libcachesim_wrote_equals_libcachesim_at_every_quota() {
+    if !have_libcachesim() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let csv = dir.path().join("requests.csv");
+    let og = dir.path().join("lcs.oracleGeneral");
+    let mut text = String::from("time,obj,size\n");
+    let mut x: u64 = 0x2545_F491_4F6C_DD1D;
+    for t in 0..3000 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let u = x % 1000;
+        let _ = writeln!(text, "{t},{},4096", (1u64 << 40) + u * u / 2000);
+    }
+    std::fs::write(&csv, text).unwrap();
+    let script = "import sys, libcachesim as lcs\n\
+        p = lcs.ReaderInitParam(has_header=True, has_header_set=True, delimiter=',')\n\
+        p.time_field, p.obj_id_field, p.obj_size_field = 1, 2, 3\n\
+        r = lcs.TraceReader(sys.argv[1], lcs.TraceType.CSV_TRACE, reader_init_params=p)\n\
+        lcs.Util.convert_to_oracleGeneral(r._reader, sys.argv[2])\n";
+    let out = Command::new(python())
+        .args(["-c", script])
+        .arg(&csv)
+        .arg(&og)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stats = iommulab()
+        .args(["trace", "stats", "--json"])
+        .arg(&og)
+        .assert()
+        .success();
+    let stats: Value = serde_json::from_slice(&stats.get_output().stdout).unwrap();
+    assert_eq!(stats["requests"], 3000);
+    let distinct = stats["distinct_pages"].as_u64().unwrap();
+    assert!(distinct > 100, "{distinct}");
+    let lcs = libcachesim(&og, &["--up-to".to_owned(), distinct.to_string()]);
+    for policy in ["fifo", "lru", "opt"] {
+        let c = mrc(&og, policy);
+        assert_eq!(c["maps"], 3000);
+        assert_eq!(c["distinct_pages"], distinct);
+        let hits = c["hits"].as_array().unwrap();
+        assert_eq!(hits.len() as u64, distinct + 1);
+        for (q, h) in hits.iter().enumerate().skip(1) {
+            assert_eq!(*h, lcs[policy][q.to_string()], "{policy} at quota {q}");
+        }
+    }
 }
 
 /// A deterministic skewed page stream, each page mapped then unmapped (no pinning).

@@ -19,9 +19,10 @@ pub mod format;
 pub mod ftrace;
 pub mod io;
 pub mod open;
+pub mod oracle_general;
 pub mod page_ids;
 pub mod pages;
-mod stack_distance;
+pub mod stack_distance;
 pub mod stats;
 mod stats_iommu;
 

@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use super::ftrace::{FtraceOptions, FtraceReader};
 use super::io::{Content, name_parts, open_text, open_trace};
+use super::oracle_general::is_oracle_general;
 use super::{EventSource, TraceError};
 
 /// A trace format to read.
@@ -61,6 +62,15 @@ impl TraceFormat {
 /// and binary data that is no trace of ours is refused by its first NUL byte instead of
 /// being parsed as a line of text.
 pub fn resolve(path: &Path, asked: TraceFormat) -> Result<TraceFormat, TraceError> {
+    if is_oracle_general(path) {
+        return Err(TraceError::Unsupported {
+            path: path.to_owned(),
+            what: "a libCacheSim .oracleGeneral trace holds page requests, not DMA events: \
+                   `iommulab mrc` and `iommulab trace stats` read it; the other commands need \
+                   a trace of DMA events (native .iot, iommulab CSV or Linux ftrace text)"
+                .to_owned(),
+        });
+    }
     let content = Content::sniff(path)?;
     let found = if asked == TraceFormat::Ftrace {
         // By content alone: an ftrace capture may be named anything, `.csv` included.
@@ -86,9 +96,9 @@ pub fn resolve(path: &Path, asked: TraceFormat) -> Result<TraceFormat, TraceErro
             path: path.to_owned(),
             what: format!(
                 "binary data (a NUL byte at byte {offset} of the decompressed contents), not a \
-                 trace iommulab reads: native .iot, iommulab CSV or Linux ftrace text. \
-                 `trace convert` writes libCacheSim's .oracleGeneral for libCacheSim; it \
-                 does not read it back"
+                 trace iommulab reads: native .iot, iommulab CSV or Linux ftrace text, and \
+                 (for `mrc` and `trace stats`) libCacheSim's binary oracleGeneral, named \
+                 .oracleGeneral or .oracleGeneral.bin"
             ),
         });
     }
@@ -203,13 +213,21 @@ mod tests {
     #[test]
     fn binary_data_is_refused_at_its_first_nul_byte() {
         let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("t.oracleGeneral");
+        let p = dir.path().join("t.bin");
         std::fs::write(&p, b"abc\0\0\0\x05").unwrap();
         for asked in [TraceFormat::Auto, TraceFormat::Ftrace] {
             let e = refusal(&p, asked);
             assert!(e.contains("a NUL byte at byte 3"), "{e}");
-            assert!(e.contains("does not read it back"), "{e}");
+            assert!(e.contains("named .oracleGeneral"), "{e}");
         }
+        // By its name, an oracleGeneral trace is pointed at the commands that read it.
+        let og = dir.path().join("t.oracleGeneral.zst");
+        std::fs::write(&og, b"abc\0\0\0\x05").unwrap();
+        let e = refusal(&og, TraceFormat::Auto);
+        assert!(
+            e.contains("`iommulab mrc` and `iommulab trace stats` read it"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -11,17 +11,22 @@
 //! previous slot), not three. When the slots run out the live ones are renumbered in order
 //! (compaction).
 //!
-//! `trace stats` runs this on a thread of its own ([`ReuseCounter`]), fed the pages the maps
-//! covered a batch at a time.
+//! The one LRU stack-distance counter of the workspace: `trace stats` runs it on a thread of
+//! its own ([`ReuseCounter`]), fed the pages the maps covered a batch at a time, and the
+//! hit-rate curves (`iommulab-virt`'s `mrc`) turn its distances into LRU's hits at every
+//! quota (a hit at quota q iff distance + 1 ≤ q; Mattson et al. 1970). Its memory is
+//! proportional to the distinct pages, not to the accesses: about 4 bytes per page id for
+//! the last slots and 2 bits per live slot.
 
 use crate::stats::Log2Histogram;
 
 /// No access yet.
 const NO_SLOT: u32 = u32::MAX;
 
-/// The stack-distance counter (module doc).
+/// The stack-distance counter (module doc). Page ids are small dense numbers (below 2^30),
+/// e.g. from [`crate::page_ids::PageIds`].
 #[derive(Clone, Debug, Default)]
-pub(crate) struct StackDistance {
+pub struct StackDistance {
     /// Per page (by [`crate::page_ids::PageIds`] id): the slot of its last access,
     /// [`NO_SLOT`] before its first.
     last: Vec<u32>,
@@ -44,7 +49,7 @@ pub(crate) struct StackDistance {
 
 impl StackDistance {
     /// Distinct pages accessed.
-    pub(crate) fn distinct(&self) -> u64 {
+    pub fn distinct(&self) -> u64 {
         self.distinct
     }
 
@@ -128,11 +133,20 @@ impl StackDistance {
         self.next = d;
     }
 
-    /// Records an access to page `id` (ids below 2^30); its stack distance, or `None` the
-    /// first time.
+    /// Most page ids [`access`](Self::access) takes (ids are below this).
+    pub const MAX_IDS: usize = 1 << 30;
+
+    /// Records an access to page `id` (below [`MAX_IDS`](Self::MAX_IDS)): its stack
+    /// distance (the distinct other pages accessed since its previous access), or `None`
+    /// the first time.
+    ///
+    /// # Panics
+    /// If `id` is not below [`MAX_IDS`](Self::MAX_IDS) (slots would overflow `u32`).
     // Slots stay below 2 * distinct pages + 1024 < 2^31 (ids are below 2^30).
     #[allow(clippy::cast_possible_truncation)]
-    pub(crate) fn access(&mut self, id: u32) -> Option<u64> {
+    #[inline]
+    pub fn access(&mut self, id: u32) -> Option<u64> {
+        assert!((id as usize) < Self::MAX_IDS, "page id {id} past 2^30");
         let i = id as usize;
         if i >= self.last.len() {
             self.last.resize((i + 1).next_multiple_of(16), NO_SLOT);

@@ -553,7 +553,7 @@ pub struct PageRun {
 impl PageRun {
     /// The map of the pages `len` bytes at `phys` touch.
     #[inline]
-    fn mapping(phys: u64, len: u64) -> Self {
+    pub(crate) fn mapping(phys: u64, len: u64) -> Self {
         let p = iommulab_trace::pages::pages(phys, len);
         PageRun {
             first: Pfn::new(*p.start()),

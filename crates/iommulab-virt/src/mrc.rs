@@ -7,9 +7,9 @@
 //! distance* d gives the hits of every quota at once (a hit iff d ≤ q).
 //!
 //! - **LRU** ([`lru_one_pass`]): d − 1 is the number of distinct pages mapped since the
-//!   previous map of the same page. A Fenwick tree over map positions holds a 1 at each
-//!   page's latest position; d − 1 = (distinct pages so far) − (ones at or before the
-//!   previous position). O(N log N) time, 4 bytes per map plus 4 per distinct page.
+//!   previous map of the same page, counted by the workspace's one stack-distance counter,
+//!   [`StackDistance`] (`iommulab-trace`, which `trace stats` runs too): O(N log D) time,
+//!   memory proportional to the D distinct pages.
 //! - **OPT** ([`opt_one_pass`]): Mattson's OPT stack with priority = next use (earlier next
 //!   use stays higher). A map of x at depth d puts x on top and rotates the stack's prefix
 //!   maxima of next use down to depth d. Only the top `max_quota` entries are kept — the
@@ -37,17 +37,19 @@
 
 mod belady;
 pub mod curve;
+mod opt_stack;
 mod stream;
 
 pub use curve::{
     CurveError, CurveRequest, HitRateCurve, MAX_QUOTA, Quotas, hit_rate_curve,
-    trace_hit_rate_curve, trace_page_refs,
+    requests_hit_rate_curve, trace_hit_rate_curve, trace_page_refs,
 };
 pub use stream::curve_is_streamed;
 
 use std::sync::Arc;
 
 use iommulab_base::addr::{Gpa, Pfn};
+use iommulab_trace::stack_distance::StackDistance;
 use serde::{Deserialize, Serialize};
 
 use crate::eviction::EvictionPolicy;
@@ -137,7 +139,11 @@ fn prepare(refs: &[PageRef]) -> Prepared {
                 let next = dense.len() as u32;
                 let id = *dense.entry(g.get()).or_insert(next);
                 if id == next {
-                    assert!(next < u32::MAX, "more than 2^32 − 1 distinct pages");
+                    // The stack-distance counter numbers up to 2^30 pages (4 TiB).
+                    assert!(
+                        (next as usize) < StackDistance::MAX_IDS,
+                        "more than 2^30 distinct pages"
+                    );
                     rc.push(0);
                 }
                 let c = &mut rc[id as usize];
@@ -248,31 +254,6 @@ fn points_from_histogram(hist: &[u64], maps: u64, max_quota: usize) -> Vec<MrcPo
     points
 }
 
-/// A Fenwick (binary indexed) tree of counts.
-struct Fenwick(Vec<u32>);
-
-impl Fenwick {
-    #[inline]
-    fn add(&mut self, i: usize, v: i32) {
-        let mut i = i + 1;
-        while i < self.0.len() {
-            self.0[i] = self.0[i].wrapping_add_signed(v);
-            i += i & i.wrapping_neg();
-        }
-    }
-    /// Sum of `[0, i]`.
-    #[inline]
-    fn prefix(&self, i: usize) -> u32 {
-        let mut i = i + 1;
-        let mut s = 0u32;
-        while i > 0 {
-            s = s.wrapping_add(self.0[i]);
-            i &= i - 1;
-        }
-        s
-    }
-}
-
 /// LRU hits for every quota `0..=max_quota` in one pass (O(N log N)); see the
 /// [module docs](self) for when it is exact.
 ///
@@ -293,27 +274,15 @@ impl Fenwick {
 pub fn lru_one_pass(refs: &[PageRef], max_quota: usize) -> MrcCurve {
     let prep = prepare(refs);
     let n = prep.ids.len();
-    let mut tree = Fenwick(vec![0; n + 1]);
-    let mut last = vec![u32::MAX; prep.distinct];
+    let mut sd = StackDistance::default();
     let mut hist = vec![0u64; max_quota + 1];
-    let mut seen = 0u32;
-    #[allow(clippy::cast_possible_truncation)] // positions < 2^32 checked below
-    for (t, &id) in prep.ids.iter().enumerate() {
-        let p = last[id as usize];
-        if p == u32::MAX {
-            seen += 1;
-        } else {
-            let p = p as usize;
-            // Pages whose latest map is after p: each counted once, at its latest map.
-            let d = (seen - tree.prefix(p)) as usize + 1;
-            if d <= max_quota {
-                hist[d] += 1;
-            }
-            tree.add(p, -1);
+    for &id in &prep.ids {
+        // Distance d (other pages since the last map): a hit at every quota above d.
+        if let Some(d) = sd.access(id)
+            && let Some(h) = usize::try_from(d + 1).ok().and_then(|q| hist.get_mut(q))
+        {
+            *h += 1;
         }
-        tree.add(t, 1);
-        assert!(t < u32::MAX as usize, "more than 2^32 − 1 maps");
-        last[id as usize] = t as u32;
     }
     MrcCurve {
         policy: "lru",

@@ -352,33 +352,10 @@ impl<S: EventSource> TraceWorkload<S> {
     #[inline(always)]
     fn translate<K: OpSink<Hpa>>(&mut self, i: usize, out: &mut K) -> Result<(), TraceError> {
         let e = self.batch.get(i);
-        if self.devices_may_change {
-            self.devices_may_change = false;
-            if self.src.header().devices.len() != self.known_devices {
-                self.scan_devices();
-            }
+        if self.passed_over(&e)? {
+            return Ok(());
         }
         let cpu = CpuId::new(e.cpu);
-        if let Some((_, only)) = &self.only
-            && *only != Some(e.device)
-            && e.kind != EventKind::SgSeg
-        {
-            self.report.other_device_events += 1;
-            if matches!(e.kind, EventKind::MapSg | EventKind::UnmapSg) {
-                self.read_segments(e.nents, e.len)?;
-            }
-            return Ok(());
-        }
-        // A `free_iova_fast` kprobe on the `iommu` device is the allocator's free, not an
-        // unmap of the page tables: the unmap was its own record.
-        if Some(e.device) == self.iommu_device && (self.other_devices || e.kind == EventKind::Free)
-        {
-            self.report.skipped_iommu_events += 1;
-            if matches!(e.kind, EventKind::MapSg | EventKind::UnmapSg) {
-                self.read_segments(e.nents, e.len)?;
-            }
-            return Ok(());
-        }
         let op = match e.kind {
             EventKind::Map | EventKind::Alloc => {
                 let (Some(dma), Some(phys)) = (e.dma, e.phys.or(e.dma)) else {
@@ -467,6 +444,86 @@ impl<S: EventSource> TraceWorkload<S> {
         };
         // A `MapSg`'s segments are in `self.sg`.
         out.op(op, &self.sg);
+        Ok(())
+    }
+
+    /// Whether event `e` is passed over by the device filters, counted: another device than
+    /// [`only_device`](Self::only_device)'s, or an `iommu` event the DMA-API events repeat
+    /// (a scatter-gather list's segments are read past with it).
+    #[inline(always)]
+    fn passed_over(&mut self, e: &Event) -> Result<bool, TraceError> {
+        if self.devices_may_change {
+            self.devices_may_change = false;
+            if self.src.header().devices.len() != self.known_devices {
+                self.scan_devices();
+            }
+        }
+        if let Some((_, only)) = &self.only
+            && *only != Some(e.device)
+            && e.kind != EventKind::SgSeg
+        {
+            self.report.other_device_events += 1;
+            if matches!(e.kind, EventKind::MapSg | EventKind::UnmapSg) {
+                self.read_segments(e.nents, e.len)?;
+            }
+            return Ok(true);
+        }
+        // A `free_iova_fast` kprobe on the `iommu` device is the allocator's free, not an
+        // unmap of the page tables: the unmap was its own record.
+        if Some(e.device) == self.iommu_device && (self.other_devices || e.kind == EventKind::Free)
+        {
+            self.report.skipped_iommu_events += 1;
+            if matches!(e.kind, EventKind::MapSg | EventKind::UnmapSg) {
+                self.read_segments(e.nents, e.len)?;
+            }
+            return Ok(true);
+        }
+        Ok(false)
+    }
+
+    /// The page-request path (`iommulab mrc`'s page sequence, S1.9): calls `f(phys, len)`
+    /// for each buffer a map op of [`Workload::for_each_op`] would carry — a map's or an
+    /// allocation's buffer, each segment of a scatter-gather list — in trace order, with the
+    /// same device filters, segment lengths and refusals, but without the tables of live
+    /// mappings: unmaps, accesses and syncs are read past, so [`ReplayReport::unmaps`],
+    /// `unmatched_unmaps` and `remapped_live` stay 0 (the tables' look-ups were the largest
+    /// part of reading a trace for a curve). Call it on a fresh replay.
+    ///
+    /// # Errors
+    /// As [`Workload::for_each_op`]: a trace that cannot be read, or one without a map.
+    pub fn for_each_map_buffer(
+        &mut self,
+        mut f: impl FnMut(u64, u64),
+    ) -> Result<(), WorkloadError> {
+        while let Some(i) = self.advance()? {
+            let e = self.batch.get(i);
+            if self.passed_over(&e)? {
+                continue;
+            }
+            match e.kind {
+                EventKind::Map | EventKind::Alloc => match (e.dma, e.phys.or(e.dma)) {
+                    (Some(_), Some(phys)) => {
+                        self.report.maps += 1;
+                        f(phys, e.len.max(1));
+                    }
+                    _ => self.report.incomplete += 1,
+                },
+                EventKind::MapSg => {
+                    self.read_segments(e.nents, e.len)?;
+                    if self.sg.is_empty() {
+                        self.report.incomplete += 1;
+                    } else {
+                        self.report.maps += 1;
+                        self.sg.iter().for_each(|s| f(s.phys.get(), s.len));
+                    }
+                }
+                EventKind::UnmapSg => self.read_segments(e.nents, e.len)?,
+                EventKind::SyncForCpu | EventKind::SyncForDevice => self.report.syncs += 1,
+                EventKind::SgSeg => self.report.stray_segments += 1,
+                _ => {}
+            }
+        }
+        self.at_end()?;
         Ok(())
     }
 
@@ -623,6 +680,97 @@ mod tests {
             out.push(op);
         }
         (out, w.report())
+    }
+
+    /// The page-request path gives the buffers of exactly the map ops the full replay makes
+    /// (maps, allocations, scatter-gather segments with merged lengths spread, `iommu`
+    /// events skipped once another device shows, maps without an address refused), and the
+    /// same counts of what it passes over.
+    #[test]
+    fn the_page_request_path_gives_the_buffers_of_the_map_ops() {
+        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+        let mut rnd = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let mut events = Vec::new();
+        let kinds = [
+            EventKind::Map,
+            EventKind::Alloc,
+            EventKind::Unmap,
+            EventKind::Free,
+            EventKind::MapSg,
+            EventKind::UnmapSg,
+            EventKind::SyncForCpu,
+            EventKind::DeviceRead,
+            EventKind::SgSeg,
+        ];
+        for t in 0..3000u64 {
+            let r = rnd();
+            let kind = kinds[usize::try_from(r % kinds.len() as u64).unwrap()];
+            // Device 0 is `iommu`, shown first; device 1 is a NIC.
+            let device = u16::from(r % 5 == 0);
+            let addr = (r >> 8) % 64 * 0x1000 + (r >> 20) % 3 * 0x800;
+            let dma = (r % 11 != 0).then_some(0xfff0_0000 + addr);
+            let phys = (r % 7 != 0).then_some(0x4000_0000 + addr);
+            let len = (r >> 30) % 9000;
+            let nents = if matches!(kind, EventKind::MapSg | EventKind::UnmapSg) {
+                u32::try_from(1 + (r >> 40) % 3).unwrap()
+            } else {
+                0
+            };
+            events.push(ev(kind, t, device, dma, phys, len, nents));
+            for s in 0..nents {
+                let seg_len = if (r >> (44 + s)) & 1 == 0 { 0 } else { 4096 };
+                events.push(ev(EventKind::SgSeg, t, device, dma, phys, seg_len, 0));
+            }
+        }
+        for devices in [&["iommu", "nic"][..], &["iommu"]] {
+            let header = TraceHeader {
+                devices: devices.iter().map(|d| d.to_string()).collect(),
+                source: "test".into(),
+            };
+            let events: Vec<Event> = events
+                .iter()
+                .map(|&e| Event {
+                    device: e.device.min(u16::try_from(devices.len() - 1).unwrap()),
+                    ..e
+                })
+                .collect();
+            let open = || TraceWorkload::new(MemorySource::new(header.clone(), events.clone()));
+            /// The buffers of the map ops.
+            struct Buffers(Vec<(u64, u64)>);
+            impl OpSink<Hpa> for Buffers {
+                fn op(&mut self, op: DmaOp, sg: &[Segment]) {
+                    match op {
+                        DmaOp::Map { phys, len, .. } => self.0.push((phys.get(), len)),
+                        DmaOp::MapSg { .. } => {
+                            self.0.extend(sg.iter().map(|s| (s.phys.get(), s.len)));
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            let mut full = open().mappings_only();
+            let mut sink = Buffers(Vec::new());
+            full.for_each_op(&mut sink).unwrap();
+            let want = sink.0;
+            let mut maps = open().mappings_only();
+            let mut got = Vec::new();
+            maps.for_each_map_buffer(|phys, len| got.push((phys, len)))
+                .unwrap();
+            assert!(want.len() > 200, "{devices:?}: {}", want.len());
+            assert_eq!(got, want, "{devices:?}");
+            let (a, b) = (full.report(), maps.report());
+            assert_eq!(
+                (a.events, a.maps, a.incomplete, a.skipped_iommu_events),
+                (b.events, b.maps, b.incomplete, b.skipped_iommu_events),
+                "{devices:?}"
+            );
+            assert_eq!((a.syncs, a.stray_segments), (b.syncs, b.stray_segments));
+        }
     }
 
     /// A trace that makes no op (empty, or only an unmap of nothing mapped) is refused at its

@@ -7,13 +7,14 @@ use std::fmt::Write as _;
 use anyhow::{Context, Result};
 use iommulab::mrc::{
     CurveError, CurveRequest, HitRateCurve, MrcMethod, Quotas, curve_is_streamed, hit_rate_curve,
-    trace_hit_rate_curve, trace_page_refs,
+    requests_hit_rate_curve, trace_hit_rate_curve, trace_page_refs,
 };
+use iommulab::trace::oracle_general::{OracleGeneralReader, is_oracle_general};
 
 use clap::ValueEnum;
 use iommulab_report::{Cell, Table};
 
-use crate::args::MrcArgs;
+use crate::args::{MrcArgs, TraceFormatArg};
 use crate::cmd::trace::open_input;
 use crate::output::{json_text, prepare_trace_outputs, write_outs};
 use crate::progress::{NoEvents, Reading};
@@ -24,8 +25,6 @@ const FULL_TABLE_ROWS: usize = 41;
 /// `iommulab mrc`.
 pub fn run(args: &MrcArgs, quiet: bool) -> Result<()> {
     prepare_trace_outputs(&args.out, &args.trace, None)?;
-    let src = open_input(&args.trace, args.format, args.lenient)?;
-    let src = Reading::new(src, format!("reading {}", args.trace.display()), quiet);
     let quotas = match (&args.quotas, args.max_quota) {
         (Some(list), _) => Some(Quotas::List(list.clone())),
         (None, Some(n)) => Some(Quotas::UpTo(n)),
@@ -37,13 +36,32 @@ pub fn run(args: &MrcArgs, quiet: bool) -> Result<()> {
         quotas,
     };
     let reading = || format!("reading {}", args.trace.display());
-    let curve = if curve_is_streamed(&req) {
+    let curve = if is_oracle_general(&args.trace) {
+        if args.format != TraceFormatArg::Auto {
+            anyhow::bail!(
+                "{}: named as libCacheSim's .oracleGeneral, which is read as such: drop --format",
+                args.trace.display()
+            );
+        }
+        let mut reader = OracleGeneralReader::open(&args.trace)?;
+        let spinner = Reading::new(NoEvents::default(), reading(), quiet);
+        let curve = requests_hit_rate_curve(&mut reader, &req).map_err(|e| match e {
+            CurveError::Workload(w) => anyhow::Error::new(w).context(reading()),
+            e => e.into(),
+        })?;
+        drop(spinner);
+        curve
+    } else if curve_is_streamed(&req) {
+        let src = open_input(&args.trace, args.format, args.lenient)?;
+        let src = Reading::new(src, reading(), quiet);
         // Simulated as the trace is read: the progress bar is the whole run.
         trace_hit_rate_curve(src, &req).map_err(|e| match e {
             CurveError::Workload(w) => anyhow::Error::new(w).context(reading()),
             e => e.into(),
         })?
     } else {
+        let src = open_input(&args.trace, args.format, args.lenient)?;
+        let src = Reading::new(src, reading(), quiet);
         let refs = trace_page_refs(src).with_context(reading)?;
         // A spinner while the curve is computed (a pinned curve simulates every quota).
         let policy = args
@@ -152,7 +170,18 @@ fn table(c: &HitRateCurve, trace: &str, listed: bool) -> String {
     let _ = writeln!(s, "method          {method}");
     let _ = writeln!(s, "page maps       {}", c.maps);
     let _ = writeln!(s, "distinct pages  {}", c.distinct_pages);
-    let _ = writeln!(s, "max pinned      {} pages at once", c.max_pinned);
+    match c.max_pinned {
+        Some(n) => {
+            let _ = writeln!(s, "max pinned      {n} pages at once");
+        }
+        None => {
+            let _ = writeln!(
+                s,
+                "max pinned      not counted (the page sequence reads the maps alone; \
+                 --pinning counts it)"
+            );
+        }
+    }
     let _ = writeln!(s);
     let _ = writeln!(
         s,

@@ -5,6 +5,7 @@ use std::path::Path;
 use anyhow::{Context, Result, bail};
 use iommulab::create_trace;
 use iommulab::experiment::record::generate as generate_trace;
+use iommulab::trace::oracle_general::{OracleGeneralReader, is_oracle_general, request_stats};
 use iommulab::trace::{
     EventSource, TraceFormat, TraceHeader, copy_events, open, open_ftrace, resolve, stats,
 };
@@ -55,6 +56,26 @@ struct ConvertSummary {
 pub fn run(command: &TraceCommand, quiet: bool) -> Result<()> {
     match command {
         TraceCommand::Import(a) => import(a, quiet),
+        TraceCommand::Stats(a) if is_oracle_general(&a.input) => {
+            if a.format != TraceFormatArg::Auto {
+                bail!(
+                    "{}: named as libCacheSim's .oracleGeneral, which is read as such: drop \
+                     --format",
+                    a.input.display()
+                );
+            }
+            let mut reader = OracleGeneralReader::open(&a.input)?;
+            let spinner = Reading::new(
+                crate::progress::NoEvents::default(),
+                format!("reading {}", a.input.display()),
+                quiet,
+            );
+            let s = request_stats(&mut reader)
+                .with_context(|| format!("statistics of {}", a.input.display()))?;
+            drop(spinner);
+            let text = if a.json { json_text(&s)? } else { s.to_table() };
+            crate::print_stdout(&text)
+        }
         TraceCommand::Stats(a) => {
             let src = open_input(&a.input, a.format, a.lenient)?;
             let mut src = Reading::new(src, format!("reading {}", a.input.display()), quiet);

@@ -26,15 +26,15 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::stream::{StreamedCurve, curve_is_streamed};
+use super::stream::{Feeding, StreamedCurve, curve_is_streamed};
 use super::{
     MrcMethod, MrcPoint, distinct_pages, lru_one_pass, max_pinned, mrc_by_simulation_config,
     opt_one_pass, page_sequence, pinning_free,
 };
-use crate::{
-    CacheOnly, EvictionConfig, PageRef, PageRun, for_each_guest_page_run, guest_page_refs,
-};
-use iommulab_trace::EventSource;
+use crate::{CacheOnly, EvictionConfig, PageRef, PageRun, guest_page_refs};
+use iommulab_base::addr::Pfn;
+use iommulab_trace::oracle_general::OracleGeneralReader;
+use iommulab_trace::{EventSource, TraceError};
 use iommulab_workload::{InGuest, TraceWorkload};
 use iommulab_workload::{ParamError, WorkloadError};
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
@@ -89,8 +89,10 @@ pub struct HitRateCurve {
     /// Distinct pages mapped (quotas above this change nothing).
     pub distinct_pages: usize,
     /// Most pages the trace has mapped at once (S1.2's |P|): in the pinned view a quota of at
-    /// least this never refuses a map. The page sequence pins one page at a time.
-    pub max_pinned: u64,
+    /// least this never refuses a map. The page sequence pins one page at a time. `None`
+    /// where it is not counted: the page sequence of LRU, FIFO and OPT reads a trace's maps
+    /// alone ([`trace_hit_rate_curve`]); the pinned view counts it.
+    pub max_pinned: Option<u64>,
     /// The quotas, in pages, increasing.
     pub quota: Vec<usize>,
     /// Map hits at each quota.
@@ -141,10 +143,10 @@ pub fn trace_page_refs<S: EventSource>(src: S) -> Result<Vec<PageRef>, WorkloadE
 }
 
 /// The hit-rate curve of a trace (its events, e.g. an opened `.iot`): [`hit_rate_curve`]
-/// over [`trace_page_refs`], except that the page sequence at a few listed quotas (LRU,
-/// FIFO, OPT; up to 8 quotas) is simulated while the trace is read, without holding the
-/// reference stream (module `stream`). The curve is the same either way, apart from
-/// `method` (a simulation per quota when streamed).
+/// over [`trace_page_refs`], except that the page sequence of LRU, FIFO and OPT is computed
+/// while the trace is read, without holding the reference stream (module `stream`). The
+/// curve is the same either way, apart from `method` at a few listed quotas (a simulation
+/// per quota when streamed).
 ///
 /// # Errors
 /// As [`hit_rate_curve`], [`CurveError::Workload`] for a trace that cannot be read, and
@@ -154,58 +156,160 @@ pub fn trace_hit_rate_curve<S: EventSource>(
     src: S,
     req: &CurveRequest,
 ) -> Result<HitRateCurve, CurveError> {
-    let mut w = InGuest::new(TraceWorkload::new(src).mappings_only());
     if !curve_is_streamed(req) {
+        let mut w = InGuest::new(TraceWorkload::new(src).mappings_only());
         let refs = guest_page_refs(&mut w, CacheOnly::All)?;
         return hit_rate_curve(&refs, req);
     }
-    // Validated as `hit_rate_curve` does (the list is never resolved against the trace).
-    let quotas = resolve_quotas(req.quotas.as_ref(), 0)?;
-    let curve = StreamedCurve::new(req, quotas);
-    // Two threads: this one reads the trace into batches of page runs, the other simulates
-    // the caches (each about half the work; batches are recycled).
-    let (full_tx, full_rx) = sync_channel::<Vec<PageRun>>(STREAM_BATCHES);
-    let (empty_tx, empty_rx) = sync_channel::<Vec<PageRun>>(STREAM_BATCHES);
+    // The page sequence needs the maps alone: the replay's page-request path, without its
+    // tables of live mappings. A guest's buffers are at the trace's physical addresses
+    // (`InGuest` relabels them as they are).
+    let mut w = TraceWorkload::new(src).mappings_only();
+    streamed(req, Feeding::Maps, |out| {
+        w.for_each_map_buffer(|phys, len| out.push(PageRun::mapping(phys, len)))
+    })
+    .map_err(|e| match e {
+        StreamError::Curve(c) => c,
+        StreamError::Read(w) => w.into(),
+    })
+}
+
+/// The hit-rate curve of a trace of page requests, libCacheSim's `.oracleGeneral` (each
+/// object one 4 KiB page, its id the page number): the page sequence is the requests in
+/// order, each mapped and unmapped at once (so nothing is ever pinned, and the pinned view
+/// is the same sequence). LRU, FIFO and OPT are computed while the file is read, as for a
+/// trace of events; the other policies over the requests held whole.
+///
+/// # Errors
+/// As [`trace_hit_rate_curve`]; [`CurveError::Workload`] for a file that cannot be read or
+/// ends inside a request.
+pub fn requests_hit_rate_curve(
+    reader: &mut OracleGeneralReader,
+    req: &CurveRequest,
+) -> Result<HitRateCurve, CurveError> {
+    let mut ids = Vec::new();
+    if !curve_is_streamed(req) {
+        let mut refs = Vec::new();
+        while reader
+            .read_requests(&mut ids)
+            .map_err(WorkloadError::from)?
+            > 0
+        {
+            refs.extend(ids.iter().flat_map(|&p| {
+                let p = Pfn::new(p);
+                [PageRef::Map(p), PageRef::Unmap(p)]
+            }));
+        }
+        return hit_rate_curve(&refs, req);
+    }
+    streamed(req, Feeding::Requests, |out| {
+        while reader.read_requests(&mut ids)? > 0 {
+            ids.iter().for_each(|&p| out.push(Request(p)));
+        }
+        Ok::<(), TraceError>(())
+    })
+    .map_err(|e| match e {
+        StreamError::Curve(c) => c,
+        StreamError::Read(t) => CurveError::Workload(t.into()),
+    })
+}
+
+/// What the reading thread hands the computing one.
+trait Feed: Copy + Send {
+    fn feed(self, c: &mut StreamedCurve);
+}
+
+impl Feed for PageRun {
+    #[inline]
+    fn feed(self, c: &mut StreamedCurve) {
+        c.run(self);
+    }
+}
+
+/// A page request of a trace of requests.
+#[derive(Clone, Copy)]
+struct Request(u64);
+
+impl Feed for Request {
+    #[inline]
+    fn feed(self, c: &mut StreamedCurve) {
+        c.request(self.0);
+    }
+}
+
+/// The reading thread's side of the hand-over: items gathered into batches.
+struct Batches<'a, T> {
+    batch: Vec<T>,
+    full: &'a SyncSender<Vec<T>>,
+    empty: &'a Receiver<Vec<T>>,
+}
+
+impl<T> Batches<'_, T> {
+    #[inline]
+    fn push(&mut self, t: T) {
+        self.batch.push(t);
+        if self.batch.len() == STREAM_BATCH {
+            self.hand_over();
+        }
+    }
+
+    // Out of line: the per-item path is the push alone.
+    #[cold]
+    fn hand_over(&mut self) {
+        let spare = self
+            .empty
+            .try_recv()
+            .unwrap_or_else(|_| Vec::with_capacity(STREAM_BATCH));
+        // The computing thread ends only after this sender is dropped (or if it panics,
+        // which `join` reports).
+        let _ = self.full.send(std::mem::replace(&mut self.batch, spare));
+    }
+}
+
+/// Why a streamed curve failed: reading, or the curve itself.
+enum StreamError<E> {
+    Read(E),
+    Curve(CurveError),
+}
+
+/// `req`'s curve (which [`curve_is_streamed`] accepts) over the items `read` pushes, on two
+/// threads: this one reads (`read`) into batches, the other computes the curve (each about
+/// half the work; batches are recycled).
+fn streamed<T: Feed, E>(
+    req: &CurveRequest,
+    feeding: Feeding,
+    read: impl FnOnce(&mut Batches<'_, T>) -> Result<(), E>,
+) -> Result<HitRateCurve, StreamError<E>> {
+    // Validated before the trace is read, as `hit_rate_curve` does; resolved against the
+    // trace's distinct pages at the end.
+    resolve_quotas(req.quotas.as_ref(), 0).map_err(|e| StreamError::Curve(e.into()))?;
+    let curve = StreamedCurve::new(req, feeding);
+    let (full_tx, full_rx) = sync_channel::<Vec<T>>(STREAM_BATCHES);
+    let (empty_tx, empty_rx) = sync_channel::<Vec<T>>(STREAM_BATCHES);
     std::thread::scope(|scope| {
         let sim = scope.spawn(move || {
             let mut curve = curve;
-            for batch in full_rx {
-                batch.iter().for_each(|&r| curve.run(r));
-                let mut batch = batch;
+            for mut batch in full_rx {
+                batch.iter().for_each(|&r| r.feed(&mut curve));
                 batch.clear();
                 // The reader may have finished: a batch it no longer takes is dropped.
                 let _ = empty_tx.try_send(batch);
             }
             curve.finish()
         });
-        let mut batch = Vec::with_capacity(STREAM_BATCH);
-        // Out of line: the per-run path is the push alone.
-        #[cold]
-        fn hand_over(
-            batch: &mut Vec<PageRun>,
-            full: &SyncSender<Vec<PageRun>>,
-            empty: &Receiver<Vec<PageRun>>,
-        ) {
-            let spare = empty
-                .try_recv()
-                .unwrap_or_else(|_| Vec::with_capacity(STREAM_BATCH));
-            // The simulator ends only after this sender is dropped (or if it panics, which
-            // `join` reports).
-            let _ = full.send(std::mem::replace(batch, spare));
-        }
-        let read = for_each_guest_page_run(&mut w, CacheOnly::All, |r| {
-            batch.push(r);
-            if batch.len() == STREAM_BATCH {
-                hand_over(&mut batch, &full_tx, &empty_rx);
-            }
-        });
-        let _ = full_tx.send(batch);
+        let mut out = Batches {
+            batch: Vec::with_capacity(STREAM_BATCH),
+            full: &full_tx,
+            empty: &empty_rx,
+        };
+        let r = read(&mut out);
+        let _ = full_tx.send(std::mem::take(&mut out.batch));
         drop(full_tx);
         let curve = sim
             .join()
             .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-        read?;
-        curve
+        r.map_err(StreamError::Read)?;
+        curve.map_err(StreamError::Curve)
     })
 }
 
@@ -255,7 +359,10 @@ fn too_large(key: &str, value: usize) -> ParamError {
 }
 
 /// The sorted, deduplicated, validated quotas of `req` for a trace of `distinct` pages.
-fn resolve_quotas(quotas: Option<&Quotas>, distinct: usize) -> Result<Vec<usize>, ParamError> {
+pub(super) fn resolve_quotas(
+    quotas: Option<&Quotas>,
+    distinct: usize,
+) -> Result<Vec<usize>, ParamError> {
     match quotas {
         None => Ok((0..=distinct).collect()),
         Some(Quotas::UpTo(n)) => {
@@ -352,7 +459,7 @@ pub fn hit_rate_curve(refs: &[PageRef], req: &CurveRequest) -> Result<HitRateCur
         exact: true,
         maps,
         distinct_pages: distinct,
-        max_pinned: most_pinned,
+        max_pinned: Some(most_pinned),
         quota: Vec::with_capacity(n),
         hits: Vec::with_capacity(n),
         misses: Vec::with_capacity(n),
@@ -471,7 +578,7 @@ mod tests {
             assert!(seq.refused[1..].iter().all(|&r| r == 0), "{}", seq.policy);
             assert_eq!(seq.refused[0], seq.maps);
             assert_eq!(pinned.max_pinned, seq.max_pinned);
-            assert!(seq.max_pinned >= 3);
+            assert!(seq.max_pinned >= Some(3));
         }
     }
 
@@ -598,7 +705,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(c.method, MrcMethod::StackDistance);
-        assert_eq!((c.hits.clone(), c.max_pinned), (vec![0, 0, 1, 1], 1));
+        assert_eq!((c.hits.clone(), c.max_pinned), (vec![0, 0, 1, 1], Some(1)));
         assert_eq!(c.hit_rate, [0.0, 0.0, 0.25, 0.25]);
     }
 

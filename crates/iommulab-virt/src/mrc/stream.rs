@@ -1,12 +1,13 @@
-//! The curve of the page sequence at a few listed quotas, simulated while the trace is read
-//! (`iommulab mrc TRACE --quotas Q`): the whole-trace paths of [`hit_rate_curve`] hold the
-//! reference stream (16 bytes per page map or unmap) and its page sequence before computing
-//! anything, and LRU runs the all-quota stack pass even for one quota.
+//! The curve of the page sequence (LRU, FIFO, OPT) computed while the trace is read
+//! (`iommulab mrc TRACE`): the whole-trace path of [`hit_rate_curve`] holds the reference
+//! stream (16 bytes per page map or unmap) and its page sequence before computing anything,
+//! about 120 bytes per event.
 //!
 //! Here pages are numbered as they are first mapped (16 consecutive pages at a time,
-//! `iommulab-trace`'s `PageIds`), and each quota keeps a cache of those numbers in flat
-//! arrays; one thread reads the trace while another simulates
-//! ([`trace_hit_rate_curve`](super::trace_hit_rate_curve)):
+//! `iommulab-trace`'s `PageIds`), so per-page state lives in flat arrays; one thread reads
+//! the trace while another computes ([`trace_hit_rate_curve`](super::trace_hit_rate_curve)).
+//!
+//! At up to 8 listed quotas (`--quotas Q`) each quota keeps a cache of page numbers:
 //!
 //! - **LRU**: a doubly linked recency list, a pair of `u32` links per page number (a hit
 //!   unlinks and relinks at the head, a miss on a full cache drops the tail);
@@ -16,21 +17,38 @@
 //!   (4 bytes), a backward pass adds each map's next use (4 bytes), and each quota runs over
 //!   them with a max-heap keyed by next use (module `belady`).
 //!
+//! At every quota (no `--quotas`, `--max-quota`, or a longer list):
+//!
+//! - **LRU** is a stack algorithm: each map's stack distance, from the workspace's one
+//!   counter ([`StackDistance`], `iommulab-trace`), goes into a histogram as the trace is
+//!   read; memory is proportional to the distinct pages, not to the maps;
+//! - **OPT** is one too (Mattson et al. 1970): the pass keeps each map's page number, a
+//!   backward pass adds its next use (8 bytes per map in all), and one forward pass over
+//!   Mattson's priority stack gives every map's depth (module `opt_stack`);
+//! - **FIFO** is not a stack algorithm (Belady's anomaly: a larger FIFO cache can hit less),
+//!   so no single pass gives every quota: the pass keeps each map's page number (4 bytes)
+//!   and FIFO is simulated once per quota over that one array, O(maps) time per quota
+//!   (a ring and a bit per page). A full FIFO curve of D distinct pages costs D passes.
+//!
 //! The counts are those of [`hit_rate_curve`] on the same trace (tests below and
-//! `crates/iommulab/tests/mrc_trace.rs`). Unmaps are read only for the most pages in flight
-//! ([`HitRateCurve::max_pinned`]); in the page sequence every map is an independent reference
-//! (S1.9).
+//! `crates/iommulab/tests/mrc_trace.rs`). In the page sequence every map is an independent
+//! reference (S1.9), so a trace is read for its maps alone ([`Feeding::Maps`]: the replay's
+//! page-request path, without its tables of live mappings), and the most pages in flight
+//! ([`HitRateCurve::max_pinned`]) are counted only when the unmaps are fed too
+//! ([`Feeding::Buffers`]).
 //!
 //! [`hit_rate_curve`]: super::hit_rate_curve
 
 use super::belady::{belady_hits, next_uses};
-use super::curve::{HitRateCurve, Quotas};
+use super::curve::{HitRateCurve, Quotas, resolve_quotas};
+use super::opt_stack::opt_histogram;
 use super::{CurveError, CurveRequest, MrcMethod};
 use crate::{EvictionConfig, PageRun};
 use iommulab_trace::page_ids::{ID_CHUNK, PageIds};
+use iommulab_trace::stack_distance::StackDistance;
 
-/// Most quotas the streamed path simulates at once (each costs a cache per quota); longer
-/// lists and `0..=N` curves take the one-pass curves of [`hit_rate_curve`](super::hit_rate_curve).
+/// Most quotas simulated at once while the trace is read (each costs a cache per quota);
+/// longer lists and `0..=N` curves take the every-quota methods (module docs).
 pub(super) const STREAM_MAX_QUOTAS: usize = 8;
 
 /// "No page" in the LRU list links.
@@ -47,16 +65,20 @@ const MAX_MAPS: usize = u32::MAX as usize - 1;
 /// What [`MAX_MAPS`] counts, in [`CurveError::TooLarge`].
 const PAGE_MAPS: &str = "page maps";
 
-/// Whether [`trace_hit_rate_curve`](super::trace_hit_rate_curve) simulates `req` while the
-/// trace is read (the page sequence at up to 8 listed quotas, LRU, FIFO or OPT) rather than
-/// after reading it whole.
+/// Whether [`trace_hit_rate_curve`](super::trace_hit_rate_curve) computes `req` while the
+/// trace is read (the page sequence of LRU, FIFO or OPT, at any quotas) rather than after
+/// reading it whole.
 pub fn curve_is_streamed(req: &CurveRequest) -> bool {
     !req.pinning
         && matches!(
             req.policy,
             EvictionConfig::Lru(_) | EvictionConfig::Fifo(_) | EvictionConfig::Opt(_)
         )
-        && matches!(&req.quotas, Some(Quotas::List(l)) if (1..=STREAM_MAX_QUOTAS).contains(&l.len()))
+}
+
+/// Whether `quotas` are few enough to simulate each while the trace is read.
+fn few_quotas(quotas: Option<&Quotas>) -> bool {
+    matches!(quotas, Some(Quotas::List(l)) if l.len() <= STREAM_MAX_QUOTAS)
 }
 
 /// A simulated cache of page numbers at one quota (LRU or FIFO; OPT needs the future).
@@ -210,18 +232,37 @@ impl QuotaCache for FifoCache {
     }
 }
 
-/// The caches of one policy, one per positive quota.
+/// What the pass keeps for one policy's curve.
 #[derive(Debug)]
 enum Caches {
+    /// LRU at a few quotas: a cache per positive quota.
     Lru(Vec<LruCache>),
+    /// FIFO at a few quotas: a cache per positive quota.
     Fifo(Vec<FifoCache>),
-    /// OPT keeps each map's page number until the end.
-    Opt(Vec<u32>),
+    /// OPT, and FIFO at many quotas: each map's page number, until the end.
+    Seq(Vec<u32>),
+    /// LRU at every quota: `hist[d]` maps at stack depth d (1-based).
+    LruAll { sd: StackDistance, hist: Vec<u64> },
+}
+
+/// What a streamed curve is fed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Feeding {
+    /// The page runs of every map and unmap: the most pages in flight are counted.
+    Buffers,
+    /// The page runs of the maps alone (a trace's page-request path): the most pages in
+    /// flight are not known.
+    Maps,
+    /// Page requests, each mapped and unmapped at once (`.oracleGeneral`): one page in
+    /// flight at a time.
+    Requests,
 }
 
 /// Per page number: the maps in flight (for the most pages in flight) and the pages seen.
 #[derive(Debug, Default)]
 struct Pins {
+    /// Whether maps are counted in flight (unmaps are fed).
+    counted: bool,
     /// Maps in flight per page number, and [`SEEN`] once mapped (one array: one cache line
     /// per page visit).
     in_flight: Vec<u32>,
@@ -241,13 +282,16 @@ impl Pins {
             *c = SEEN;
             self.distinct += 1;
         }
+        self.maps += 1;
+        if !self.counted {
+            return fresh;
+        }
         if *c == SEEN {
             self.pinned_now += 1;
             self.most_pinned = self.most_pinned.max(self.pinned_now);
         }
         // Saturates rather than wraps (2^31 − 1 maps of one page in flight).
         *c = c.saturating_add(1);
-        self.maps += 1;
         fresh
     }
 
@@ -269,8 +313,7 @@ impl Pins {
 #[derive(Debug)]
 pub(super) struct StreamedCurve {
     req: CurveRequest,
-    /// The listed quotas, sorted and deduplicated.
-    quotas: Vec<usize>,
+    feeding: Feeding,
     /// Page numbers, 16 consecutive pages at a time (a run's pages inside one 16-page chunk
     /// cost one lookup).
     ids: PageIds,
@@ -281,21 +324,39 @@ pub(super) struct StreamedCurve {
 }
 
 impl StreamedCurve {
-    /// A curve for `req`, which [`curve_is_streamed`] accepts, with its quotas validated.
+    /// A curve for `req`, which [`curve_is_streamed`] accepts, with its quotas validated
+    /// (they are resolved against the trace's distinct pages by [`finish`](Self::finish)).
     // Quotas are at most MAX_QUOTA (2^24) after validation.
     #[allow(clippy::cast_possible_truncation)]
-    pub(super) fn new(req: &CurveRequest, quotas: Vec<usize>) -> Self {
-        let positive = quotas.iter().filter(|&&q| q > 0).map(|&q| q as u32);
+    pub(super) fn new(req: &CurveRequest, feeding: Feeding) -> Self {
+        let listed = match &req.quotas {
+            Some(Quotas::List(l)) if few_quotas(req.quotas.as_ref()) => {
+                let mut l = l.clone();
+                l.sort_unstable();
+                l.dedup();
+                l
+            }
+            _ => Vec::new(),
+        };
+        let positive = listed.iter().filter(|&&q| q > 0).map(|&q| q as u32);
+        let few = few_quotas(req.quotas.as_ref());
         let caches = match req.policy {
-            EvictionConfig::Lru(_) => Caches::Lru(positive.map(LruCache::new).collect()),
-            EvictionConfig::Fifo(_) => Caches::Fifo(positive.map(FifoCache::new).collect()),
-            _ => Caches::Opt(Vec::new()),
+            EvictionConfig::Lru(_) if few => Caches::Lru(positive.map(LruCache::new).collect()),
+            EvictionConfig::Fifo(_) if few => Caches::Fifo(positive.map(FifoCache::new).collect()),
+            EvictionConfig::Lru(_) => Caches::LruAll {
+                sd: StackDistance::default(),
+                hist: Vec::new(),
+            },
+            _ => Caches::Seq(Vec::new()),
         };
         Self {
             req: req.clone(),
-            quotas,
+            feeding,
             ids: PageIds::default(),
-            pins: Pins::default(),
+            pins: Pins {
+                counted: feeding == Feeding::Buffers,
+                ..Pins::default()
+            },
             caches,
             overflow: None,
         }
@@ -327,6 +388,13 @@ impl StreamedCurve {
         }
     }
 
+    /// A request of page `page` in a trace of requests (`.oracleGeneral`): mapped and
+    /// unmapped at once, as the page sequence takes every map.
+    #[inline]
+    pub(super) fn request(&mut self, page: u64) {
+        self.map_part(page, page + 1);
+    }
+
     /// The maps of pages `page..end` (inside one chunk); `false` once a limit is passed.
     #[inline]
     fn map_part(&mut self, page: u64, end: u64) -> bool {
@@ -340,7 +408,7 @@ impl StreamedCurve {
             match &mut self.caches {
                 Caches::Lru(cs) => cs.iter_mut().for_each(|c| c.grow(ids)),
                 Caches::Fifo(cs) => cs.iter_mut().for_each(|c| c.grow(ids)),
-                Caches::Opt(_) => {}
+                Caches::Seq(_) | Caches::LruAll { .. } => {}
             }
         }
         let ids = run.base + run.lo..run.base + run.hi;
@@ -348,7 +416,20 @@ impl StreamedCurve {
         match &mut self.caches {
             Caches::Lru(cs) => map_each(cs, pins, ids),
             Caches::Fifo(cs) => map_each(cs, pins, ids),
-            Caches::Opt(seq) => {
+            Caches::LruAll { sd, hist } => ids.for_each(|id| {
+                pins.map(id);
+                // Distance d (other pages since the last map): a hit at every quota above d.
+                if let Some(d) = sd.access(id) {
+                    // Below the distinct pages, which are below 2^30.
+                    #[allow(clippy::cast_possible_truncation)]
+                    let d = d as usize + 1;
+                    if d >= hist.len() {
+                        hist.resize((d + 1).next_power_of_two(), 0);
+                    }
+                    hist[d] += 1;
+                }
+            }),
+            Caches::Seq(seq) => {
                 if seq.len() + ids.len() > MAX_MAPS {
                     self.overflow = Some(PAGE_MAPS);
                     return false;
@@ -380,29 +461,55 @@ impl StreamedCurve {
             });
         }
         let (distinct, numbered) = (self.pins.distinct, self.ids.len());
-        let (maps, most_pinned) = (self.pins.maps, self.pins.most_pinned);
-        let mut positive: Vec<u64> = match self.caches {
-            Caches::Lru(cs) => cs.iter().map(QuotaCache::hits).collect::<Vec<_>>(),
-            Caches::Fifo(cs) => cs.iter().map(QuotaCache::hits).collect::<Vec<_>>(),
-            Caches::Opt(seq) => {
-                drop(self.ids);
+        let maps = self.pins.maps;
+        let most_pinned = match self.feeding {
+            Feeding::Buffers => Some(self.pins.most_pinned),
+            Feeding::Maps => None,
+            Feeding::Requests => Some(maps.min(1)),
+        };
+        let quotas = resolve_quotas(self.req.quotas.as_ref(), distinct)?;
+        drop(self.ids);
+        drop(self.pins);
+        let fifo = matches!(self.req.policy, EvictionConfig::Fifo(_));
+        // Hits at each quota of `quotas` past 0 (a quota past the distinct pages is theirs).
+        let effective = quotas.iter().filter(|&&q| q > 0).map(|&q| q.min(distinct));
+        let (method, mut positive): (MrcMethod, Vec<u64>) = match self.caches {
+            Caches::Lru(cs) => (
+                MrcMethod::Simulation,
+                cs.iter().map(QuotaCache::hits).collect(),
+            ),
+            Caches::Fifo(cs) => (
+                MrcMethod::Simulation,
+                cs.iter().map(QuotaCache::hits).collect(),
+            ),
+            Caches::LruAll { hist, .. } => (MrcMethod::StackDistance, cumulative(&hist, effective)),
+            Caches::Seq(seq) if fifo => (
+                MrcMethod::Simulation,
+                effective.map(|q| fifo_hits(&seq, numbered, q)).collect(),
+            ),
+            Caches::Seq(seq) => {
                 let next = next_uses(&seq, numbered);
-                self.quotas
-                    .iter()
-                    .filter(|&&q| q > 0)
-                    .map(|&q| belady_hits(&seq, &next, numbered, q))
-                    .collect()
+                if few_quotas(self.req.quotas.as_ref()) {
+                    (
+                        MrcMethod::Simulation,
+                        effective
+                            .map(|q| belady_hits(&seq, &next, numbered, q))
+                            .collect(),
+                    )
+                } else {
+                    let hist = opt_histogram(&seq, &next, numbered);
+                    drop((seq, next));
+                    (MrcMethod::StackDistance, cumulative(&hist, effective))
+                }
             }
-        }
-        .into_iter()
-        .rev()
-        .collect();
-        let n = self.quotas.len();
+        };
+        positive.reverse();
+        let n = quotas.len();
         let mut out = HitRateCurve {
             policy: self.req.policy.name().to_owned(),
             policy_config: self.req.policy.clone(),
             pinning: false,
-            method: MrcMethod::Simulation,
+            method,
             exact: true,
             maps,
             distinct_pages: distinct,
@@ -413,7 +520,7 @@ impl StreamedCurve {
             refused: Vec::with_capacity(n),
             hit_rate: Vec::with_capacity(n),
         };
-        for q in self.quotas {
+        for q in quotas {
             let (hits, misses, refused) = if q == 0 {
                 (0, 0, maps)
             } else {
@@ -433,6 +540,31 @@ impl StreamedCurve {
         }
         Ok(out)
     }
+}
+
+/// Hits at each quota of `quotas` (increasing) from a histogram of stack depths: the maps
+/// at depth ≤ q.
+fn cumulative(hist: &[u64], quotas: impl Iterator<Item = usize>) -> Vec<u64> {
+    let (mut at, mut sum) = (0usize, 0u64);
+    quotas
+        .map(|q| {
+            while at < hist.len() && at <= q {
+                sum += hist[at];
+                at += 1;
+            }
+            sum
+        })
+        .collect()
+}
+
+/// FIFO's hits on the page sequence `seq` (page numbers below `numbered`) at quota `q ≥ 1`.
+// Quotas are at most MAX_QUOTA (2^24).
+#[allow(clippy::cast_possible_truncation)]
+fn fifo_hits(seq: &[u32], numbered: usize, q: usize) -> u64 {
+    let mut c = FifoCache::new(q as u32);
+    c.grow(numbered);
+    seq.iter().for_each(|&id| c.access(id, false));
+    c.hits()
 }
 
 #[cfg(test)]
@@ -487,13 +619,7 @@ mod tests {
     }
 
     fn streamed(runs: &[PageRun], req: &CurveRequest) -> HitRateCurve {
-        let Some(Quotas::List(l)) = &req.quotas else {
-            panic!("a list")
-        };
-        let mut q = l.clone();
-        q.sort_unstable();
-        q.dedup();
-        let mut s = StreamedCurve::new(req, q);
+        let mut s = StreamedCurve::new(req, Feeding::Buffers);
         runs.iter().for_each(|&r| s.run(r));
         s.finish().unwrap()
     }
@@ -509,26 +635,44 @@ mod tests {
             let runs = stream(seed * 0x9E37_79B9, 2000, 40 + seed * 30);
             let refs: Vec<_> = runs.iter().flat_map(|r| r.refs()).collect();
             for policy in &policies {
-                for quotas in [vec![0, 1, 2, 7], vec![13, 3, 3, 1000], vec![25]] {
+                let many: Vec<usize> = (0..40).map(|q| q * 3).collect();
+                for quotas in [
+                    Some(Quotas::List(vec![0, 1, 2, 7])),
+                    Some(Quotas::List(vec![13, 3, 3, 1000])),
+                    Some(Quotas::List(vec![25])),
+                    Some(Quotas::List(many.clone())),
+                    Some(Quotas::UpTo(60)),
+                    Some(Quotas::UpTo(100_000)),
+                    None,
+                ] {
                     let req = CurveRequest {
                         policy: policy.clone(),
                         pinning: false,
-                        quotas: Some(Quotas::List(quotas.clone())),
+                        quotas: quotas.clone(),
                     };
                     assert!(curve_is_streamed(&req));
                     let mut whole = hit_rate_curve(&refs, &req).unwrap();
                     let s = streamed(&runs, &req);
-                    // Only the method may differ (LRU and OPT take the one pass there).
-                    whole.method = MrcMethod::Simulation;
+                    // Only the method may differ (LRU and OPT take one pass on the whole
+                    // trace; streamed, at a few quotas, a simulation per quota).
+                    whole.method = s.method;
                     assert_eq!(s, whole, "seed {seed}, {policy:?}, quotas {quotas:?}");
                     assert!(s.hits.iter().any(|&h| h > 0), "the stream has reuse");
+                    let few = matches!(&quotas, Some(Quotas::List(l)) if l.len() <= 8);
+                    let fifo = matches!(policy, EvictionConfig::Fifo(_));
+                    let expected = if few || fifo {
+                        MrcMethod::Simulation
+                    } else {
+                        MrcMethod::StackDistance
+                    };
+                    assert_eq!(s.method, expected, "{policy:?}, quotas {quotas:?}");
                 }
             }
         }
     }
 
     #[test]
-    fn only_the_page_sequence_at_a_few_listed_quotas_streams() {
+    fn only_the_page_sequence_of_lru_fifo_and_opt_streams() {
         let mut req = CurveRequest {
             quotas: Some(Quotas::List(vec![4])),
             ..CurveRequest::default()
@@ -538,9 +682,9 @@ mod tests {
         assert!(!curve_is_streamed(&req));
         req.pinning = false;
         req.quotas = Some(Quotas::UpTo(4));
-        assert!(!curve_is_streamed(&req));
+        assert!(curve_is_streamed(&req));
         req.quotas = Some(Quotas::List((0..=STREAM_MAX_QUOTAS).collect()));
-        assert!(!curve_is_streamed(&req));
+        assert!(curve_is_streamed(&req));
         req.quotas = Some(Quotas::List(vec![4]));
         req.policy = EvictionConfig::Prefetch(crate::PrefetchConfig::default());
         assert!(!curve_is_streamed(&req));
