@@ -1,20 +1,33 @@
-//! Process churn in a PV guest with an assigned NIC (S3.3–S3.5): processes are created and
-//! exit at a steady rate, each building and tearing down its PAE page tables (one PGD,
-//! four PMDs — Xen PV guests do not share the kernel PMD — and a number of PTE pages),
-//! while the NIC receives a netperf stream into a ring of buffers the driver refills from
-//! the same page allocator. Page-table pages change type (writable ↔ page table), which
-//! Xen mirrors in the I/O page tables ([`IoProtection`]): unmap + IOTLB invalidation on
-//! the way in, remap on the way out. With the IOSUP pool ([`PtPool`]) freed tables keep
-//! their type.
+//! Process churn in a PV guest with an assigned NIC (S3.3–S3.5): S3.5's stress tool, a loop
+//! that launches a browser, opens tabs one by one and closes it, one iteration every five
+//! minutes, while 542.14 processes a minute are created and exit; and netperf's stream
+//! arriving at the NIC. Each process builds and tears down its PAE page tables (one PGD,
+//! four PMDs — Xen PV guests do not share the kernel PMD — and its PTE pages); the browser's
+//! PTE pages grow with its memory over the iteration and are all freed when it closes.
+//! Page-table pages change type (writable ↔ page table), which Xen mirrors in the I/O page
+//! tables ([`IoProtection`]): unmap + IOTLB invalidation on the way in, remap on the way out.
+//! With the IOSUP pool ([`PtPool`]) freed tables keep their type. Every allocation and free
+//! is counted step by step ([`StepCounts`]), so its time is counts × prices.
+//!
+//! Figure 6's counter is a call counter in Xen's `flush_iotlb_qi` (S3.5 "a global counter is
+//! placed into the function body"): Xen calls it for the unmap of a type change to a table
+//! and for the remap of the change back, where it returns at once (a non-present entry is
+//! not cached without caching mode), so both are counted ([`MinuteStats::iotlb_flushes`]);
+//! the invalidations the hardware performs are [`MinuteStats::invalidations`].
 //!
 //! The page allocator hands out the most recently freed page first (Linux's per-CPU hot
 //! lists), so a new page table often takes a frame the NIC just used, and that frame comes
 //! back to the RX ring after the process exits, its IOTLB entry invalidated: that is how
 //! page-table churn shows up in the device's IOTLB miss rate here.
 //!
-//! Time is simulated: creations every `60 / forks_per_minute` s, exits `lifetime_s`
-//! later, packets every `packet_bits / stream_mbps` µs; each minute's counters are one
-//! [`MinuteStats`].
+//! Time is simulated in ns: creations every `60 / forks_per_minute` s, each process living a
+//! log-uniform draw from `lifetime_s`; the browser's PTE pages one by one over the
+//! iteration; packets every `packet_bits / stream_mbps` µs. Each minute's counters are one
+//! [`MinuteStats`]. In steady state nothing is allocated on the heap: process records and
+//! their table lists are recycled.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 
 use serde::{Deserialize, Serialize};
 
@@ -25,21 +38,71 @@ use super::XenError;
 use super::coupling::IoProtection;
 use super::iosup::{PtLevel, PtPool, ShrinkConfig};
 use super::page_type::{PageType, PageTypes};
+use super::pt_work::{PoolKeeps, StepCounts, alloc_steps, free_steps};
 use super::{XenPvCosts, XenPvSetup};
 
 /// When the pool is on (S3.5's groups).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case", tag = "kind")]
 pub enum PoolMode {
     /// Never (`cache-disabled`).
     Disabled,
     /// From boot (`cache-pre-enabled`).
     PreEnabled,
-    /// Switched on at the start of minute `minute` (`cache-dynamic-enabled`).
+    /// Switched on at the start of minute `minute`.
     Dynamic {
         /// The minute it is switched on.
         minute: u32,
     },
+    /// Switched on once Figure 6's counter is stable (`cache-dynamic-enabled`, S3.5: "cache
+    /// is enabled when IOTLB-flush becomes stable"): at the end of the first minute after
+    /// the first whose count differs from the previous minute's by at most `within` of it.
+    WhenStable {
+        /// The largest relative change between two minutes that counts as stable.
+        within: f64,
+    },
+}
+
+/// S3.5's stress tool: the browser loop.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct BrowserLoop {
+    /// One iteration (launch, tabs, close), s (S3.5: five minutes).
+    pub iteration_s: f64,
+    /// The memory the loop uses in an iteration, MB (S3.5: 284.1 MB on average); the
+    /// browser's memory grows to it as the tabs open.
+    pub memory_mb: f64,
+    /// PTE pages per 2 MiB of that memory (one PTE page maps 2 MiB under PAE; above 1 when
+    /// mappings are sparse). Ours: 1.2, an estimate (1.0–1.5).
+    pub pte_per_2mib: f64,
+}
+
+impl Default for BrowserLoop {
+    fn default() -> Self {
+        Self {
+            iteration_s: 300.0,
+            memory_mb: 284.1,
+            pte_per_2mib: 1.2,
+        }
+    }
+}
+
+impl BrowserLoop {
+    /// PTE pages the browser has at the end of an iteration.
+    pub fn pte_pages(&self) -> u32 {
+        let pages = (self.memory_mb / 2.0 * self.pte_per_2mib).ceil();
+        if pages.is_finite() && pages >= 1.0 {
+            #[expect(
+                clippy::cast_possible_truncation,
+                clippy::cast_sign_loss,
+                reason = "a checked positive page count, far below u32::MAX"
+            )]
+            let n = pages.min(f64::from(u32::MAX)) as u32;
+            n
+        } else {
+            1
+        }
+    }
 }
 
 /// One churn run.
@@ -50,14 +113,18 @@ pub struct ChurnConfig {
     pub minutes: u32,
     /// Process creations (and, in steady state, exits) per minute (S3.5: 542.14).
     pub forks_per_minute: f64,
-    /// How long a process lives, in seconds (ours: Firefox tab processes of a 5-minute
-    /// loop; the paper gives the rates, not the lifetimes).
-    pub lifetime_s: f64,
-    /// PTE pages per process, drawn uniformly from this range (ours: 8–40, 16–80 MiB
-    /// mapped per process under PAE's 2 MiB per PTE page).
+    /// A process's lifetime, s: log-uniform between these (ours: 0.05–5 s, the loop's
+    /// short-lived helpers; the paper gives the rates, not the lifetimes).
+    pub lifetime_s: (f64, f64),
+    /// PTE pages per short-lived process, uniform in this range (ours: 4–10, a small
+    /// program's text, libraries, heap and stack at 2 MiB per PTE page).
     pub pte_pages: (u32, u32),
+    /// The browser loop; `None`: short-lived processes only.
+    pub browser: Option<BrowserLoop>,
     /// The pool.
     pub pool: PoolMode,
+    /// What a pooled page keeps ([`PoolKeeps`]).
+    pub pool_keeps: PoolKeeps,
     /// When the pool gives pages back; `None`: never. S3.5 adds the freeing to the
     /// `cache-dynamic-enabled` group only (its pre-enabled group keeps every page).
     pub shrink: Option<ShrinkConfig>,
@@ -69,7 +136,7 @@ pub struct ChurnConfig {
     pub packet_bytes: u64,
     /// RX ring buffers, one page each.
     pub rx_ring: u32,
-    /// Seed of the PTE-page draw.
+    /// Seed of the draws.
     pub seed: u64,
     /// Prices of the guest's and Xen's software work.
     pub costs: XenPvCosts,
@@ -80,9 +147,11 @@ impl Default for ChurnConfig {
         Self {
             minutes: 30,
             forks_per_minute: 542.14,
-            lifetime_s: 30.0,
-            pte_pages: (8, 40),
+            lifetime_s: (0.05, 5.0),
+            pte_pages: (4, 10),
+            browser: Some(BrowserLoop::default()),
             pool: PoolMode::Disabled,
+            pool_keeps: PoolKeeps::Type,
             shrink: None,
             guest_frames: 1 << 18,
             stream_mbps: 87.9,
@@ -103,20 +172,33 @@ pub struct MinuteStats {
     pub forks: u64,
     /// Processes that exited.
     pub exits: u64,
-    /// IOTLB invalidation requests for page-table type changes (Fig. 6).
+    /// Calls of Xen's `flush_iotlb_qi` for page-table type changes (Fig. 6's counter: the
+    /// unmaps' invalidations and the remaps' calls that return at once).
     pub iotlb_flushes: u64,
+    /// IOTLB invalidations the hardware performed (the unmaps').
+    pub invalidations: u64,
     /// Page-table allocation time per level (PGD, PMD, PTE), ns (Fig. 7).
     pub alloc_ns: [f64; 3],
     /// Page-table free time per level, ns (Fig. 7).
     pub free_ns: [f64; 3],
+    /// Allocation steps per level.
+    pub alloc_steps: [StepCounts; 3],
+    /// Free steps per level.
+    pub free_steps: [StepCounts; 3],
     /// Pages in each level's pool at the end of the minute (Figs. 8–9).
     pub pooled: [u64; 3],
+    /// The most pages in all pools at once during the minute.
+    pub peak_pooled: u64,
     /// Tables of each level in use at the end of the minute.
     pub in_use: [u64; 3],
     /// Tables allocated per level (from a pool or from the page allocator).
     pub allocs: [u64; 3],
     /// Tables freed per level (into a pool or to the page allocator).
     pub frees: [u64; 3],
+    /// Pages the pools gave back by shrinking.
+    pub shrunk: u64,
+    /// Whether the pool was on at the end of the minute.
+    pub pool_on: bool,
     /// Packets the NIC received.
     pub packets: u64,
     /// Its IOTLB lookups that missed.
@@ -140,16 +222,30 @@ pub struct ChurnResult {
     pub buddy_allocs: u64,
     /// Pages the pools gave back by shrinking.
     pub shrunk: u64,
+    /// Times the shrink rule gave pages back.
+    pub shrink_events: u64,
     /// Per level, the largest `in_pool / in_use` right after a free into the pool (what the
     /// shrink rule compares with its proportion).
     pub max_proportion: [f64; 3],
-    /// Processes alive at the end.
+    /// The minute the pool was switched on (`None`: never).
+    pub enabled_minute: Option<u32>,
+    /// Processes alive at the end (the browser included).
     pub alive_at_end: u64,
 }
 
+#[derive(Debug, Default)]
 struct Process {
-    exit_ns: u64,
     tables: Vec<(PtLevel, Pfn<Gpa>)>,
+}
+
+/// The browser of the current iteration: its process, when it closes, and its PTE growth.
+#[derive(Debug, Default)]
+struct Browser {
+    slot: Option<usize>,
+    next_growth: u64,
+    growth_every: u64,
+    left_to_grow: u32,
+    closes_at: u64,
 }
 
 /// A guest under churn (see the [module docs](self)).
@@ -165,26 +261,21 @@ pub struct PvChurn<U> {
     stats: ChurnResult,
     shrunk: Vec<Pfn<Gpa>>,
     clock: Clock,
+    procs: Vec<Process>,
+    spare: Vec<usize>,
+    browser: Browser,
+    last_flushes: Option<u64>,
 }
 
-/// Where the simulated time is: the next fork, packet and ring slot, the live processes
-/// (oldest first: they exit in creation order), the next minute.
+/// Where the simulated time is: the next fork and packet, the live short-lived processes by
+/// exit time, the next minute.
 #[derive(Debug, Default)]
 struct Clock {
-    alive: std::collections::VecDeque<Process>,
+    exits: BinaryHeap<Reverse<(u64, usize)>>,
     next_fork: u64,
     next_packet: u64,
     slot: usize,
     minute: u32,
-}
-
-impl std::fmt::Debug for Process {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Process")
-            .field("exit_ns", &self.exit_ns)
-            .field("tables", &self.tables.len())
-            .finish()
-    }
 }
 
 /// A positive time in ns, rounded down (configurations are checked positive and finite).
@@ -221,15 +312,35 @@ impl<U: RemapUnit> PvChurn<U> {
     pub fn with_unit(cfg: ChurnConfig, unit: U) -> Result<Self, XenError> {
         let frames = cfg.guest_frames;
         let positive = |x: f64| x > 0.0 && x.is_finite();
-        if frames < 4096 || !positive(cfg.forks_per_minute) || !positive(cfg.lifetime_s) {
+        let (lo, hi) = cfg.lifetime_s;
+        if frames < 4096
+            || !positive(cfg.forks_per_minute)
+            || !positive(lo)
+            || !positive(hi)
+            || hi < lo
+        {
             return Err(XenError::Config {
-                what: "guest_frames >= 4096, finite forks_per_minute > 0 and lifetime_s > 0",
+                what: "guest_frames >= 4096, finite forks_per_minute > 0 and lifetime_s (min, max) with 0 < min <= max",
             });
         }
         let stream_ok = cfg.stream_mbps == 0.0 || positive(cfg.stream_mbps);
         if cfg.pte_pages.0 > cfg.pte_pages.1 || !stream_ok || cfg.packet_bytes == 0 {
             return Err(XenError::Config {
                 what: "pte_pages (min, max) with min <= max, stream_mbps >= 0, packet_bytes > 0",
+            });
+        }
+        if let Some(b) = &cfg.browser
+            && !(positive(b.iteration_s) && positive(b.memory_mb) && positive(b.pte_per_2mib))
+        {
+            return Err(XenError::Config {
+                what: "browser iteration_s, memory_mb and pte_per_2mib finite and > 0",
+            });
+        }
+        if let PoolMode::WhenStable { within } = cfg.pool
+            && (!within.is_finite() || within < 0.0)
+        {
+            return Err(XenError::Config {
+                what: "when-stable's within finite and >= 0",
             });
         }
         let mut types = PageTypes::new(frames);
@@ -241,8 +352,10 @@ impl<U: RemapUnit> PvChurn<U> {
         }
         let io = IoProtection::new(unit, &[NIC], frames, 1 << 20)?;
         let mut pool = PtPool::new(cfg.shrink);
+        let mut stats = ChurnResult::default();
         if cfg.pool == PoolMode::PreEnabled {
             pool.enable();
+            stats.enabled_minute = Some(0);
         }
         let mut me = Self {
             rng: cfg.seed ^ 0x9e37_79b9_7f4a_7c15,
@@ -252,9 +365,13 @@ impl<U: RemapUnit> PvChurn<U> {
             pool,
             free,
             ring: Vec::new(),
-            stats: ChurnResult::default(),
+            stats,
             shrunk: Vec::new(),
             clock: Clock::default(),
+            procs: Vec::new(),
+            spare: Vec::new(),
+            browser: Browser::default(),
+            last_flushes: None,
         };
         for _ in 0..me.cfg.rx_ring {
             let f = me.page()?;
@@ -267,93 +384,141 @@ impl<U: RemapUnit> PvChurn<U> {
         self.free.pop().ok_or(XenError::OutOfMemory)
     }
 
-    fn draw(&mut self, lo: u32, hi: u32) -> u32 {
+    fn next_random(&mut self) -> u64 {
         // xorshift64*: deterministic per seed.
         self.rng ^= self.rng >> 12;
         self.rng ^= self.rng << 25;
         self.rng ^= self.rng >> 27;
-        let r = self.rng.wrapping_mul(0x2545_f491_4f6c_dd1d);
+        self.rng.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    fn draw(&mut self, lo: u32, hi: u32) -> u32 {
+        let r = self.next_random();
         lo + u32::try_from(r % u64::from(hi - lo + 1)).unwrap_or(0)
     }
 
-    fn ns(&self, cycles: u64) -> f64 {
-        self.cfg.costs.ns(cycles)
+    /// A lifetime in ns, log-uniform in `lifetime_s`.
+    fn lifetime_ns(&mut self) -> u64 {
+        let (lo, hi) = self.cfg.lifetime_s;
+        let u = (self.next_random() >> 11) as f64 / (1u64 << 53) as f64;
+        whole_ns(lo * (hi / lo).powf(u) * 1e9).max(1)
     }
 
     /// A new page table of `level`: from the pool (still typed) or from the page allocator
-    /// (zeroed, validated and pinned by Xen, its I/O PTE cleared and invalidated).
+    /// (zeroed, made read-only, validated and pinned by Xen, its I/O PTE cleared and
+    /// invalidated).
     fn alloc_table(&mut self, level: PtLevel, m: &mut MinuteStats) -> Result<Pfn<Gpa>, XenError> {
-        let c = self.cfg.costs;
-        let ctor = if level == PtLevel::Pgd { c.pgd_ctor } else { 0 };
-        m.allocs[level.index()] += 1;
+        let i = level.index();
+        m.allocs[i] += 1;
+        let keeps = self.cfg.pool_keeps;
         if let Some(f) = self.pool.take(level) {
             self.stats.pool_hits += 1;
-            m.alloc_ns[level.index()] += self.ns(c.pool_op + ctor);
+            if keeps == PoolKeeps::Type {
+                // Pinned again: same type, so no type change and nothing for the IOMMU.
+                let change = self.types.pin_table(f, level.page_type(), &[])?;
+                debug_assert!(change.is_none());
+            }
+            m.alloc_steps[i].add(&alloc_steps(level, true, keeps));
             return Ok(f);
         }
         self.stats.buddy_allocs += 1;
         let f = self.page()?;
-        let before = self.io.unit().cpu_cycles().get();
         // A new table points inside the guest (its entries are filled later by the
         // guest's mmu_update hypercalls): validation sees only valid entries.
         let change = self.types.pin_table(f, level.page_type(), &[])?;
+        let mut steps = alloc_steps(level, false, keeps);
         if let Some(ch) = change {
-            let flushes = self.io.stats().iotlb_flushes;
-            self.io.on_change(ch)?;
-            m.iotlb_flushes += self.io.stats().iotlb_flushes - flushes;
+            self.mirror(ch, m)?;
+        } else {
+            steps.iommu_unmap = 0;
         }
-        let iommu = self.io.unit().cpu_cycles().get() - before;
-        let sw = c.buddy_alloc + c.zero_page + ctor + c.pin_hypercall + 512 * c.validate_entry;
-        m.alloc_ns[level.index()] += self.ns(sw) + self.ns(iommu);
+        m.alloc_steps[i].add(&steps);
         Ok(f)
     }
 
-    /// Frees a page table: into its pool, or unpinned, made writable (its I/O PTE set back)
-    /// and returned to the page allocator.
+    /// Mirrors a type change in the I/O page tables and counts Figure 6's calls.
+    fn mirror(&mut self, ch: super::TypeChange, m: &mut MinuteStats) -> Result<(), XenError> {
+        let before = self.io.stats();
+        self.io.on_change(ch)?;
+        let after = self.io.stats();
+        let inv = after.iotlb_flushes - before.iotlb_flushes;
+        // `iommu_map_page` calls `flush_iotlb_qi` too, which returns at once.
+        let remap_calls = after.remapped - before.remapped;
+        m.invalidations += inv;
+        m.iotlb_flushes += inv + remap_calls;
+        Ok(())
+    }
+
+    /// Frees a page table: into its pool (unpinned but typed, or still pinned), or unpinned,
+    /// made writable (its I/O PTE set back) and returned to the page allocator.
     fn free_table(
         &mut self,
         level: PtLevel,
         f: Pfn<Gpa>,
         m: &mut MinuteStats,
     ) -> Result<(), XenError> {
-        let c = self.cfg.costs;
-        m.frees[level.index()] += 1;
+        let i = level.index();
+        m.frees[i] += 1;
+        let keeps = self.cfg.pool_keeps;
         if self.pool.give(level, f) {
-            m.free_ns[level.index()] += self.ns(c.pool_op);
-            self.shrunk.clear();
+            if keeps == PoolKeeps::Type {
+                self.types.unpin(f)?;
+            }
+            m.free_steps[i].add(&free_steps(level, true, keeps));
             let mut out = std::mem::take(&mut self.shrunk);
+            out.clear();
             self.pool.shrink(level, &mut out);
+            if !out.is_empty() {
+                self.stats.shrink_events += 1;
+            }
             for &g in &out {
                 self.stats.shrunk += 1;
-                // Giving a pooled page back costs what freeing it would have.
-                let ns = self.release(g)?;
-                m.free_ns[level.index()] += ns;
+                m.shrunk += 1;
+                // A page given back pays what a free to the allocator pays, less the unpin
+                // and the devalidation it already had when it joined the pool.
+                let mut steps = free_steps(level, false, keeps);
+                if keeps == PoolKeeps::Type {
+                    steps.unpin = 0;
+                    steps.devalidated_entries = 0;
+                } else {
+                    self.types.unpin(g)?;
+                }
+                self.release(g, m)?;
+                m.free_steps[i].add(&steps);
             }
             self.shrunk = out;
+            // The pools' size once the rule has run (what Figures 8–9 sample).
+            let pooled: u64 = PtLevel::ALL.iter().map(|&l| self.pool.pooled(l)).sum();
+            m.peak_pooled = m.peak_pooled.max(pooled);
             return Ok(());
         }
-        let ns = self.release(f)?;
-        m.free_ns[level.index()] += ns;
+        self.types.unpin(f)?;
+        self.release(f, m)?;
+        m.free_steps[i].add(&free_steps(level, false, keeps));
         Ok(())
     }
 
-    /// Unpins a table page, makes it writable again and frees it; its cost in ns.
-    fn release(&mut self, f: Pfn<Gpa>) -> Result<f64, XenError> {
-        let c = self.cfg.costs;
-        let before = self.io.unit().cpu_cycles().get();
-        self.types.unpin(f)?;
+    /// Makes an unpinned table page writable again and frees it.
+    fn release(&mut self, f: Pfn<Gpa>, m: &mut MinuteStats) -> Result<(), XenError> {
         if let Some(ch) = self.types.get_type(f, PageType::Writable)? {
-            self.io.on_change(ch)?;
+            self.mirror(ch, m)?;
         }
         self.types.put_type(f)?;
         self.free.push(f);
-        let iommu = self.io.unit().cpu_cycles().get() - before;
-        Ok(self.ns(c.unpin_hypercall + c.buddy_free) + self.ns(iommu))
+        Ok(())
     }
 
-    fn fork(&mut self, now_ns: u64, m: &mut MinuteStats) -> Result<Process, XenError> {
-        let ptes = self.draw(self.cfg.pte_pages.0, self.cfg.pte_pages.1);
-        let mut tables = Vec::with_capacity(5 + ptes as usize);
+    /// A process with `ptes` PTE pages; returns its slot.
+    fn fork(&mut self, ptes: u32, m: &mut MinuteStats) -> Result<usize, XenError> {
+        let slot = match self.spare.pop() {
+            Some(s) => s,
+            None => {
+                self.procs.push(Process::default());
+                self.procs.len() - 1
+            }
+        };
+        let mut tables = std::mem::take(&mut self.procs[slot].tables);
+        tables.clear();
         tables.push((PtLevel::Pgd, self.alloc_table(PtLevel::Pgd, m)?));
         for _ in 0..4 {
             tables.push((PtLevel::Pmd, self.alloc_table(PtLevel::Pmd, m)?));
@@ -361,18 +526,51 @@ impl<U: RemapUnit> PvChurn<U> {
         for _ in 0..ptes {
             tables.push((PtLevel::Pte, self.alloc_table(PtLevel::Pte, m)?));
         }
+        self.procs[slot].tables = tables;
         m.forks += 1;
-        Ok(Process {
-            exit_ns: now_ns + whole_ns(self.cfg.lifetime_s * 1e9),
-            tables,
-        })
+        Ok(slot)
     }
 
-    fn exit(&mut self, p: Process, m: &mut MinuteStats) -> Result<(), XenError> {
-        for &(level, f) in p.tables.iter().rev() {
+    fn exit(&mut self, slot: usize, m: &mut MinuteStats) -> Result<(), XenError> {
+        let tables = std::mem::take(&mut self.procs[slot].tables);
+        for &(level, f) in tables.iter().rev() {
             self.free_table(level, f, m)?;
         }
+        self.procs[slot].tables = tables;
+        self.spare.push(slot);
         m.exits += 1;
+        Ok(())
+    }
+
+    /// The browser grows one PTE page (a tab's memory).
+    fn grow_browser(&mut self, m: &mut MinuteStats) -> Result<(), XenError> {
+        if let Some(slot) = self.browser.slot {
+            let f = self.alloc_table(PtLevel::Pte, m)?;
+            self.procs[slot].tables.push((PtLevel::Pte, f));
+        }
+        Ok(())
+    }
+
+    /// The loop's next iteration at `now`: the browser closes (its tables freed) and a new
+    /// one starts, its PTE pages to grow evenly over the iteration.
+    fn next_iteration(&mut self, now: u64, m: &mut MinuteStats) -> Result<(), XenError> {
+        let Some(b) = self.cfg.browser.clone() else {
+            return Ok(());
+        };
+        if let Some(slot) = self.browser.slot.take() {
+            self.exit(slot, m)?;
+        }
+        let (lo, _) = self.cfg.pte_pages;
+        let slot = self.fork(lo, m)?;
+        let iteration = whole_ns(b.iteration_s * 1e9).max(1);
+        let grow = b.pte_pages().saturating_sub(lo).max(1);
+        self.browser = Browser {
+            slot: Some(slot),
+            growth_every: (iteration / u64::from(grow)).max(1),
+            next_growth: now + (iteration / u64::from(grow)).max(1),
+            left_to_grow: grow,
+            closes_at: now + iteration,
+        };
         Ok(())
     }
 
@@ -399,6 +597,13 @@ impl<U: RemapUnit> PvChurn<U> {
         Ok(self.finish())
     }
 
+    fn enable(&mut self, minute: u32) {
+        if !self.pool.enabled() {
+            self.pool.enable();
+            self.stats.enabled_minute = Some(minute);
+        }
+    }
+
     /// Runs the next simulated minute and returns its counters (also kept for
     /// [`PvChurn::finish`]).
     pub fn run_minute(&mut self) -> Result<MinuteStats, XenError> {
@@ -410,29 +615,61 @@ impl<U: RemapUnit> PvChurn<U> {
         };
         let minute = self.clock.minute;
         if self.cfg.pool == (PoolMode::Dynamic { minute }) {
-            self.pool.enable();
+            self.enable(minute);
         }
-        let end = u64::from(minute + 1) * 60_000_000_000;
+        let start = u64::from(minute) * 60_000_000_000;
+        let end = start + 60_000_000_000;
         let mut m = MinuteStats {
             minute,
             ..MinuteStats::default()
         };
+        if minute == 0 && self.cfg.browser.is_some() {
+            self.next_iteration(0, &mut m)?;
+        }
         let tlb = self.io.unit().stats();
         let dev = self.io.unit().device_cycles().get();
         let ring = self.ring.len().max(1);
+        let has_browser = self.cfg.browser.is_some();
         loop {
             let c = &self.clock;
-            let next_exit = c.alive.front().map_or(u64::MAX, |p| p.exit_ns);
-            let t = c.next_fork.min(c.next_packet).min(next_exit);
+            let next_exit = c.exits.peek().map_or(u64::MAX, |Reverse((t, _))| *t);
+            let (grow, close) = if has_browser {
+                let b = &self.browser;
+                let grow = if b.left_to_grow > 0 {
+                    b.next_growth
+                } else {
+                    u64::MAX
+                };
+                (grow, b.closes_at)
+            } else {
+                (u64::MAX, u64::MAX)
+            };
+            let t = c
+                .next_fork
+                .min(c.next_packet)
+                .min(next_exit)
+                .min(grow)
+                .min(close);
             if t >= end {
                 break;
             }
             if t == next_exit {
-                let p = self.clock.alive.pop_front().ok_or(XenError::OutOfMemory)?;
-                self.exit(p, &mut m)?;
+                let Some(Reverse((_, slot))) = self.clock.exits.pop() else {
+                    break;
+                };
+                self.exit(slot, &mut m)?;
+            } else if t == close {
+                self.next_iteration(t, &mut m)?;
+            } else if t == grow {
+                self.grow_browser(&mut m)?;
+                self.browser.left_to_grow -= 1;
+                self.browser.next_growth += self.browser.growth_every;
             } else if t == self.clock.next_fork {
-                let p = self.fork(t, &mut m)?;
-                self.clock.alive.push_back(p);
+                let (lo, hi) = self.cfg.pte_pages;
+                let ptes = self.draw(lo, hi);
+                let slot = self.fork(ptes, &mut m)?;
+                let life = self.lifetime_ns();
+                self.clock.exits.push(Reverse((t + life, slot)));
                 self.clock.next_fork += fork_every;
             } else {
                 self.packet(self.clock.slot, &mut m)?;
@@ -443,12 +680,32 @@ impl<U: RemapUnit> PvChurn<U> {
         let now = self.io.unit().stats();
         m.iotlb_lookups = now.iotlb.lookups - tlb.iotlb.lookups;
         m.iotlb_misses = now.iotlb.misses - tlb.iotlb.misses;
-        m.device_walk_ns = self.ns(self.io.unit().device_cycles().get() - dev);
+        m.device_walk_ns = self
+            .cfg
+            .costs
+            .ns(self.io.unit().device_cycles().get() - dev);
+        let c = self.cfg.costs;
         for l in PtLevel::ALL {
-            m.pooled[l.index()] = self.pool.pooled(l);
-            m.in_use[l.index()] = self.pool.in_use(l);
+            let i = l.index();
+            m.pooled[i] = self.pool.pooled(l);
+            m.in_use[i] = self.pool.in_use(l);
+            m.alloc_ns[i] = c.ns(m.alloc_steps[i].alloc_cycles(&c));
+            m.free_ns[i] = c.ns(m.free_steps[i].free_cycles(&c));
         }
-        self.stats.peak_pooled = self.stats.peak_pooled.max(m.pooled.iter().sum());
+        m.peak_pooled = m.peak_pooled.max(m.pooled.iter().sum());
+        self.stats.peak_pooled = self.stats.peak_pooled.max(m.peak_pooled);
+        // S3.5's dynamic group: switched on when the counter is stable.
+        if let PoolMode::WhenStable { within } = self.cfg.pool
+            && let Some(last) = self.last_flushes
+            && !self.pool.enabled()
+        {
+            let change = (m.iotlb_flushes as f64 - last as f64).abs();
+            if change <= within * last as f64 && last > 0 {
+                self.enable(minute + 1);
+            }
+        }
+        self.last_flushes = Some(m.iotlb_flushes);
+        m.pool_on = self.pool.enabled();
         self.stats.minutes.push(m.clone());
         self.clock.minute += 1;
         Ok(m)
@@ -456,13 +713,15 @@ impl<U: RemapUnit> PvChurn<U> {
 
     /// Everything so far.
     pub fn finish(mut self) -> ChurnResult {
-        self.stats.alive_at_end = self.clock.alive.len() as u64;
+        self.stats.alive_at_end =
+            self.clock.exits.len() as u64 + u64::from(self.browser.slot.is_some());
         self.stats.max_proportion = PtLevel::ALL.map(|l| self.pool.max_proportion(l));
         self.stats
     }
 
     /// S3.3's invariant: no frame typed as a page or descriptor table is reachable by the
-    /// device (tables, or a stale IOTLB entry), and every pooled page keeps its type.
+    /// device (tables, or a stale IOTLB entry), and every pooled page keeps its type (and,
+    /// with [`PoolKeeps::Pin`], its pin).
     pub fn check(&self) -> Result<(), String> {
         for i in 0..self.types.len() {
             let f = Pfn::<Gpa>::new(i);
@@ -474,9 +733,10 @@ impl<U: RemapUnit> PvChurn<U> {
                 ));
             }
         }
+        let pinned = self.cfg.pool_keeps == PoolKeeps::Pin;
         for (level, f) in self.pool.pooled_pages() {
             let t = self.types.get(f).map_err(|e| e.to_string())?;
-            if t.ty != level.page_type() || !t.pinned {
+            if t.ty != level.page_type() || t.pinned != pinned {
                 return Err(format!(
                     "pooled {} page {:#x} is {:?}",
                     level.name(),
@@ -488,22 +748,23 @@ impl<U: RemapUnit> PvChurn<U> {
         Ok(())
     }
 
-    /// Runs up to `t_ns` of simulated time with `ops` forks/exits interleaved by the caller
-    /// (property tests): forks one process and exits the oldest when `exit` is set.
+    /// One step driven by the caller (property tests): forks one process and exits the
+    /// oldest live one when asked, then the NIC receives a packet.
     pub fn step(
         &mut self,
         fork: bool,
         exit_oldest: bool,
-        alive: &mut Vec<Vec<(PtLevel, Pfn<Gpa>)>>,
+        alive: &mut Vec<usize>,
     ) -> Result<(), XenError> {
         let mut m = MinuteStats::default();
         if fork {
-            let p = self.fork(0, &mut m)?;
-            alive.push(p.tables);
+            let (lo, hi) = self.cfg.pte_pages;
+            let ptes = self.draw(lo, hi);
+            alive.push(self.fork(ptes, &mut m)?);
         }
         if exit_oldest && !alive.is_empty() {
-            let tables = alive.remove(0);
-            self.exit(Process { exit_ns: 0, tables }, &mut m)?;
+            let slot = alive.remove(0);
+            self.exit(slot, &mut m)?;
         }
         let slot = usize::from(m.forks > 0) % self.ring.len().max(1);
         self.packet(slot, &mut m)
@@ -512,6 +773,11 @@ impl<U: RemapUnit> PvChurn<U> {
     /// Switches the pool on now.
     pub fn enable_pool(&mut self) {
         self.pool.enable();
+    }
+
+    /// The unit (tests compare its cycles with the priced steps).
+    pub fn unit(&self) -> &U {
+        self.io.unit()
     }
 }
 
@@ -524,13 +790,15 @@ mod tests {
         ChurnConfig {
             minutes: 3,
             guest_frames: 1 << 15,
+            browser: None,
             pool,
             ..ChurnConfig::default()
         }
     }
 
-    /// Without the pool every table page costs one IOTLB invalidation; with it from boot,
-    /// only the pages the pool has not yet collected do (the first lifetime).
+    /// Without the pool every table page costs one IOTLB invalidation on the way in and one
+    /// `flush_iotlb_qi` call on the way out; with it from boot, only the pages the pool has
+    /// not yet collected do (the first lifetimes).
     #[test]
     fn the_pool_stops_the_flushes_once_it_holds_a_lifetime_of_tables() {
         let setup = XenPvSetup::default();
@@ -542,65 +810,139 @@ mod tests {
             .unwrap()
             .run()
             .unwrap();
-        let flushes = |r: &ChurnResult, m: usize| r.minutes[m].iotlb_flushes;
-        assert!(flushes(&off, 2) > 10_000, "{}", flushes(&off, 2));
-        // Only new peaks of tables in use still take pages from the allocator.
-        assert!(
-            flushes(&on, 2) * 100 < flushes(&off, 2),
-            "minute 3: {} with the pool, {} without",
-            flushes(&on, 2),
-            flushes(&off, 2)
+        let m = &off.minutes[2];
+        let tables: u64 = m.allocs.iter().sum::<u64>() + m.frees.iter().sum::<u64>();
+        assert_eq!(
+            m.iotlb_flushes, tables,
+            "one call per allocation and per free"
         );
-        assert!(flushes(&on, 0) > 0, "the pool starts empty");
+        assert_eq!(m.invalidations, m.allocs.iter().sum::<u64>());
+        assert!(m.iotlb_flushes > 5_000, "{}", m.iotlb_flushes);
+        assert!(
+            on.minutes[2].iotlb_flushes * 100 < m.iotlb_flushes,
+            "minute 3: {} with the pool, {} without",
+            on.minutes[2].iotlb_flushes,
+            m.iotlb_flushes
+        );
+        assert!(on.minutes[0].iotlb_flushes > 0, "the pool starts empty");
         assert!(on.pool_hits > 0 && off.pool_hits == 0);
         let alloc = |r: &ChurnResult| r.minutes[2].alloc_ns.iter().sum::<f64>();
         assert!(alloc(&on) < alloc(&off));
         assert!(on.minutes[2].packets > 400_000 && on.minutes[2].iotlb_lookups > 0);
     }
 
-    /// The shrink rule runs only where a group is given one (S3.5: the dynamic group). It
-    /// frees `in_pool − in_use` pages, so it needs a pool larger than the tables in use; a
-    /// steady churn's pool holds only the swing of live tables, so it never fires, and the
-    /// largest proportion seen says so (the rule itself: `iosup.rs`'s test).
+    /// The IOMMU steps priced from the counts are what the VT-d unit charged: the type
+    /// changes' PTE clears, queued invalidations and waits, and the remaps' PTE sets.
     #[test]
-    fn the_pool_gives_pages_back_only_with_a_shrink_config_past_its_thresholds() {
+    fn priced_iommu_steps_match_the_units_cycles() {
+        let mut g = PvChurn::new(small(PoolMode::Disabled), &XenPvSetup::default()).unwrap();
+        let boot = g.unit().cpu_cycles().get();
+        let m = [g.run_minute().unwrap(), g.run_minute().unwrap()];
+        let c = XenPvCosts::default();
+        let priced: u64 = m
+            .iter()
+            .flat_map(|m| PtLevel::ALL.map(|l| (m.alloc_steps[l.index()], m.free_steps[l.index()])))
+            .map(|(a, f)| a.iommu_unmap * c.iommu_unmap + f.iommu_remap * c.iommu_remap)
+            .sum();
+        assert!(priced > 0);
+        assert_eq!(g.unit().cpu_cycles().get() - boot, priced);
+    }
+
+    /// The browser's tables go to the pool when it closes; with the shrink rule (the dynamic
+    /// group) the pool gives back what exceeds the tables in use, without it (pre-enabled)
+    /// it keeps them.
+    #[test]
+    fn the_shrink_rule_fires_when_the_browser_closes() {
         let setup = XenPvSetup::default();
         let run = |shrink| {
             let cfg = ChurnConfig {
-                minutes: 2,
+                minutes: 3,
+                guest_frames: 1 << 15,
+                browser: Some(BrowserLoop {
+                    iteration_s: 60.0,
+                    ..BrowserLoop::default()
+                }),
+                pool: PoolMode::PreEnabled,
                 shrink,
-                ..small(PoolMode::PreEnabled)
+                ..ChurnConfig::default()
             };
             PvChurn::new(cfg, &setup).unwrap().run().unwrap()
         };
         let keep = run(None);
+        let shrink = run(Some(ShrinkConfig::default()));
         assert_eq!(keep.shrunk, 0);
-        let default = run(Some(ShrinkConfig::default()));
-        assert_eq!(default.shrunk, 0);
         assert!(
-            default.max_proportion.iter().all(|&p| p > 0.0 && p < 1.0),
-            "{:?}",
-            default.max_proportion
+            shrink.shrunk > 100 && shrink.shrink_events > 0,
+            "{}",
+            shrink.shrunk
         );
-        assert_eq!(default.peak_pooled, keep.peak_pooled);
-        let m = &keep.minutes[1];
         assert!(
-            m.frees.iter().all(|&f| f > 0) && m.in_use[1] == 4 * m.in_use[0],
-            "{m:?}"
+            keep.peak_pooled > BrowserLoop::default().pte_pages().into(),
+            "the closed browser's PTE pages sit in the pool: {}",
+            keep.peak_pooled
         );
+        assert!(shrink.peak_pooled < keep.peak_pooled);
+    }
+
+    /// The dynamic group switches the pool on after the first minute whose counter is
+    /// within the share of the previous one's, and from then on it flushes less.
+    #[test]
+    fn when_stable_switches_the_pool_on_from_the_counter() {
+        let cfg = ChurnConfig {
+            minutes: 4,
+            ..small(PoolMode::WhenStable { within: 0.05 })
+        };
+        let r = PvChurn::new(cfg, &XenPvSetup::default())
+            .unwrap()
+            .run()
+            .unwrap();
+        let at = r.enabled_minute.expect("switched on");
+        assert!((1..4).contains(&at), "{at}");
+        let (a, b) = (&r.minutes[at as usize - 2], &r.minutes[at as usize - 1]);
+        let change = (b.iotlb_flushes as f64 / a.iotlb_flushes as f64 - 1.0).abs();
+        assert!(change <= 0.05, "{change}");
+        assert!(r.minutes[3].iotlb_flushes * 10 < b.iotlb_flushes);
+        assert!(!r.minutes[0].pool_on && r.minutes[3].pool_on);
+    }
+
+    #[test]
+    fn bad_configurations_are_refused_with_what_is_expected() {
+        let bad = ChurnConfig {
+            lifetime_s: (2.0, 1.0),
+            ..ChurnConfig::default()
+        };
+        let e = PvChurn::new(bad, &XenPvSetup::default()).unwrap_err();
+        assert!(e.to_string().contains("lifetime_s"), "{e}");
+        let bad = ChurnConfig {
+            browser: Some(BrowserLoop {
+                memory_mb: f64::NAN,
+                ..BrowserLoop::default()
+            }),
+            ..ChurnConfig::default()
+        };
+        let e = PvChurn::new(bad, &XenPvSetup::default()).unwrap_err();
+        assert!(e.to_string().contains("memory_mb"), "{e}");
     }
 
     proptest! {
         /// S3.3–S3.4's invariants under any interleaving of forks, exits and packets, with
-        /// the pool switched on at any point: no page or descriptor table is reachable by
-        /// the device, every pooled page keeps its table type (and pin), and no type count
-        /// goes negative (`put_type` would refuse: the run would fail).
+        /// the pool switched on at any point and either reading of what it keeps: no page
+        /// or descriptor table is reachable by the device, every pooled page keeps its table
+        /// type, and no type count goes negative (`put_type` would refuse: the run fails).
         #[test]
         fn no_table_is_ever_reachable_by_the_device(
             ops in proptest::collection::vec((any::<bool>(), any::<bool>()), 1..60),
             enable_at in 0usize..60,
+            pin in any::<bool>(),
         ) {
-            let cfg = ChurnConfig { guest_frames: 8192, pte_pages: (1, 6), rx_ring: 16, ..ChurnConfig::default() };
+            let cfg = ChurnConfig {
+                guest_frames: 8192,
+                pte_pages: (1, 6),
+                rx_ring: 16,
+                pool_keeps: if pin { PoolKeeps::Pin } else { PoolKeeps::Type },
+                shrink: Some(ShrinkConfig { proportion: 1.0, total: 4 }),
+                ..ChurnConfig::default()
+            };
             let mut g = PvChurn::new(cfg, &XenPvSetup::default()).unwrap();
             let mut alive = Vec::new();
             for (i, (fork, exit)) in ops.into_iter().enumerate() {

@@ -18,6 +18,7 @@
 //! | `page_type.rs` | [`PageTypes`]: per-frame type, type count, pinning, table validation |
 //! | `coupling.rs` | [`IoProtection`]: the device's view of guest memory follows the types |
 //! | `iosup.rs` | [`PtPool`]: per-level pools that keep freed tables typed; shrinking |
+//! | `pt_work.rs` | [`StepCounts`]: a table's allocation and free step by step, priced; [`PoolKeeps`] |
 //! | `churn.rs` | [`PvChurn`]: process creation and exit at a rate, with a NIC stream |
 //! | `pv_dma/` | a PV domain's DMA layer on a hypervisor-owned IOMMU, multicalls and the S2.6 options (seed 002) |
 
@@ -25,6 +26,7 @@ pub mod churn;
 pub mod coupling;
 pub mod iosup;
 pub mod page_type;
+pub mod pt_work;
 pub mod pv_dma;
 
 use serde::{Deserialize, Serialize};
@@ -32,10 +34,11 @@ use serde::{Deserialize, Serialize};
 use iommulab_base::clock::{ClockRate, Cycles};
 use iommulab_hw::{CostModel, InvalidationInterface, MapError};
 
-pub use churn::{ChurnConfig, ChurnResult, MinuteStats, PoolMode, PvChurn};
+pub use churn::{BrowserLoop, ChurnConfig, ChurnResult, MinuteStats, PoolMode, PvChurn};
 pub use coupling::{CouplingStats, IoProtection};
 pub use iosup::{PtLevel, PtPool, ShrinkConfig};
 pub use page_type::{FrameType, PageType, PageTypes, TypeChange};
+pub use pt_work::{PoolKeeps, StepCounts};
 
 /// Errors of the PV model. On any of them nothing changed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -114,45 +117,58 @@ pub enum XenError {
     Map(#[from] MapError),
 }
 
-/// Prices of the guest kernel's and Xen's own work around a page-table page, in cycles.
-/// **All are estimates** (the paper publishes none): each comment gives the plausible
-/// range; the IOMMU's work is priced by the unit's [`CostModel`].
+/// Prices of the guest kernel's and Xen's work around a page-table page and a packet, in
+/// cycles, step by step ([`pt_work`]). **All but the clock are estimates** (the paper
+/// publishes none): [`pt_work::XEN_PV_PRICES`] gives each one's reasoning and range.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct XenPvCosts {
-    /// The CPU clock (S3.5's machine: 3.2 GHz).
+    /// The CPU clock (S3.5's machine: Core i5-3470, 3.2 GHz).
     pub clock: ClockRate,
-    /// A page from Linux's page allocator, per-CPU fast path (100–500).
-    pub buddy_alloc: u64,
-    /// A page back to it (100–400).
-    pub buddy_free: u64,
-    /// Clearing a 4 KiB page (500–1500).
+    /// A page from Linux's page allocator, per-CPU fast path.
+    pub page_alloc: u64,
+    /// A page back to it.
+    pub page_free: u64,
+    /// Clearing a 4 KiB page.
     pub zero_page: u64,
-    /// `pgd_ctor`: copying the kernel's PGD entries and listing the PGD (500–3000); paid
-    /// whether the page comes from the pool or not.
+    /// `pgd_ctor` and the kernel PMD's copy: paid whether the page comes from the pool or not.
     pub pgd_ctor: u64,
-    /// The pin hypercall (`MMUEXT_PIN_Ln_TABLE`) round trip (500–2000).
-    pub pin_hypercall: u64,
-    /// Xen's validation of one entry of a table being pinned (4–20; 512 per table).
+    /// A pin or unpin hypercall's trap into Xen and back (`MMUEXT_(UN)PIN_*`).
+    pub hypercall: u64,
+    /// Xen's validation (or devalidation) of one entry of a table.
     pub validate_entry: u64,
-    /// The unpin hypercall and the type change back to writable (500–2000).
-    pub unpin_hypercall: u64,
-    /// A pool push or pop under its lock (30–150).
+    /// One direct-map entry made read-only or writable (`update_va_mapping` in a batch).
+    pub kernel_remap: u64,
+    /// A pool push or pop under its lock.
     pub pool_op: u64,
+    /// The type change writable → table under IOMMU protection: the I/O PTE cleared and one
+    /// page-selective invalidation submitted and waited for (S3.3).
+    pub iommu_unmap: u64,
+    /// The change back: the I/O PTE set (no invalidation for a non-present entry).
+    pub iommu_remap: u64,
+    /// Mapping a received packet's buffer for the NIC (dom0's DMA layer).
+    pub dma_map: u64,
+    /// Unmapping it.
+    pub dma_unmap: u64,
 }
 
 impl Default for XenPvCosts {
     fn default() -> Self {
+        let m = CostModel::MODERN;
         Self {
             clock: ClockRate::ghz(3.2),
-            buddy_alloc: 300,
-            buddy_free: 250,
+            page_alloc: 300,
+            page_free: 250,
             zero_page: 1000,
             pgd_ctor: 1500,
-            pin_hypercall: 1000,
+            hypercall: 1000,
             validate_entry: 8,
-            unpin_hypercall: 1000,
+            kernel_remap: 500,
             pool_op: 60,
+            iommu_unmap: m.pte_clear + m.inv_descriptor + m.inv_page + m.inv_wait,
+            iommu_remap: m.pte_set,
+            dma_map: 200,
+            dma_unmap: 100,
         }
     }
 }
@@ -161,6 +177,46 @@ impl XenPvCosts {
     /// `cycles` in ns at this clock.
     pub fn ns(&self, cycles: u64) -> f64 {
         self.clock.ns(Cycles::new(cycles))
+    }
+
+    /// The value of price `name` ([`pt_work::XEN_PV_PRICES`]' names), `None` if none.
+    pub fn field(&self, name: &str) -> Option<u64> {
+        Some(match name {
+            "page_alloc" => self.page_alloc,
+            "page_free" => self.page_free,
+            "zero_page" => self.zero_page,
+            "pgd_ctor" => self.pgd_ctor,
+            "hypercall" => self.hypercall,
+            "validate_entry" => self.validate_entry,
+            "kernel_remap" => self.kernel_remap,
+            "pool_op" => self.pool_op,
+            "iommu_unmap" => self.iommu_unmap,
+            "iommu_remap" => self.iommu_remap,
+            "dma_map" => self.dma_map,
+            "dma_unmap" => self.dma_unmap,
+            _ => return None,
+        })
+    }
+
+    /// These prices with price `name` set to `value` (`None` if there is no such price).
+    pub fn with_field(mut self, name: &str, value: u64) -> Option<Self> {
+        let f = match name {
+            "page_alloc" => &mut self.page_alloc,
+            "page_free" => &mut self.page_free,
+            "zero_page" => &mut self.zero_page,
+            "pgd_ctor" => &mut self.pgd_ctor,
+            "hypercall" => &mut self.hypercall,
+            "validate_entry" => &mut self.validate_entry,
+            "kernel_remap" => &mut self.kernel_remap,
+            "pool_op" => &mut self.pool_op,
+            "iommu_unmap" => &mut self.iommu_unmap,
+            "iommu_remap" => &mut self.iommu_remap,
+            "dma_map" => &mut self.dma_map,
+            "dma_unmap" => &mut self.dma_unmap,
+            _ => return None,
+        };
+        *f = value;
+        Some(self)
     }
 }
 

@@ -1,0 +1,298 @@
+//! A page-table allocation and a free broken into the steps Linux 3.2 (i386 PAE, Xen PV) and
+//! Xen 4.2 perform (S3.1, S3.3–S3.4), counted per level so their time is counts × prices and
+//! any price can be varied after a run (the page's sensitivity table).
+//!
+//! Allocation from the page allocator (no pool, or the pool empty):
+//!
+//! | step | where | counted in |
+//! |---|---|---|
+//! | take a page | `__get_free_page` (per-CPU list) | `page_alloc` |
+//! | clear it | `__GFP_ZERO` / `clear_page` | `zero` |
+//! | PGD only: kernel entries, `pgd_list`, the kernel PMD copy | `pgd_ctor`, `pgd_prepopulate_pmd` | `pgd_ctor` |
+//! | map it read-only in the kernel's direct map | `make_lowmem_page_readonly` → `update_va_mapping` | `make_readonly` |
+//! | pin (PTE pages and the PGD: `MMUEXT_PIN_L1/L3_TABLE`; a PMD is validated through its PGD) | `xen_pin_page`, `xen_do_pin` | `pin` |
+//! | Xen's validation walk of every entry | `alloc_page_type` → `alloc_l1/l2/l3_table` | `validated_entries` |
+//! | the type change writable → table: I/O PTE cleared, one page-selective invalidation, waited for | `_get_page_type` → `iommu_unmap_page` → `flush_iotlb_qi` | `iommu_unmap` |
+//!
+//! Free to the page allocator: unpin (`MMUEXT_UNPIN_TABLE`; PMDs through their PGD), Xen's
+//! devalidation walk (`__put_page_type` clears `PGT_validated` at type count 0 and calls
+//! `free_page_type`), the direct map made writable again (`update_va_mapping` →
+//! `get_page_type(writable)` → `iommu_map_page`, whose `flush_iotlb_qi` call returns at once:
+//! a non-present entry is not cached without caching mode), the page freed.
+//!
+//! With the IOSUP pool (S3.4) a freed table keeps its type: the page is never made writable,
+//! so no type change, no I/O unmap or remap, no allocator and no clearing (its entries were
+//! cleared when the process's mappings were torn down). It is still unpinned at exit and
+//! pinned again at reuse, and Xen still devalidates and revalidates it: Xen drops
+//! `PGT_validated` whenever a table's type count reaches 0 (Xen 4.2 `__put_page_type`), and
+//! Linux unpins a process's tables in `xen_exit_mmap` before its free functions run.
+//! [`PoolKeeps::Pin`] is the other reading (a pool that also keeps the pin and so the
+//! validation), for the page's comparison.
+
+use serde::{Deserialize, Serialize};
+
+use iommulab_hw::cost::PriceSource;
+
+use super::XenPvCosts;
+use super::iosup::PtLevel;
+
+/// What a pooled page keeps (S3.4 says "its type"; see the module docs).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PoolKeeps {
+    /// The type only: unpinned at exit and pinned (revalidated) at reuse, as Linux's exit
+    /// path and Xen 4.2's type counts make it.
+    #[default]
+    Type,
+    /// The type and the pin: neither unpinned nor revalidated (a pool outside Linux's
+    /// exit path; the other reading).
+    Pin,
+}
+
+/// How many times each step ran (one level, or summed).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StepCounts {
+    /// Pages taken from the page allocator.
+    pub page_alloc: u64,
+    /// Pages cleared.
+    pub zero: u64,
+    /// PGD constructors (paid from the pool too).
+    pub pgd_ctor: u64,
+    /// Direct-map entries made read-only.
+    pub make_readonly: u64,
+    /// Pin hypercalls.
+    pub pin: u64,
+    /// Entries Xen validated.
+    pub validated_entries: u64,
+    /// I/O PTEs cleared with their page-selective invalidation waited for.
+    pub iommu_unmap: u64,
+    /// Tables taken from a pool.
+    pub pool_pop: u64,
+    /// Unpin hypercalls.
+    pub unpin: u64,
+    /// Entries Xen devalidated.
+    pub devalidated_entries: u64,
+    /// Direct-map entries made writable again.
+    pub make_writable: u64,
+    /// I/O PTEs set back (`flush_iotlb_qi` called, returning at once).
+    pub iommu_remap: u64,
+    /// Pages given back to the page allocator.
+    pub page_free: u64,
+    /// Tables put into a pool.
+    pub pool_push: u64,
+}
+
+impl StepCounts {
+    /// Cycles of the allocation steps at `c`'s prices.
+    pub fn alloc_cycles(&self, c: &XenPvCosts) -> u64 {
+        self.page_alloc * c.page_alloc
+            + self.zero * c.zero_page
+            + self.pgd_ctor * c.pgd_ctor
+            + self.make_readonly * c.kernel_remap
+            + self.pin * c.hypercall
+            + self.validated_entries * c.validate_entry
+            + self.iommu_unmap * c.iommu_unmap
+            + self.pool_pop * c.pool_op
+    }
+
+    /// Cycles of the free steps at `c`'s prices.
+    pub fn free_cycles(&self, c: &XenPvCosts) -> u64 {
+        self.unpin * c.hypercall
+            + self.devalidated_entries * c.validate_entry
+            + self.make_writable * c.kernel_remap
+            + self.iommu_remap * c.iommu_remap
+            + self.page_free * c.page_free
+            + self.pool_push * c.pool_op
+    }
+
+    /// `self + other`, step by step.
+    pub fn add(&mut self, o: &StepCounts) {
+        self.page_alloc += o.page_alloc;
+        self.zero += o.zero;
+        self.pgd_ctor += o.pgd_ctor;
+        self.make_readonly += o.make_readonly;
+        self.pin += o.pin;
+        self.validated_entries += o.validated_entries;
+        self.iommu_unmap += o.iommu_unmap;
+        self.pool_pop += o.pool_pop;
+        self.unpin += o.unpin;
+        self.devalidated_entries += o.devalidated_entries;
+        self.make_writable += o.make_writable;
+        self.iommu_remap += o.iommu_remap;
+        self.page_free += o.page_free;
+        self.pool_push += o.pool_push;
+    }
+}
+
+/// Entries Xen walks when it validates a table of `level` (i386 PAE: 4 in the PGD, 512 in a
+/// PMD or a PTE page).
+pub const fn entries(level: PtLevel) -> u64 {
+    match level {
+        PtLevel::Pgd => 4,
+        PtLevel::Pmd | PtLevel::Pte => 512,
+    }
+}
+
+/// Whether Linux pins a table of `level` with its own hypercall: PTE pages with split page
+/// table locks (`xen_pin_page`, `USE_SPLIT_PTLOCKS`) and the PGD (`MMUEXT_PIN_L3_TABLE`);
+/// a PMD gets its type when Xen validates the PGD entry that points to it.
+pub const fn pinned_alone(level: PtLevel) -> bool {
+    !matches!(level, PtLevel::Pmd)
+}
+
+/// The steps of allocating one table of `level`, from the pool (`hit`) or not, with `keeps`.
+pub fn alloc_steps(level: PtLevel, hit: bool, keeps: PoolKeeps) -> StepCounts {
+    let pgd = u64::from(level == PtLevel::Pgd);
+    let pin = u64::from(pinned_alone(level));
+    let mut s = StepCounts {
+        pgd_ctor: pgd,
+        ..StepCounts::default()
+    };
+    if hit {
+        s.pool_pop = 1;
+        if keeps == PoolKeeps::Type {
+            s.pin = pin;
+            s.validated_entries = entries(level);
+        }
+    } else {
+        s.page_alloc = 1;
+        s.zero = 1;
+        s.make_readonly = 1;
+        s.pin = pin;
+        s.validated_entries = entries(level);
+        s.iommu_unmap = 1;
+    }
+    s
+}
+
+/// The steps of freeing one table of `level`, into the pool (`pooled`) or not.
+pub fn free_steps(level: PtLevel, pooled: bool, keeps: PoolKeeps) -> StepCounts {
+    let pin = u64::from(pinned_alone(level));
+    let mut s = StepCounts::default();
+    if pooled {
+        s.pool_push = 1;
+        if keeps == PoolKeeps::Type {
+            s.unpin = pin;
+            s.devalidated_entries = entries(level);
+        }
+    } else {
+        s.unpin = pin;
+        s.devalidated_entries = entries(level);
+        s.make_writable = 1;
+        s.iommu_remap = 1;
+        s.page_free = 1;
+    }
+    s
+}
+
+/// Where each price of [`XenPvCosts`] comes from; `range` is the sensitivity table's.
+pub const XEN_PV_PRICES: [PriceSource; 12] = [
+    PriceSource {
+        field: "page_alloc",
+        source: "estimate: Linux's per-CPU free-list fast path (`buffered_rmqueue`), a few hundred cycles",
+        range: Some((100, 500)),
+    },
+    PriceSource {
+        field: "page_free",
+        source: "estimate: `free_hot_cold_page` onto the per-CPU list",
+        range: Some((100, 400)),
+    },
+    PriceSource {
+        field: "zero_page",
+        source: "estimate: `clear_page` of 4 KiB, in cache to from memory",
+        range: Some((500, 1500)),
+    },
+    PriceSource {
+        field: "pgd_ctor",
+        source: "estimate: `pgd_ctor` (kernel entries, `pgd_list_add` under `pgd_lock`) and `pgd_prepopulate_pmd`'s copy of the kernel PMD (4 KiB)",
+        range: Some((500, 3000)),
+    },
+    PriceSource {
+        field: "hypercall",
+        source: "estimate: a 32-bit PV guest's trap into Xen and back (no VMCS), as `xen-2007`",
+        range: Some((500, 2000)),
+    },
+    PriceSource {
+        field: "validate_entry",
+        source: "estimate: one empty entry in `alloc_l1_table`/`free_l1_table`'s loop (a load and a present-bit test)",
+        range: Some((4, 20)),
+    },
+    PriceSource {
+        field: "kernel_remap",
+        source: "estimate: one `update_va_mapping` of the direct map in a multicall batch (Xen's `mod_l1_entry`, the type reference, one INVLPG)",
+        range: Some((200, 1500)),
+    },
+    PriceSource {
+        field: "pool_op",
+        source: "estimate: a list push or pop under a spin lock",
+        range: Some((30, 150)),
+    },
+    PriceSource {
+        field: "iommu_unmap",
+        source: "estimate (`modern`): I/O PTE clear 10 + queued descriptor 50 + page invalidation 1000 + wait 500; `modern` prices an invalidate-and-wait at 1,000–2,000",
+        range: Some((1000, 3000)),
+    },
+    PriceSource {
+        field: "iommu_remap",
+        source: "estimate (`modern`): an I/O PTE set on coherent walks; `flush_iotlb_qi` returns at once for a non-present entry (Xen 4.x `qinval.c`)",
+        range: Some((10, 200)),
+    },
+    PriceSource {
+        field: "dma_map",
+        source: "estimate: `xen_swiotlb_map_page` without bouncing (pfn → mfn, a contiguity check); dom0's memory is mapped in the I/O tables at boot (S2.3)",
+        range: Some((100, 600)),
+    },
+    PriceSource {
+        field: "dma_unmap",
+        source: "estimate: `xen_swiotlb_unmap_page` without bouncing",
+        range: Some((50, 300)),
+    },
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// From the allocator every step runs once (entries per level); from the pool only the
+    /// pop, the PGD's constructor and (keeping the type only) the pin with its walk.
+    #[test]
+    fn the_pool_skips_the_allocator_the_clearing_and_the_type_change() {
+        let miss = alloc_steps(PtLevel::Pte, false, PoolKeeps::Type);
+        assert_eq!(
+            (miss.page_alloc, miss.zero, miss.pin, miss.iommu_unmap),
+            (1, 1, 1, 1)
+        );
+        assert_eq!(miss.validated_entries, 512);
+        let hit = alloc_steps(PtLevel::Pte, true, PoolKeeps::Type);
+        assert_eq!((hit.page_alloc, hit.iommu_unmap, hit.pin), (0, 0, 1));
+        let pinned = alloc_steps(PtLevel::Pte, true, PoolKeeps::Pin);
+        assert_eq!((pinned.pin, pinned.validated_entries), (0, 0));
+        // A PMD is validated through its PGD: no hypercall of its own.
+        assert_eq!(alloc_steps(PtLevel::Pmd, false, PoolKeeps::Type).pin, 0);
+        assert_eq!(alloc_steps(PtLevel::Pgd, true, PoolKeeps::Type).pgd_ctor, 1);
+        let c = XenPvCosts::default();
+        assert!(hit.alloc_cycles(&c) < miss.alloc_cycles(&c));
+        let free = free_steps(PtLevel::Pte, false, PoolKeeps::Type);
+        let pooled = free_steps(PtLevel::Pte, true, PoolKeeps::Type);
+        assert_eq!(
+            free.free_cycles(&c) - pooled.free_cycles(&c),
+            c.kernel_remap + c.iommu_remap + c.page_free - c.pool_op
+        );
+        assert_eq!(
+            (free.alloc_cycles(&c), miss.free_cycles(&c)),
+            (0, 0),
+            "alloc and free steps are priced apart"
+        );
+    }
+
+    /// Every estimated price of `XenPvCosts` has a source and its default lies in its range.
+    #[test]
+    fn every_price_has_a_source_and_a_range_around_its_value() {
+        let c = XenPvCosts::default();
+        for p in XEN_PV_PRICES {
+            let v = c.field(p.field).unwrap_or_else(|| panic!("{}", p.field));
+            let (lo, hi) = p.range.unwrap();
+            assert!(lo <= v && v <= hi, "{}: {v} outside {lo}–{hi}", p.field);
+        }
+    }
+}
