@@ -122,13 +122,19 @@ impl Host<Vtd> {
     /// # Panics
     /// As [`Host::with_unit`].
     pub fn new(cfg: HostConfig) -> Self {
+        Self::with_unit(cfg, Self::vtd(&cfg))
+    }
+
+    /// The VT-d unit [`Host::new`] drives: `cfg`'s cost and invalidation interface, `CAP.RWBF`
+    /// set, as on Yassour's machine (S1.10).
+    pub fn vtd(cfg: &HostConfig) -> Vtd {
         let icfg = VtdConfig {
             cost: cfg.cost,
             invalidation: cfg.invalidation,
             write_buffer_flush: true,
             ..VtdConfig::default()
         };
-        Self::with_unit(cfg, Vtd::new(icfg).expect("valid IOMMU config"))
+        Vtd::new(icfg).expect("valid IOMMU config")
     }
 }
 
