@@ -5,7 +5,7 @@
 //! (`device::StaleOracle`).
 //!
 //! ```text
-//!  Workload ──► Driver ─────►  DmaApi<NoIova, Strict, HypercallBackend<S>> ──► Host (VT-d)
+//!  Workload ──► Driver ─────►  DmaApi<NoIova, Strict, HypercallBackend<S, U>> ──► Host<U> (VT-d, or any unit)
 //!                 │               (Translation::Identity: DMA address = guest-physical)
 //!                 └─ after an unmap the device probes the pages no DMA uses any more
 //!                    (read, then write): each that goes through is a stale access (S1.11)
