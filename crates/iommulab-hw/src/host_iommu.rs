@@ -175,11 +175,12 @@ impl<U: RemapUnit> HostIommu<U> {
     /// with `merge`, page requests of one domain become the one request covering them all (a
     /// flush serves every mapping it covers, S1.10). Returns the requests submitted.
     pub fn submit_queued(&mut self, merge: bool) -> u64 {
-        if merge && self.queued.len() > 1 {
-            if let Some(covering) = Self::covering(&self.queued) {
-                self.queued.clear();
-                self.queued.push(covering);
-            }
+        if merge
+            && self.queued.len() > 1
+            && let Some(covering) = Self::covering(&self.queued)
+        {
+            self.queued.clear();
+            self.queued.push(covering);
         }
         let caps = self.unit.caps();
         for r in &mut self.queued {

@@ -304,7 +304,7 @@ impl DmaDebug {
                 self.stats.leaked += leak.count;
                 self.fail(DmaDebugError::Leaked {
                     device,
-                    count: leak.count as usize,
+                    count: usize::try_from(leak.count).unwrap_or(usize::MAX),
                     first: leak.first,
                 })
             }
