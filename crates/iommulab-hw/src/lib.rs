@@ -8,6 +8,7 @@
 //! | [`vtd`] | the Intel VT-d unit: root/context tables, second-level page tables, context cache | — |
 //! | [`tce`] | the TCE units, Calgary and DART: one flat table per bus, bit-exact entries (S2.1–S2.3) | — |
 //! | [`iotlb`] | set-associative, domain-tagged, LRU IOTLB | every unit |
+//! | [`host_iommu`] | `HostIommu`: the hypervisor side's owner of a unit (domains, PTEs, invalidation, translation) | the KVM, Xen and ExpEther hosts |
 //! | [`invalidate`] | invalidation requests (global/domain/page+mask), register vs queued | every unit |
 //! | [`fault`] | `Fault`, `FaultReason` and the bounded fault log | every unit |
 //! | [`memory`] | simulated physical memory holding translation tables | every unit |
@@ -30,6 +31,7 @@ pub mod cost;
 pub mod cpu_cache;
 pub mod error;
 pub mod fault;
+pub mod host_iommu;
 pub mod invalidate;
 pub mod iotlb;
 pub mod memory;
@@ -42,6 +44,7 @@ pub use cost::{CostModel, CostPreset};
 pub use cpu_cache::{CpuCache, CpuCacheConfig, CpuCacheStats};
 pub use error::MapError;
 pub use fault::{Fault, FaultReason};
+pub use host_iommu::{HostIommu, HostIommuStats};
 pub use invalidate::{InvRequest, InvalidationInterface};
 pub use iotlb::{Iotlb, IotlbConfig, IotlbStats};
 pub use stats::IommuStats;

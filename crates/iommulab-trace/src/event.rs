@@ -100,6 +100,12 @@ pub enum TraceDir {
     None = 3,
 }
 
+impl iommulab_base::dma_debug::Direction for TraceDir {
+    const BIDIRECTIONAL: Self = TraceDir::Bidirectional;
+    const TO_DEVICE: Self = TraceDir::ToDevice;
+    const FROM_DEVICE: Self = TraceDir::FromDevice;
+}
+
 impl TraceDir {
     /// The direction with this `u8` value.
     pub fn from_u8(v: u8) -> Option<Self> {

@@ -5,7 +5,7 @@
 //! (`device::StaleOracle`).
 //!
 //! ```text
-//!  Workload ──► Driver ─────►  DmaApi<NoIova, Strict, HypercallBackend<S>> ──► Host (VT-d)
+//!  Workload ──► Driver ─────►  DmaApi<NoIova, Strict, HypercallBackend<S, U>> ──► Host<U> (VT-d, or any unit)
 //!                 │               (Translation::Identity: DMA address = guest-physical)
 //!                 └─ after an unmap the device probes the pages no DMA uses any more
 //!                    (read, then write): each that goes through is a stale access (S1.11)
@@ -29,7 +29,7 @@ use crate::link::link_load;
 use crate::strategy::{CacheOnly, GuestStrategy, Strategy};
 use crate::{EvictionConfig, Lookahead, MapCacheStats, PageRef};
 use iommulab_base::addr::{Bdf, DmaDirection, Gpa, Iova, PAGE_4K, Pfn};
-use iommulab_hw::{CostModel, InvalidationInterface};
+use iommulab_hw::{CostModel, InvalidationInterface, RemapUnit, Vtd};
 use iommulab_os::device::AccessOutcome;
 use iommulab_os::dma::{BackendError, DeviceHandle, DmaApi, DmaConfig, DmaError, Translation};
 use iommulab_os::driver::{Driver, Hooks, Slot};
@@ -225,14 +225,14 @@ impl From<DmaError> for GuestError {
     }
 }
 
-/// The guest's DMA layer: [`DmaApi`] over a [`HypercallBackend`].
-pub type GuestDmaApi<S> = DmaApi<NoIova, Strict, HypercallBackend<S>>;
+/// The guest's DMA layer: [`DmaApi`] over a [`HypercallBackend`] to a host on unit `U`.
+pub type GuestDmaApi<S, U = Vtd> = DmaApi<NoIova, Strict, HypercallBackend<S, U>>;
 
-/// One guest running a workload (see the [module docs](self)): its DMA layer, its device and
-/// what the driver's hooks count.
+/// One guest running a workload (see the [module docs](self)) on a host whose remapping unit
+/// is `U` (VT-d by default): its DMA layer, its device and what the driver's hooks count.
 #[derive(Debug)]
-pub struct Guest<S: GuestStrategy> {
-    api: GuestDmaApi<S>,
+pub struct Guest<S: GuestStrategy, U: RemapUnit = Vtd> {
+    api: GuestDmaApi<S, U>,
     dev: DeviceHandle,
     hooks: GuestHooks,
 }
@@ -253,23 +253,47 @@ pub struct GuestHooks {
 }
 
 /// The driver of a guest's workload.
-pub type GuestDriver<'a, S> = Driver<'a, NoIova, Strict, HypercallBackend<S>, GuestHooks>;
+pub type GuestDriver<'a, S, U = Vtd> =
+    Driver<'a, NoIova, Strict, HypercallBackend<S, U>, GuestHooks>;
 
 /// The requester id the guest's driver binds (the host assigned it as [`GUEST_DEVICE`]).
 const DEVICE: Bdf = GUEST_DEVICE;
 
 impl<S: GuestStrategy> Guest<S> {
     /// A guest under `cfg` mapping with `strategy` (built by
-    /// [`with_strategy!`](crate::with_strategy) from the same `cfg`).
+    /// [`with_strategy!`](crate::with_strategy) from the same `cfg`), on a host with
+    /// Yassour's VT-d unit (S1.10).
     pub fn new(cfg: GuestConfig, strategy: S) -> Result<Self, GuestError> {
-        let host = Host::new(HostConfig {
-            guest_pages: cfg.guest_pages,
-            quota: cfg.guest_pages,
-            cost: cfg.cost,
-            invalidation: InvalidationInterface::Register,
-            invalidation_scope: cfg.host_invalidation,
-            ..HostConfig::default()
-        });
+        let host = Host::new(host_config(&cfg));
+        Self::on_host(cfg, strategy, host)
+    }
+}
+
+/// The host of a guest under `cfg`: its memory, no quota beyond it, the guest's prices.
+fn host_config(cfg: &GuestConfig) -> HostConfig {
+    HostConfig {
+        guest_pages: cfg.guest_pages,
+        quota: cfg.guest_pages,
+        cost: cfg.cost,
+        invalidation: InvalidationInterface::Register,
+        invalidation_scope: cfg.host_invalidation,
+        ..HostConfig::default()
+    }
+}
+
+impl<S: GuestStrategy, U: RemapUnit> Guest<S, U> {
+    /// A guest under `cfg` mapping with `strategy`, on a host that drives `unit` (any
+    /// remapping unit, e.g. a TCE unit; its table must cover the guest's memory, as the IOVA
+    /// of a guest page is its guest-physical address).
+    ///
+    /// # Panics
+    /// As [`Host::with_unit`].
+    pub fn with_unit(cfg: GuestConfig, strategy: S, unit: U) -> Result<Self, GuestError> {
+        let host = Host::with_unit(host_config(&cfg), unit);
+        Self::on_host(cfg, strategy, host)
+    }
+
+    fn on_host(cfg: GuestConfig, strategy: S, host: Host<U>) -> Result<Self, GuestError> {
         let backend = HypercallBackend::new(host, cfg.guest_pages, strategy, cfg.batching)?;
         let dma = DmaConfig {
             translation: Translation::Identity,
@@ -296,18 +320,18 @@ impl<S: GuestStrategy> Guest<S> {
     }
 
     /// The guest's DMA layer.
-    pub fn dma(&self) -> &GuestDmaApi<S> {
+    pub fn dma(&self) -> &GuestDmaApi<S, U> {
         &self.api
     }
 
     /// The backend: strategy, channel and host.
-    pub fn backend(&self) -> &HypercallBackend<S> {
+    pub fn backend(&self) -> &HypercallBackend<S, U> {
         self.api.backend()
     }
 
     /// A driver of this guest's device, for a caller that hands it ops one at a time
     /// ([`Driver::step`]); [`Guest::run`] runs a whole workload.
-    pub fn driver(&mut self, slots: usize) -> GuestDriver<'_, S> {
+    pub fn driver(&mut self, slots: usize) -> GuestDriver<'_, S, U> {
         Driver::new(
             &mut self.api,
             std::slice::from_ref(&self.dev),
@@ -335,7 +359,7 @@ impl<S: GuestStrategy> Guest<S> {
 
 impl GuestHooks {
     /// The result so far of the guest whose DMA layer is `api`.
-    pub fn result<S: GuestStrategy>(&self, api: &GuestDmaApi<S>) -> GuestResult {
+    pub fn result<S: GuestStrategy, U: RemapUnit>(&self, api: &GuestDmaApi<S, U>) -> GuestResult {
         let b = api.backend();
         let c = b.counters();
         let s = b.host().stats();
@@ -405,9 +429,9 @@ impl GuestHooks {
     }
 
     /// The host changes the map-cache quota at run time (S1.7; only `on-demand` has one).
-    pub fn set_quota<S: GuestStrategy>(
+    pub fn set_quota<S: GuestStrategy, U: RemapUnit>(
         &mut self,
-        api: &mut GuestDmaApi<S>,
+        api: &mut GuestDmaApi<S, U>,
         quota: u64,
     ) -> Result<(), GuestError> {
         self.quota = quota;
@@ -418,9 +442,9 @@ impl GuestHooks {
     /// to write each page of the buffer `[addr, addr + len)` that no DMA uses any more; each
     /// page it still reaches through the host IOMMU is a stale access (a stale write if it
     /// could write).
-    fn probe<S: GuestStrategy>(
+    fn probe<S: GuestStrategy, U: RemapUnit>(
         &mut self,
-        api: &mut GuestDmaApi<S>,
+        api: &mut GuestDmaApi<S, U>,
         dev: DeviceHandle,
         addr: Iova,
         len: u64,
@@ -437,7 +461,7 @@ impl GuestHooks {
     }
 }
 
-impl<S: GuestStrategy> Hooks<NoIova, Strict, HypercallBackend<S>> for GuestHooks {
+impl<S: GuestStrategy, U: RemapUnit> Hooks<NoIova, Strict, HypercallBackend<S, U>> for GuestHooks {
     type Error = GuestError;
 
     // The result reports what the workload did: its buffers still in flight stay mapped.
@@ -476,7 +500,7 @@ impl<S: GuestStrategy> Hooks<NoIova, Strict, HypercallBackend<S>> for GuestHooks
     #[inline(always)]
     fn after_unmap(
         &mut self,
-        api: &mut GuestDmaApi<S>,
+        api: &mut GuestDmaApi<S, U>,
         dev: DeviceHandle,
         s: &Slot<Gpa>,
         _access: &mut AccessOutcome,
@@ -494,7 +518,12 @@ impl<S: GuestStrategy> Hooks<NoIova, Strict, HypercallBackend<S>> for GuestHooks
     }
 
     #[inline(always)]
-    fn tick(&mut self, api: &mut GuestDmaApi<S>, _ios: u64, now_ns: u64) -> Result<(), GuestError> {
+    fn tick(
+        &mut self,
+        api: &mut GuestDmaApi<S, U>,
+        _ios: u64,
+        now_ns: u64,
+    ) -> Result<(), GuestError> {
         if let Some(q) = self.cfg.quota_policy.as_ref().map(|p| p.quota_at(now_ns))
             && q != self.quota
         {
@@ -685,12 +714,24 @@ pub fn run_guest<W: Workload<Phys = Gpa>>(
     cfg: &GuestConfig,
     lookahead: Option<Arc<Lookahead>>,
 ) -> Result<GuestResult, GuestError> {
+    let unit = Host::vtd(&host_config(cfg));
+    run_guest_on(w, cfg, lookahead, unit)
+}
+
+/// [`run_guest`] on a host that drives `unit` instead of Yassour's VT-d (see
+/// [`Guest::with_unit`]).
+pub fn run_guest_on<W: Workload<Phys = Gpa>, U: RemapUnit>(
+    w: &mut W,
+    cfg: &GuestConfig,
+    lookahead: Option<Arc<Lookahead>>,
+    unit: U,
+) -> Result<GuestResult, GuestError> {
     let planned = lookahead
         .as_ref()
         .filter(|_| cfg.eviction.is_offline())
         .map(|la| la.len() as u64);
     crate::with_strategy!(cfg, lookahead, s => {
-        let mut g = Guest::new(cfg.clone(), s)?;
+        let mut g = Guest::with_unit(cfg.clone(), s, unit)?;
         g.run(w)?;
         let seen = g.backend().strategy().cache_stats().map(|c| c.maps);
         if let (Some(lookahead), Some(maps)) = (planned, seen)
@@ -933,6 +974,56 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// The host's unit is a type parameter: the same guest workload on Yassour's VT-d and on
+    /// a Calgary TCE unit makes the same hypercalls with the same map and unmap requests (the
+    /// guest's strategy decides those), while the IOMMU's share of the cycles is each unit's
+    /// own (VT-d's multi-level PTE writes and page-selective invalidations vs Calgary's
+    /// 8-byte TCE writes and whole-cache flushes).
+    #[test]
+    fn a_guest_runs_on_vtd_and_on_calgary_with_the_same_requests() {
+        use iommulab_hw::{Calgary, TceConfig};
+        let cfg = GuestConfig {
+            quota: 16,
+            guest_pages: 1 << 19,
+            ..GuestConfig::default()
+        };
+        let lru = || OnDemand::<Lru>::new(&cfg, &LruConfig::default(), None).unwrap();
+        let mut vtd = on_demand_lru(&cfg);
+        vtd.run(&mut netperf()).unwrap();
+        let tce = TceConfig {
+            table_entries: cfg.guest_pages,
+            cost: cfg.cost,
+            ..TceConfig::default()
+        };
+        let mut calgary = Guest::with_unit(cfg.clone(), lru(), Calgary::new(tce).unwrap()).unwrap();
+        calgary.run(&mut netperf()).unwrap();
+        let (v, c) = (vtd.result(), calgary.result());
+        assert!(v.map_requests > 0 && v.unmap_requests > 0);
+        let requests = |r: &GuestResult| {
+            (
+                r.maps,
+                r.hits,
+                r.misses,
+                r.hypercalls,
+                r.map_requests,
+                r.unmap_requests,
+                r.pinned_at_end,
+            )
+        };
+        assert_eq!(requests(&c), requests(&v));
+        assert_eq!((c.faulted_accesses, v.faulted_accesses), (0, 0));
+        assert_ne!(c.cycles, v.cycles);
+        // The host's own work (transitions, bookkeeping) is the same on both: the whole
+        // difference is the units' table writes and invalidations.
+        fn own<U: RemapUnit>(host: &Host<U>) -> u64 {
+            host.stats().cycles - host.unit().cpu_cycles().get()
+        }
+        let unit_v = vtd.backend().host().unit().cpu_cycles().get();
+        let unit_c = calgary.backend().host().unit().cpu_cycles().get();
+        assert_eq!(own(vtd.backend().host()), own(calgary.backend().host()));
+        assert_ne!(unit_v, unit_c);
     }
 
     /// S1.7: a cooperative guest's quota follows Mmax − B(t); inflating the balloon at run

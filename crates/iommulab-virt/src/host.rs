@@ -37,10 +37,16 @@
 //!   page-selective request per cleared PTE, for comparison.
 //! - **Pin table.** A pin count (4 bytes) and the PTE permission (1 byte) per page of
 //!   guest memory, a flat array: 5 MiB for a 4 GiB guest.
+//! - **The unit** is owned through [`HostIommu`], the hypervisor side's one owner of a
+//!   remapping unit (Xen's PV hypervisor, its protection coupling and the ExpEther host use
+//!   it too): it sets and clears PTEs, widens and submits the queued invalidations and
+//!   translates the device's accesses. The pin table, the quota, gfn → hfn and the
+//!   invalidation scope are this host's policy and stay here.
 
 use serde::{Deserialize, Serialize};
 
 use iommulab_base::addr::{Access, Bdf, DomainId, Gpa, Hpa, Iova, Perm, Pfn};
+use iommulab_hw::host_iommu::HostIommu;
 use iommulab_hw::{CostModel, Fault, InvRequest, InvalidationInterface, RemapUnit, Vtd, VtdConfig};
 
 use super::hypercall::{HostStats, Hypercall, HypercallError};
@@ -91,7 +97,7 @@ impl Default for HostConfig {
 #[derive(Clone, Debug)]
 pub struct Host<U = Vtd> {
     cfg: HostConfig,
-    unit: U,
+    iommu: HostIommu<U>,
     domain: DomainId,
     bdf: Bdf,
     /// Pin count per guest page.
@@ -106,7 +112,6 @@ pub struct Host<U = Vtd> {
     /// Validation scratch: the pin counts a batch's tentative application changed, with
     /// their values before it (restored after the checks).
     journal: Vec<(usize, u32)>,
-    inv: Vec<InvRequest>,
 }
 
 /// The assigned device's requester id.
@@ -122,13 +127,19 @@ impl Host<Vtd> {
     /// # Panics
     /// As [`Host::with_unit`].
     pub fn new(cfg: HostConfig) -> Self {
+        Self::with_unit(cfg, Self::vtd(&cfg))
+    }
+
+    /// The VT-d unit [`Host::new`] drives: `cfg`'s cost and invalidation interface, `CAP.RWBF`
+    /// set, as on Yassour's machine (S1.10).
+    pub fn vtd(cfg: &HostConfig) -> Vtd {
         let icfg = VtdConfig {
             cost: cfg.cost,
             invalidation: cfg.invalidation,
             write_buffer_flush: true,
             ..VtdConfig::default()
         };
-        Self::with_unit(cfg, Vtd::new(icfg).expect("valid IOMMU config"))
+        Vtd::new(icfg).expect("valid IOMMU config")
     }
 }
 
@@ -139,18 +150,20 @@ impl<U: RemapUnit> Host<U> {
     /// If `guest_pages + hfn_offset` does not fit the 52-bit host frame field or the guest
     /// memory exceeds 48-bit addresses (not a realistic guest), or if `unit` already has
     /// domain 1 or the guest's device.
-    pub fn with_unit(cfg: HostConfig, mut unit: U) -> Self {
+    pub fn with_unit(cfg: HostConfig, unit: U) -> Self {
         assert!(
             cfg.guest_pages <= 1 << 36 && cfg.hfn_offset <= 1 << 38,
             "guest memory beyond 48-bit addresses"
         );
         let domain = DomainId::new(1);
-        unit.create_domain(domain).expect("fresh domain");
-        unit.attach(GUEST_DEVICE, domain).expect("fresh device");
+        let mut iommu = HostIommu::new(unit);
+        iommu
+            .add_domain(domain, &[GUEST_DEVICE])
+            .expect("fresh domain and device");
         let n = usize::try_from(cfg.guest_pages).expect("guest pages fit usize");
         Self {
             cfg,
-            unit,
+            iommu,
             domain,
             bdf: GUEST_DEVICE,
             pins: vec![0; n],
@@ -159,7 +172,6 @@ impl<U: RemapUnit> Host<U> {
             stats: HostStats::default(),
             own_cycles: 0,
             journal: Vec::new(),
-            inv: Vec::new(),
         }
     }
 
@@ -200,21 +212,21 @@ impl<U: RemapUnit> Host<U> {
     /// The counters; `cycles` includes the IOMMU's.
     pub fn stats(&self) -> HostStats {
         let mut s = self.stats;
-        s.cycles = self.own_cycles + self.unit.cpu_cycles().get();
+        s.cycles = self.own_cycles + self.iommu.cpu_cycles().get();
         s
     }
 
     /// The guest's remapping unit (read-only: the stale-access oracle reads translations
     /// through [`Host::device_access`]).
     pub fn unit(&self) -> &U {
-        &self.unit
+        self.iommu.unit()
     }
 
     /// The assigned device accesses guest page `gfn` (its DMA address is the gpa), through
     /// the IOMMU and its IOTLB; `Ok` when the access goes through.
     pub fn device_access(&mut self, gfn: Pfn<Gpa>, access: Access) -> Result<Pfn<Hpa>, Fault> {
         let iova = Iova::new(gfn.get() << 12);
-        self.unit
+        self.iommu
             .translate(self.bdf, iova, access)
             .map(|h| Pfn::new(h.get() >> 12))
     }
@@ -293,20 +305,19 @@ impl<U: RemapUnit> Host<U> {
 
     fn apply(&mut self, call: &Hypercall) {
         let c = self.cfg.cost;
-        self.inv.clear();
         let mut set_any = false;
         for &g in &call.unmap {
             #[allow(clippy::cast_possible_truncation)]
             let i = g.get() as usize;
             self.pins[i] -= 1;
             if self.pins[i] == 0 {
-                self.unit
-                    .unmap_range(self.domain, Self::iova(g.get()), 1)
+                self.iommu
+                    .clear(self.domain, Self::iova(g.get()), 1)
                     .expect("pinned page is mapped");
                 self.perms[i] = 0;
                 self.pinned -= 1;
                 self.stats.ptes_cleared += 1;
-                self.inv.push(InvRequest::Page {
+                self.iommu.queue_invalidation(InvRequest::Page {
                     domain: self.domain,
                     pfn: Self::iova(g.get()),
                     order: 0,
@@ -323,10 +334,10 @@ impl<U: RemapUnit> Host<U> {
                 let merged = have | want;
                 if self.pins[i] > 1 {
                     // Widen the permission: rewrite the PTE, drop the cached narrower one.
-                    self.unit
-                        .unmap_range(self.domain, Self::iova(g.get()), 1)
+                    self.iommu
+                        .clear(self.domain, Self::iova(g.get()), 1)
                         .expect("pinned page is mapped");
-                    self.inv.push(InvRequest::Page {
+                    self.iommu.queue_invalidation(InvRequest::Page {
                         domain: self.domain,
                         pfn: Self::iova(g.get()),
                         order: 0,
@@ -335,33 +346,19 @@ impl<U: RemapUnit> Host<U> {
                     self.pinned += 1;
                 }
                 let p = Perm::from_bits(merged & 1 != 0, merged & 2 != 0).unwrap_or(perm);
-                self.unit
-                    .map_range(self.domain, Self::iova(g.get()), self.hfn(g), 1, p)
+                self.iommu
+                    .set(self.domain, Self::iova(g.get()), self.hfn(g), 1, p)
                     .expect("page checked unmapped and in range");
                 self.perms[i] = merged;
                 self.stats.ptes_set += 1;
                 set_any = true;
             }
         }
-        if self.cfg.invalidation_scope == InvalidationScope::Call && self.inv.len() > 1 {
-            // Every request is a one-page block of this domain: one covering them all.
-            let pages = self.inv.iter().filter_map(InvRequest::page_block);
-            let lo = pages.clone().map(|(s, _)| s).min().unwrap_or(0);
-            let hi = pages.map(|(_, e)| e).max().unwrap_or(lo + 1);
-            self.inv.clear();
-            self.inv
-                .push(InvRequest::covering(self.domain, Pfn::new(lo), hi - lo));
-        }
-        if !self.inv.is_empty() {
-            let caps = self.unit.caps();
-            for r in &mut self.inv {
-                *r = caps.widen(*r);
-            }
-            self.unit.invalidate(&self.inv);
-            self.stats.iotlb_invalidations += self.inv.len() as u64;
-        }
+        // `call`: one request covering every page the call cleared (S1.10).
+        let merge = self.cfg.invalidation_scope == InvalidationScope::Call;
+        self.stats.iotlb_invalidations += self.iommu.submit_queued(merge);
         if set_any {
-            self.unit.after_map();
+            self.iommu.after_map();
             self.stats.write_buffer_flushes += 1;
         }
         let (nu, nm) = (call.unmap.len() as u64, call.map.len() as u64);
@@ -385,7 +382,7 @@ impl<U: RemapUnit> Host<U> {
         }
         for (i, (&p, &perm)) in self.pins.iter().zip(&self.perms).enumerate() {
             let mapped = self
-                .unit
+                .iommu
                 .lookup(self.domain, Self::iova(i as u64))
                 .is_some();
             if (p > 0) != mapped || (p > 0) != (perm != 0) {

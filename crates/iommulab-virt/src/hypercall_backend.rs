@@ -37,6 +37,7 @@ use iommulab_hw::error::MapError;
 use iommulab_hw::fault::Fault;
 use iommulab_hw::invalidate::InvRequest;
 use iommulab_hw::unit::{InvalidationCaps, RemapUnit};
+use iommulab_hw::vtd::Vtd;
 use iommulab_os::dma::backend::{BackendError, MapAttrs, MapBackend};
 
 /// How map and unmap requests are packed into hypercalls (S1.6; table in the module docs).
@@ -81,18 +82,19 @@ impl Batching {
     }
 }
 
-/// The hypercall channel to the host: the pending [`Hypercall`] and the batching mode that
-/// decides when it is sent. Strategies queue requests here.
+/// The hypercall channel to the host (over remapping unit `U`, VT-d by default): the pending
+/// [`Hypercall`] and the batching mode that decides when it is sent. Strategies queue
+/// requests here.
 #[derive(Debug)]
-pub struct Channel {
-    host: Host,
+pub struct Channel<U = Vtd> {
+    host: Host<U>,
     call: Hypercall,
     batching: Batching,
 }
 
-impl Channel {
+impl<U: RemapUnit> Channel<U> {
     /// A channel to `host` with `batching`.
-    pub fn new(host: Host, batching: Batching) -> Self {
+    pub fn new(host: Host<U>, batching: Batching) -> Self {
         Self {
             host,
             call: Hypercall::new(),
@@ -101,7 +103,7 @@ impl Channel {
     }
 
     /// The host.
-    pub fn host(&self) -> &Host {
+    pub fn host(&self) -> &Host<U> {
         &self.host
     }
 
@@ -223,12 +225,12 @@ pub struct PageCounters {
     pub refused: u64,
 }
 
-/// A guest's map backend: strategy `S` over a hypercall [`Channel`] to its [`Host`] (see
-/// the [module docs](self)).
+/// A guest's map backend: strategy `S` over a hypercall [`Channel`] to its [`Host`] on
+/// remapping unit `U` (VT-d by default; see the [module docs](self)).
 #[derive(Debug)]
-pub struct HypercallBackend<S> {
+pub struct HypercallBackend<S, U = Vtd> {
     strategy: S,
-    ch: Channel,
+    ch: Channel<U>,
     guest_pages: u64,
     counters: PageCounters,
     /// Host counters after setup (`direct` maps all guest memory first).
@@ -241,12 +243,12 @@ pub struct HypercallBackend<S> {
     mapped_ok: Vec<Pfn<Gpa>>,
 }
 
-impl<S: GuestStrategy> HypercallBackend<S> {
+impl<S: GuestStrategy, U: RemapUnit> HypercallBackend<S, U> {
     /// A guest of `guest_pages` pages whose device the host assigned with `host`'s unit,
     /// mapping under `strategy` with `batching`. The host's quota is the strategy's; the
     /// strategy's setup (`direct`: all guest memory) runs here and is not counted.
     pub fn new(
-        mut host: Host,
+        mut host: Host<U>,
         guest_pages: u64,
         mut strategy: S,
         batching: Batching,
@@ -267,7 +269,7 @@ impl<S: GuestStrategy> HypercallBackend<S> {
     }
 
     /// The host.
-    pub fn host(&self) -> &Host {
+    pub fn host(&self) -> &Host<U> {
         self.ch.host()
     }
 
@@ -387,7 +389,7 @@ impl<S: GuestStrategy> HypercallBackend<S> {
     }
 }
 
-impl<S: GuestStrategy> MapBackend for HypercallBackend<S> {
+impl<S: GuestStrategy, U: RemapUnit> MapBackend for HypercallBackend<S, U> {
     type Phys = Gpa;
     const NAME: &'static str = "hypercall";
 

@@ -57,7 +57,7 @@ pub use eviction::{
 };
 pub use guest::{
     Guest, GuestConfig, GuestDmaApi, GuestDriver, GuestError, GuestHooks, GuestResult, PageRun,
-    for_each_guest_page_ref, for_each_guest_page_run, guest_page_refs, run_guest,
+    for_each_guest_page_ref, for_each_guest_page_run, guest_page_refs, run_guest, run_guest_on,
 };
 pub use host::{Host, HostConfig, InvalidationScope};
 pub use hypercall::{HostStats, Hypercall, HypercallError};

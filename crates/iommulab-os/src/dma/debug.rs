@@ -5,14 +5,20 @@
 //!
 //! Unlike Linux, which warns and carries on, a finding here is an error value returned
 //! *before* the DMA layer changes anything, so the simulated state stays consistent and the
-//! run can continue. The checker costs a hash-map operation per call, so benchmarks leave it
-//! off unless asked (`--dma-debug`).
-
-use std::collections::{HashMap, HashSet};
+//! run can continue: of several findings against one call, the first in Linux's order. The
+//! rules themselves (which live entry an unmap means, what it must repeat, double unmap vs
+//! never mapped, leaks) are the trace checker's too, written once in
+//! [`iommulab_base::dma_debug`]; this file keeps the live mappings and turns a rule's
+//! finding into a [`DmaDebugError`]. The checker costs a hash-map operation per call, so
+//! benchmarks leave it off unless asked (`--dma-debug`).
 
 use serde::{Deserialize, Serialize};
 
 use iommulab_base::addr::{DmaDirection, Iova};
+use iommulab_base::dma_debug::{
+    self as rules, Claim, MapType, Mismatch, NotLive, RecentlyUnmapped,
+};
+use iommulab_base::hash::AddrHashMap;
 
 /// How a mapping was made (an `unmap_single` of an sg mapping is a bug, and vice versa).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -119,11 +125,30 @@ pub struct DebugStats {
     pub leaked: u64,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Record {
-    len: u64,
-    dir: DmaDirection,
-    kind: MapKind,
+impl MapKind {
+    /// The rules' view of a mapping of this kind: Linux's entry type and `sg_call_ents`.
+    fn claim(self, len: u64, dir: DmaDirection) -> Claim<DmaDirection> {
+        let (ty, sg_nents) = match self {
+            MapKind::Single => (MapType::Single, 0),
+            MapKind::Sg { nents } => (MapType::Sg, u32::try_from(nents).unwrap_or(u32::MAX)),
+        };
+        Claim {
+            size: len,
+            ty,
+            dir,
+            sg_nents,
+        }
+    }
+
+    /// The kind a recorded claim was mapped as (the DMA API maps singles and lists only).
+    fn of(c: &Claim<DmaDirection>) -> MapKind {
+        match c.ty {
+            MapType::Sg => MapKind::Sg {
+                nents: c.sg_nents as usize,
+            },
+            _ => MapKind::Single,
+        }
+    }
 }
 
 /// The checker's memory of live and recently unmapped mappings.
@@ -132,12 +157,12 @@ pub struct DmaDebug {
     /// Live mappings by (device, DMA address). Several may share an address in passthrough
     /// mode, where the DMA address is the physical one and a driver may map one buffer twice
     /// (Linux's dma-debug keeps duplicate entries in its hash buckets too).
-    live: HashMap<(u16, u64), Vec<Record>>,
+    live: AddrHashMap<(u16, u64), Vec<Claim<DmaDirection>>>,
     /// Whether every live mapping must have its own address: true behind an IOMMU, whose
     /// allocator hands out distinct IOVAs, so a repeat is a bug of the DMA layer itself.
     unique_addresses: bool,
     /// Addresses unmapped and not mapped again since: tells "double unmap" from "never mapped".
-    unmapped: HashSet<(u16, u64)>,
+    unmapped: RecentlyUnmapped<()>,
     stats: DebugStats,
 }
 
@@ -183,11 +208,11 @@ impl DmaDebug {
         dir: DmaDirection,
         kind: MapKind,
     ) {
-        self.unmapped.remove(&(device, addr.get()));
+        self.unmapped.remove((device, addr.get()));
         self.live
             .entry((device, addr.get()))
             .or_default()
-            .push(Record { len, dir, kind });
+            .push(kind.claim(len, dir));
     }
 
     /// Checks an unmap against the recorded mapping; on success forgets the mapping.
@@ -202,48 +227,46 @@ impl DmaDebug {
     ) -> Result<(), DmaDebugError> {
         let key = (device, addr.get());
         let addr = addr.get();
-        let wanted = Record { len, dir, kind };
-        let Some(recs) = self.live.get(&key) else {
-            return if self.unmapped.contains(&key) {
-                self.fail(DmaDebugError::DoubleUnmap { device, addr })
-            } else {
-                self.fail(DmaDebugError::NotMapped { device, addr })
+        let wanted = kind.claim(len, dir);
+        let found = self.live.get(&key).and_then(|recs| {
+            rules::best_fit(recs.iter().copied().enumerate(), &wanted).map(|i| (i, recs[i]))
+        });
+        let Some((index, rec)) = found else {
+            // The checker sees every mapping from the start: from boot.
+            return match NotLive::classify(self.unmapped.contains(key), true) {
+                NotLive::DoubleUnmap => self.fail(DmaDebugError::DoubleUnmap { device, addr }),
+                NotLive::NeverMapped | NotLive::BeforeTracing => {
+                    self.fail(DmaDebugError::NotMapped { device, addr })
+                }
             };
         };
-        // An exact match among the mappings at this address, or a report against the first.
-        let (index, rec) = match recs.iter().position(|r| *r == wanted) {
-            Some(i) => (i, recs[i]),
-            None => (usize::MAX, recs[0]),
-        };
-        if rec.kind != kind {
-            return self.fail(DmaDebugError::KindMismatch {
-                device,
-                addr,
-                mapped: rec.kind,
-                unmapped: kind,
-            });
-        }
-        if rec.len != len {
-            return self.fail(DmaDebugError::LengthMismatch {
-                device,
-                addr,
-                mapped: rec.len,
-                unmapped: len,
-            });
-        }
-        if rec.dir != dir {
-            return self.fail(DmaDebugError::DirectionMismatch {
-                device,
-                addr,
-                mapped: rec.dir,
-                unmapped: dir,
+        if let Some(m) = rules::mismatches(&rec, &wanted).next() {
+            return self.fail(match m {
+                Mismatch::Size => DmaDebugError::LengthMismatch {
+                    device,
+                    addr,
+                    mapped: rec.size,
+                    unmapped: len,
+                },
+                Mismatch::Type | Mismatch::SgCount => DmaDebugError::KindMismatch {
+                    device,
+                    addr,
+                    mapped: MapKind::of(&rec),
+                    unmapped: kind,
+                },
+                Mismatch::Direction => DmaDebugError::DirectionMismatch {
+                    device,
+                    addr,
+                    mapped: rec.dir,
+                    unmapped: dir,
+                },
             });
         }
         if let Some(recs) = self.live.get_mut(&key) {
             recs.swap_remove(index);
             if recs.is_empty() {
                 self.live.remove(&key);
-                self.unmapped.insert(key);
+                self.unmapped.insert(key, ());
             }
         }
         Ok(())
@@ -255,25 +278,34 @@ impl DmaDebug {
             .live
             .iter()
             .filter(|((d, _), _)| *d == device)
-            .flat_map(|(&(_, a), rs)| rs.iter().map(move |r| (Iova::new(a), r.len, r.dir, r.kind)))
+            .flat_map(|(&(_, a), rs)| {
+                rs.iter()
+                    .map(move |r| (Iova::new(a), r.size, r.dir, MapKind::of(r)))
+            })
             .collect();
         v.sort_by_key(|e| e.0);
         v
     }
 
-    /// Forgets everything about `device` and reports its leaked mappings, if any.
+    /// Forgets everything about `device` and reports its leaked mappings, if any (named by
+    /// the lowest address).
     pub fn on_detach(&mut self, device: u16) -> Result<(), DmaDebugError> {
-        let leaked = self.live_of(device);
+        let leaks = rules::leaks_per_device(
+            self.live
+                .iter()
+                .filter(|((d, _), _)| *d == device)
+                .flat_map(|(&(d, a), rs)| rs.iter().map(move |_| (d, a, a))),
+        );
         self.live.retain(|(d, _), _| *d != device);
-        self.unmapped.retain(|(d, _)| *d != device);
-        match leaked.first() {
+        self.unmapped.forget_device(device);
+        match leaks.get(&device) {
             None => Ok(()),
-            Some(first) => {
-                self.stats.leaked += leaked.len() as u64;
+            Some(leak) => {
+                self.stats.leaked += leak.count;
                 self.fail(DmaDebugError::Leaked {
                     device,
-                    count: leaked.len(),
-                    first: first.0.get(),
+                    count: usize::try_from(leak.count).unwrap_or(usize::MAX),
+                    first: leak.first,
                 })
             }
         }

@@ -16,8 +16,13 @@
 //! bridge (in the role of the SR-PCIM) owns the PF: it enables SR-IOV and places the VF BARs
 //! in a device address space no host sees. The destination address of a VF's DMA is not
 //! translated: the host's driver programmed the VF with addresses of its own space (S4.3).
+//!
+//! Each host owns its unit through [`HostIommu`], the hypervisor side's one owner of a
+//! remapping unit (the KVM and Xen hosts use it too); here it only translates: the host's
+//! own DMA layer maps its buffers.
 
 use iommulab_base::addr::{Access, Bdf, Hpa, Iova};
+use iommulab_hw::host_iommu::HostIommu;
 use iommulab_hw::{Fault, RemapUnit};
 
 use crate::config::header::{self, Bar, BarKind, COMMAND_BUS_MASTER, Ids};
@@ -377,7 +382,7 @@ pub struct Host<U> {
     /// The host's VLAN (its group).
     pub vlan: u16,
     /// The host's remapping unit.
-    pub iommu: U,
+    pub iommu: HostIommu<U>,
 }
 
 /// What a device's memory request did at a host.

@@ -2,7 +2,7 @@
 //! VLAN, virtual endpoint and IOMMU (S4.2, S4.3).
 
 use iommulab_base::addr::{Bdf, DomainId, Hpa, Iova, Perm, Pfn};
-use iommulab_hw::{FaultReason, Vtd, VtdConfig};
+use iommulab_hw::{FaultReason, HostIommu, Vtd, VtdConfig};
 use proptest::prelude::*;
 
 use super::frame::{Frame, FrameKind, Mac};
@@ -166,10 +166,8 @@ fn the_switch_keeps_each_group_to_itself() {
 }
 
 fn vtd_host(vlan: u16) -> Host<Vtd> {
-    let mut iommu = Vtd::new(VtdConfig::default()).unwrap();
-    let d = DomainId::new(1);
-    iommu.create_domain(d).unwrap();
-    iommu.attach(ve_rid(), d).unwrap();
+    let mut iommu = HostIommu::new(Vtd::new(VtdConfig::default()).unwrap());
+    iommu.add_domain(DomainId::new(1), &[ve_rid()]).unwrap();
     Host { vlan, iommu }
 }
 
@@ -184,7 +182,7 @@ fn vf_dma_goes_through_its_own_hosts_iommu() {
     // Host 20 maps IOVA page 0x100 to its frame 0x5000, for device reads and writes.
     hosts[1]
         .iommu
-        .map_range(
+        .set(
             DomainId::new(1),
             Pfn::<Iova>::new(0x100),
             Pfn::<Hpa>::new(0x5000),
@@ -217,7 +215,7 @@ fn vf_dma_goes_through_its_own_hosts_iommu() {
     assert_eq!(
         hosts
             .iter()
-            .map(|h| h.iommu.faults().len())
+            .map(|h| h.iommu.unit().faults().len())
             .collect::<Vec<_>>(),
         [0, 1, 0]
     );

@@ -18,7 +18,7 @@
 //! buffers in its IOMMU. Steady state encodes into fixed buffers: no allocation per TLP.
 
 use iommulab_base::addr::{Bdf, DomainId, Hpa, Iova, Perm, Pfn};
-use iommulab_hw::{Vtd, VtdConfig};
+use iommulab_hw::{HostIommu, Vtd, VtdConfig};
 
 use crate::bridge::frame::{Frame, FrameKind, Mac, WIRE_OVERHEAD_BYTES, frame_bytes};
 use crate::bridge::host_side::{ConfigRoute, VirtualSwitch};
@@ -188,14 +188,14 @@ impl TlpPath {
                 mac: Mac::local(h as u16 + 1),
                 vlans: vec![vlan(h)],
             });
-            let mut iommu = Vtd::new(VtdConfig::default()).map_err(|e| fail("IOMMU", e))?;
-            iommu.create_domain(DOMAIN).map_err(|e| fail("IOMMU", e))?;
+            let vtd = Vtd::new(VtdConfig::default()).map_err(|e| fail("IOMMU", e))?;
+            let mut iommu = HostIommu::new(vtd);
             iommu
-                .attach(ve_rid(), DOMAIN)
+                .add_domain(DOMAIN, &[ve_rid()])
                 .map_err(|e| fail("IOMMU", e))?;
             // Each host's buffers at its own frames (host h: 0x1000 * (h + 1) onwards).
             iommu
-                .map_range(
+                .set(
                     DOMAIN,
                     Pfn::<Iova>::new(BUFFER_IOVA >> 12),
                     Pfn::<Hpa>::new(0x1000 * (h as u64 + 1)),

@@ -3,43 +3,27 @@
 //! `dma_sync_*`, the leak report of `dma_debug_device_change`, and the DMA-mask test of
 //! dma-direct. Live mappings are Linux's `dma_debug_entry`s: one per `dma_map_*`/
 //! `dma_alloc*`, one per mapped segment of a `dma_map_sg` (tied together as a group here,
-//! since `dma_unmap_sg`'s event names the list by its physical addresses only).
+//! since `dma_unmap_sg`'s event names the list by its physical addresses only). The rules
+//! an event is measured against are the live checker's too, written once in
+//! [`iommulab_base::dma_debug`]; this file keeps the trace's live entries and sg lists and
+//! words each finding as the kernel prints it.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use super::cacheline::{ActiveCachelines, Insert};
 use super::iommu::{Backing, IommuState};
-use super::{At, Ctx, FindingKind, Flavour, Raw, Sink, UNMAPPED_MEMORY};
+use super::{At, Ctx, FindingKind, Flavour, Raw, Sink};
 use crate::{Event, EventKind, TraceDir};
+use iommulab_base::dma_debug::{
+    self as rules, Claim, DMA_MAPPING_ERROR, MapType, Mismatch, NotLive, RecentlyUnmapped,
+    SyncFinding,
+};
 use iommulab_base::hash::{AddrHashMap, FxHashMap};
-
-/// `DMA_MAPPING_ERROR`.
-const DMA_MAPPING_ERROR: u64 = u64::MAX;
 
 /// Entries a sync looks back over for one containing its range (Linux walks back hash
 /// buckets similarly far).
 const SYNC_LOOKBACK: usize = 64;
-
-/// Linux's entry types (`type2name`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum MapType {
-    Single,
-    Sg,
-    Coherent,
-    Resource,
-}
-
-impl MapType {
-    fn name(self) -> &'static str {
-        match self {
-            MapType::Single => "single",
-            MapType::Sg => "scatter-gather",
-            MapType::Coherent => "coherent",
-            MapType::Resource => "resource",
-        }
-    }
-}
 
 fn dir_name(d: TraceDir) -> &'static str {
     match d {
@@ -70,6 +54,18 @@ struct Entry {
     at: At,
 }
 
+impl Entry {
+    /// The fields an unmap is compared against.
+    fn claim(&self) -> Claim<TraceDir> {
+        Claim {
+            size: self.size,
+            ty: self.ty,
+            dir: self.dir,
+            sg_nents: self.sg_nents,
+        }
+    }
+}
+
 /// A mapped scatter-gather list.
 #[derive(Debug)]
 struct Group {
@@ -90,36 +86,8 @@ struct OpenList {
     segs: Vec<Event>,
 }
 
-/// The recently unmapped addresses, in two generations of at most [`UNMAPPED_MEMORY`]
-/// each: when the newer fills up it becomes the older and the older is dropped, so memory
-/// stays constant and the last `UNMAPPED_MEMORY` unmaps at least are remembered.
-#[derive(Debug, Default)]
-struct Recent {
-    new: AddrHashMap<(u16, u64), (At, At)>,
-    old: AddrHashMap<(u16, u64), (At, At)>,
-}
-
-impl Recent {
-    fn insert(&mut self, key: (u16, u64), v: (At, At)) {
-        if self.new.len() >= UNMAPPED_MEMORY {
-            self.old = std::mem::take(&mut self.new);
-        }
-        self.new.insert(key, v);
-    }
-
-    fn get(&self, key: (u16, u64)) -> Option<(At, At)> {
-        self.new.get(&key).or_else(|| self.old.get(&key)).copied()
-    }
-
-    fn remove(&mut self, key: (u16, u64)) {
-        if !self.new.is_empty() {
-            self.new.remove(&key);
-        }
-        if !self.old.is_empty() {
-            self.old.remove(&key);
-        }
-    }
-}
+/// Recently unmapped (device, DMA address) → (map, unmap) sites.
+type Recent = RecentlyUnmapped<(At, At)>;
 
 /// Key of a live entry: (device, DMA address, sequence number).
 type Key = (u16, u64, u64);
@@ -358,26 +326,14 @@ impl DmaState {
         dir: TraceDir,
         nents: u32,
     ) -> Option<Key> {
-        let mut best: Option<(Key, u32)> = None;
-        let mut matches = 0;
-        for (k, e) in self.live.range((dev, dma, 0)..=(dev, dma, u64::MAX)) {
-            matches += 1;
-            let lvl = u32::from(e.size == size)
-                + u32::from(e.ty == ty)
-                + u32::from(e.dir == dir)
-                + u32::from(e.sg_nents == nents);
-            if lvl == 4 {
-                return Some(*k);
-            }
-            if best.is_none_or(|(_, l)| lvl > l) {
-                best = Some((*k, lvl));
-            }
-        }
-        if matches == 1 {
-            best.map(|(k, _)| k)
-        } else {
-            None
-        }
+        let wanted = Claim {
+            size,
+            ty,
+            dir,
+            sg_nents: nents,
+        };
+        let here = self.live.range((dev, dma, 0)..=(dev, dma, u64::MAX));
+        rules::best_fit(here.map(|(k, e)| (*k, e.claim())), &wanted)
     }
 
     /// `check_unmap` for single/resource/coherent unmaps.
@@ -455,8 +411,12 @@ impl DmaState {
     /// remembered as unmapped: a second unmap is a double unmap). Returns whether the
     /// mapping is unknown (its page-table events are then claimed without a check).
     fn not_allocated(&mut self, dev: u16, dma: u64, size: u64, at: At, sink: &mut Sink) -> bool {
-        let (kind, map, detail) = match self.unmapped.get((dev, dma)) {
-            Some((map, first_unmap)) => (
+        let recent = self.unmapped.get((dev, dma));
+        let (kind, map, detail) = match (
+            NotLive::classify(recent.is_some(), self.from_boot),
+            recent,
+        ) {
+            (NotLive::DoubleUnmap, Some((map, first_unmap))) => (
                 FindingKind::DoubleUnmap,
                 Some(map),
                 format!(
@@ -464,13 +424,13 @@ impl DmaState {
                     first_unmap.line
                 ),
             ),
-            None if !self.from_boot => {
+            (NotLive::BeforeTracing, _) => {
                 self.before_tracing += 1;
                 // The map is unknown (line 0: no site).
                 self.remember_unmap((dev, dma), At::default(), at);
                 return true;
             }
-            None => (
+            _ => (
                 FindingKind::UnmapNotMapped,
                 None,
                 format!("[device address={dma:#018x}] [size={size} bytes] never mapped"),
@@ -511,40 +471,43 @@ impl DmaState {
                 detail,
             });
         };
-        if size != entry.size {
-            emit(
-                FindingKind::UnmapSizeMismatch,
-                format!(
-                    "[device address={dma:#018x}] [map size={} bytes] [unmap size={size} bytes]",
-                    entry.size
+        let wanted = Claim {
+            size,
+            ty,
+            dir,
+            sg_nents: nents,
+        };
+        for m in rules::mismatches(&entry.claim(), &wanted) {
+            let (kind, detail) = match m {
+                Mismatch::Size => (
+                    FindingKind::UnmapSizeMismatch,
+                    format!(
+                        "[device address={dma:#018x}] [map size={} bytes] [unmap size={size} bytes]",
+                        entry.size
+                    ),
                 ),
-            );
-        }
-        if ty != entry.ty {
-            emit(
-                FindingKind::UnmapWrongFunction,
-                format!(
-                    "[device address={dma:#018x}] [size={size} bytes] [mapped as {}] [unmapped as {}]",
-                    entry.ty.name(),
-                    ty.name()
+                Mismatch::Type => (
+                    FindingKind::UnmapWrongFunction,
+                    format!(
+                        "[device address={dma:#018x}] [size={size} bytes] [mapped as {}] [unmapped as {}]",
+                        entry.ty.name(),
+                        ty.name()
+                    ),
                 ),
-            );
-        }
-        if nents != 0 && ty == MapType::Sg && nents != entry.sg_nents {
-            emit(
-                FindingKind::UnmapSgCountMismatch,
-                format!("[map count={}] [unmap count={nents}]", entry.sg_nents),
-            );
-        }
-        if dir != entry.dir {
-            emit(
-                FindingKind::UnmapDirectionMismatch,
-                format!(
-                    "[device address={dma:#018x}] [size={size} bytes] [mapped with {}] [unmapped with {}]",
-                    dir_name(entry.dir),
-                    dir_name(dir)
+                Mismatch::SgCount => (
+                    FindingKind::UnmapSgCountMismatch,
+                    format!("[map count={}] [unmap count={nents}]", entry.sg_nents),
                 ),
-            );
+                Mismatch::Direction => (
+                    FindingKind::UnmapDirectionMismatch,
+                    format!(
+                        "[device address={dma:#018x}] [size={size} bytes] [mapped with {}] [unmapped with {}]",
+                        dir_name(entry.dir),
+                        dir_name(dir)
+                    ),
+                ),
+            };
+            emit(kind, detail);
         }
     }
 
@@ -680,13 +643,14 @@ impl DmaState {
         }
         let Some(id) = group_id else {
             let remembered = first_phys.and_then(|p| self.unmapped_sg.get((dev, p)));
-            let (kind, map, mut detail) = match remembered {
-                Some((map, first_unmap)) => (
+            let not_live = NotLive::classify(remembered.is_some(), self.from_boot);
+            let (kind, map, mut detail) = match (not_live, remembered) {
+                (NotLive::DoubleUnmap, Some((map, first_unmap))) => (
                     FindingKind::DoubleUnmap,
                     Some(map),
                     format!("sg list already unmapped at line {}", first_unmap.line),
                 ),
-                None if !self.from_boot => {
+                (NotLive::BeforeTracing, _) => {
                     self.before_tracing += 1;
                     if let Some(p) = first_phys {
                         self.unmapped_sg.insert((dev, p), (At::default(), at));
@@ -702,7 +666,7 @@ impl DmaState {
                     }
                     return;
                 }
-                None => (
+                _ => (
                     FindingKind::UnmapNotMapped,
                     None,
                     "no live dma_map_sg of this device starts at this list's first entry"
@@ -842,7 +806,9 @@ impl DmaState {
                         e.size
                     ),
                 ),
-                None if !self.from_boot && self.unmapped.get((dev, dma)).is_none() => {
+                None if NotLive::classify(self.unmapped.contains((dev, dma)), self.from_boot)
+                    == NotLive::BeforeTracing =>
+                {
                     // Of a mapping made before tracing began (a sync of an address the
                     // trace saw unmapped is still a finding).
                     self.before_tracing += 1;
@@ -863,7 +829,8 @@ impl DmaState {
             });
             return;
         };
-        if entry.dir == TraceDir::Bidirectional {
+        let mut findings = rules::sync_findings(entry.dir, dir, to_cpu).peekable();
+        if findings.peek().is_none() {
             return;
         }
         let detail = format!(
@@ -881,14 +848,12 @@ impl DmaState {
                 detail: detail.clone(),
             });
         };
-        if dir != entry.dir {
-            emit(FindingKind::SyncDirectionMismatch);
-        }
-        if to_cpu && entry.dir != TraceDir::FromDevice && dir != TraceDir::ToDevice {
-            emit(FindingKind::SyncReadOnlyForCpu);
-        }
-        if !to_cpu && entry.dir != TraceDir::ToDevice && dir != TraceDir::FromDevice {
-            emit(FindingKind::SyncWriteOnlyForDevice);
+        for f in findings {
+            emit(match f {
+                SyncFinding::Direction => FindingKind::SyncDirectionMismatch,
+                SyncFinding::ReadOnlyForCpu => FindingKind::SyncReadOnlyForCpu,
+                SyncFinding::WriteOnlyForDevice => FindingKind::SyncWriteOnlyForDevice,
+            });
         }
     }
 
@@ -900,15 +865,12 @@ impl DmaState {
         if !leaks {
             return;
         }
-        let mut per_dev: BTreeMap<u16, (u64, (u64, Entry))> = BTreeMap::new();
-        for (&(dev, dma, _), e) in &self.live {
-            let slot = per_dev.entry(dev).or_insert((0, (dma, *e)));
-            slot.0 += 1;
-            if e.at.line < slot.1.1.at.line {
-                slot.1 = (dma, *e);
-            }
-        }
-        for (dev, (count, (dma, e))) in per_dev {
+        let live = self
+            .live
+            .iter()
+            .map(|(&(dev, dma, _), e)| (dev, e.at.line, (dma, *e)));
+        for (dev, leak) in rules::leaks_per_device(live) {
+            let (count, (dma, e)) = (leak.count, leak.first);
             sink.emit(Raw {
                 kind: FindingKind::Leak,
                 device: Some(dev),

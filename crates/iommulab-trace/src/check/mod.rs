@@ -46,8 +46,9 @@ use super::{Event, EventKind, EventSource, TraceError, TraceFormat, TraceHeader}
 use iommulab_base::hash::FxHashMap;
 
 /// Unmaps remembered per generation (a double unmap is told from a never-mapped address
-/// while its first unmap is remembered: at least the last this many unmaps).
-pub const UNMAPPED_MEMORY: usize = 1 << 15;
+/// while its first unmap is remembered: at least the last this many unmaps); the live
+/// checker's memory too.
+pub use iommulab_base::dma_debug::UNMAPPED_MEMORY;
 
 /// Findings kept in [`CheckReport::findings`] by default (all are counted).
 pub const DEFAULT_MAX_FINDINGS: usize = 10_000;

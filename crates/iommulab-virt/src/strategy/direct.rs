@@ -5,6 +5,7 @@
 use crate::guest::{GuestConfig, GuestError};
 use crate::hypercall_backend::Channel;
 use iommulab_base::addr::{DmaDirection, Gpa, Perm, Pfn};
+use iommulab_hw::RemapUnit;
 
 use super::{GuestStrategy, PageOutcome};
 
@@ -31,29 +32,29 @@ impl GuestStrategy for Direct {
     }
 
     /// One setup hypercall maps every guest page read-write.
-    fn setup(&mut self, ch: &mut Channel) -> Result<(), GuestError> {
+    fn setup<U: RemapUnit>(&mut self, ch: &mut Channel<U>) -> Result<(), GuestError> {
         for p in 0..self.guest_pages {
             ch.queue_map(Pfn::new(p), Perm::ReadWrite);
         }
         ch.flush()
     }
 
-    fn map_page(
+    fn map_page<U: RemapUnit>(
         &mut self,
         _g: Pfn<Gpa>,
         _dir: DmaDirection,
         _dma_alloc: bool,
-        _ch: &mut Channel,
+        _ch: &mut Channel<U>,
     ) -> Result<PageOutcome, GuestError> {
         Ok(PageOutcome::Hit)
     }
 
-    fn release_page(
+    fn release_page<U: RemapUnit>(
         &mut self,
         _g: Pfn<Gpa>,
         _dir: DmaDirection,
         _dma_alloc: bool,
-        _ch: &mut Channel,
+        _ch: &mut Channel<U>,
     ) -> Result<(), GuestError> {
         Ok(())
     }

@@ -33,6 +33,7 @@ use crate::MapCacheStats;
 use crate::guest::GuestError;
 use crate::hypercall_backend::Channel;
 use iommulab_base::addr::{DmaDirection, Gpa, Pfn};
+use iommulab_hw::RemapUnit;
 
 pub use direct::Direct;
 pub use on_demand::OnDemand;
@@ -138,32 +139,36 @@ pub trait GuestStrategy {
     fn host_quota(&self) -> u64;
 
     /// Work at guest start (`direct` maps all guest memory).
-    fn setup(&mut self, _ch: &mut Channel) -> Result<(), GuestError> {
+    fn setup<U: RemapUnit>(&mut self, _ch: &mut Channel<U>) -> Result<(), GuestError> {
         Ok(())
     }
 
     /// The driver maps guest page `g` (inside guest memory) for `dir`.
-    fn map_page(
+    fn map_page<U: RemapUnit>(
         &mut self,
         g: Pfn<Gpa>,
         dir: DmaDirection,
         dma_alloc: bool,
-        ch: &mut Channel,
+        ch: &mut Channel<U>,
     ) -> Result<PageOutcome, GuestError>;
 
     /// The driver drops one use of `g`, mapped earlier by [`GuestStrategy::map_page`]
     /// with the same `dir` and `dma_alloc` (not refused).
-    fn release_page(
+    fn release_page<U: RemapUnit>(
         &mut self,
         g: Pfn<Gpa>,
         dir: DmaDirection,
         dma_alloc: bool,
-        ch: &mut Channel,
+        ch: &mut Channel<U>,
     ) -> Result<(), GuestError>;
 
     /// The host changes the quota at run time (S1.7); only `on-demand` has one. Returns
     /// the new host limit to apply after the evictions were sent, if any.
-    fn set_quota(&mut self, _quota: u64, _ch: &mut Channel) -> Result<(), GuestError> {
+    fn set_quota<U: RemapUnit>(
+        &mut self,
+        _quota: u64,
+        _ch: &mut Channel<U>,
+    ) -> Result<(), GuestError> {
         Ok(())
     }
 

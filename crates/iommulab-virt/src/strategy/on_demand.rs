@@ -10,6 +10,7 @@ use crate::guest::{GuestConfig, GuestError};
 use crate::hypercall_backend::Channel;
 use crate::{EvictionPolicy, Lookahead, MapCache, MapCacheStats, MapOutcome};
 use iommulab_base::addr::{DmaDirection, Gpa, Perm, Pfn};
+use iommulab_hw::RemapUnit;
 
 use super::{CacheOnly, GuestStrategy, PageOutcome, Shared};
 
@@ -79,12 +80,12 @@ impl<E: EvictionPolicy> GuestStrategy for OnDemand<E> {
         self.host_limit(self.quota)
     }
 
-    fn map_page(
+    fn map_page<U: RemapUnit>(
         &mut self,
         g: Pfn<Gpa>,
         dir: DmaDirection,
         dma_alloc: bool,
-        ch: &mut Channel,
+        ch: &mut Channel<U>,
     ) -> Result<PageOutcome, GuestError> {
         if !self.cache_only.admits(dir, dma_alloc) {
             return self.uncached.map_page(g, dir, dma_alloc, ch);
@@ -111,12 +112,12 @@ impl<E: EvictionPolicy> GuestStrategy for OnDemand<E> {
         })
     }
 
-    fn release_page(
+    fn release_page<U: RemapUnit>(
         &mut self,
         g: Pfn<Gpa>,
         dir: DmaDirection,
         dma_alloc: bool,
-        ch: &mut Channel,
+        ch: &mut Channel<U>,
     ) -> Result<(), GuestError> {
         if !self.cache_only.admits(dir, dma_alloc) {
             return self.uncached.release_page(g, dir, dma_alloc, ch);
@@ -130,7 +131,11 @@ impl<E: EvictionPolicy> GuestStrategy for OnDemand<E> {
 
     /// A shrink evicts from the map cache (one unmap hypercall) before the host lowers its
     /// limit; a growth raises the host's limit first.
-    fn set_quota(&mut self, quota: u64, ch: &mut Channel) -> Result<(), GuestError> {
+    fn set_quota<U: RemapUnit>(
+        &mut self,
+        quota: u64,
+        ch: &mut Channel<U>,
+    ) -> Result<(), GuestError> {
         let limit = self.host_limit(quota);
         if limit > ch.host().quota() {
             ch.set_host_quota(limit);

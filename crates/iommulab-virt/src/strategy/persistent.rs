@@ -8,6 +8,7 @@ use crate::guest::{GuestConfig, GuestError};
 use crate::hypercall_backend::Channel;
 use crate::{EvictionPolicy, Lookahead, MapCache, MapCacheStats};
 use iommulab_base::addr::{DmaDirection, Gpa, Pfn};
+use iommulab_hw::RemapUnit;
 
 use super::{GuestStrategy, OnDemand, PageOutcome};
 
@@ -48,22 +49,22 @@ impl<E: EvictionPolicy> GuestStrategy for Persistent<E> {
         self.guest_pages
     }
 
-    fn map_page(
+    fn map_page<U: RemapUnit>(
         &mut self,
         g: Pfn<Gpa>,
         dir: DmaDirection,
         dma_alloc: bool,
-        ch: &mut Channel,
+        ch: &mut Channel<U>,
     ) -> Result<PageOutcome, GuestError> {
         self.cache.map_page(g, dir, dma_alloc, ch)
     }
 
-    fn release_page(
+    fn release_page<U: RemapUnit>(
         &mut self,
         g: Pfn<Gpa>,
         dir: DmaDirection,
         dma_alloc: bool,
-        ch: &mut Channel,
+        ch: &mut Channel<U>,
     ) -> Result<(), GuestError> {
         self.cache.release_page(g, dir, dma_alloc, ch)
     }

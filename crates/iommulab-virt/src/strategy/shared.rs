@@ -6,6 +6,7 @@ use crate::PageMap;
 use crate::guest::{GuestConfig, GuestError};
 use crate::hypercall_backend::Channel;
 use iommulab_base::addr::{DmaDirection, Gpa, Perm, Pfn};
+use iommulab_hw::RemapUnit;
 
 use super::{GuestStrategy, PageOutcome};
 
@@ -33,12 +34,12 @@ impl GuestStrategy for Shared {
         self.guest_pages
     }
 
-    fn map_page(
+    fn map_page<U: RemapUnit>(
         &mut self,
         g: Pfn<Gpa>,
         _dir: DmaDirection,
         _dma_alloc: bool,
-        ch: &mut Channel,
+        ch: &mut Channel<U>,
     ) -> Result<PageOutcome, GuestError> {
         let rc = self.in_flight.entry(g).or_insert(0);
         *rc += 1;
@@ -49,12 +50,12 @@ impl GuestStrategy for Shared {
         Ok(PageOutcome::Miss)
     }
 
-    fn release_page(
+    fn release_page<U: RemapUnit>(
         &mut self,
         g: Pfn<Gpa>,
         _dir: DmaDirection,
         _dma_alloc: bool,
-        ch: &mut Channel,
+        ch: &mut Channel<U>,
     ) -> Result<(), GuestError> {
         let rc = self
             .in_flight

@@ -5,6 +5,7 @@
 use crate::guest::{GuestConfig, GuestError};
 use crate::hypercall_backend::Channel;
 use iommulab_base::addr::{DmaDirection, Gpa, Pfn};
+use iommulab_hw::RemapUnit;
 
 use super::{GuestStrategy, PageOutcome};
 
@@ -30,23 +31,23 @@ impl GuestStrategy for SingleUse {
         self.guest_pages
     }
 
-    fn map_page(
+    fn map_page<U: RemapUnit>(
         &mut self,
         g: Pfn<Gpa>,
         dir: DmaDirection,
         _dma_alloc: bool,
-        ch: &mut Channel,
+        ch: &mut Channel<U>,
     ) -> Result<PageOutcome, GuestError> {
         ch.map(g, dir.perm())?;
         Ok(PageOutcome::Miss)
     }
 
-    fn release_page(
+    fn release_page<U: RemapUnit>(
         &mut self,
         g: Pfn<Gpa>,
         _dir: DmaDirection,
         _dma_alloc: bool,
-        ch: &mut Channel,
+        ch: &mut Channel<U>,
     ) -> Result<(), GuestError> {
         ch.release(g)
     }

@@ -10,9 +10,12 @@
 //! The unit is any [`RemapUnit`] (VT-d by default, with root and context entries for each
 //! device); its cycle prices are the cost model's. Every device assigned to the guest is
 //! attached to the guest's one domain, as Xen does, so hiding a frame in the domain's
-//! tables and invalidating it there hides it from all of them.
+//! tables and invalidating it there hides it from all of them. The unit is owned through
+//! [`HostIommu`], the hypervisor side's one owner of a remapping unit; which frames to hide
+//! is this module's policy.
 
 use iommulab_base::addr::{Access, Bdf, DomainId, Gpa, Hpa, Iova, PAGE_4K, Perm, Pfn};
+use iommulab_hw::host_iommu::HostIommu;
 use iommulab_hw::{Fault, InvRequest, RemapUnit};
 
 use super::XenError;
@@ -32,7 +35,7 @@ pub struct CouplingStats {
 /// The device-visible view of one PV guest's memory (see the [module docs](self)).
 #[derive(Clone, Debug)]
 pub struct IoProtection<U> {
-    unit: U,
+    iommu: HostIommu<U>,
     domain: DomainId,
     devices: Vec<Bdf>,
     hfn_offset: u64,
@@ -43,27 +46,20 @@ impl<U: RemapUnit> IoProtection<U> {
     /// The guest's domain in `unit`, with the assigned `devices` attached and `writable`
     /// frames `[0, writable)` mapped read-write to host frames `hfn_offset + gfn` (boot: Xen
     /// maps the guest's memory for its devices).
-    pub fn new(
-        mut unit: U,
-        devices: &[Bdf],
-        writable: u64,
-        hfn_offset: u64,
-    ) -> Result<Self, XenError> {
+    pub fn new(unit: U, devices: &[Bdf], writable: u64, hfn_offset: u64) -> Result<Self, XenError> {
         let domain = DomainId::new(1);
-        unit.create_domain(domain)?;
-        for &bdf in devices {
-            unit.attach(bdf, domain)?;
-        }
-        unit.map_range(
+        let mut iommu = HostIommu::new(unit);
+        iommu.add_domain(domain, devices)?;
+        iommu.set(
             domain,
             Pfn::new(0),
             Pfn::new(hfn_offset),
             writable,
             Perm::ReadWrite,
         )?;
-        unit.after_map();
+        iommu.after_map();
         Ok(Self {
-            unit,
+            iommu,
             domain,
             devices: devices.to_vec(),
             hfn_offset,
@@ -74,22 +70,21 @@ impl<U: RemapUnit> IoProtection<U> {
     /// Mirrors a type change in the I/O page tables.
     pub fn on_change(&mut self, c: TypeChange) -> Result<(), XenError> {
         let iova = Pfn::<Iova>::new(c.frame.get());
-        let was = self.unit.lookup(self.domain, iova).is_some();
+        let was = self.iommu.lookup(self.domain, iova).is_some();
         if c.to.protected() && was {
-            self.unit.unmap_range(self.domain, iova, 1)?;
-            let req = self.unit.caps().widen(InvRequest::Page {
+            self.iommu.clear(self.domain, iova, 1)?;
+            // S3.3: one page-selective request (widened where the unit has none).
+            self.iommu.invalidate(&[InvRequest::Page {
                 domain: self.domain,
                 pfn: iova,
                 order: 0,
-            });
-            self.unit.invalidate(&[req]);
+            }]);
             self.stats.unmapped += 1;
             self.stats.iotlb_flushes += 1;
         } else if c.to == PageType::Writable && !was {
             let hfn = Pfn::<Hpa>::new(self.hfn_offset + c.frame.get());
-            self.unit
-                .map_range(self.domain, iova, hfn, 1, Perm::ReadWrite)?;
-            self.unit.after_map();
+            self.iommu.set(self.domain, iova, hfn, 1, Perm::ReadWrite)?;
+            self.iommu.after_map();
             self.stats.remapped += 1;
         }
         Ok(())
@@ -100,18 +95,18 @@ impl<U: RemapUnit> IoProtection<U> {
     pub fn dma(&mut self, device: usize, frame: Pfn<Gpa>, access: Access) -> Result<Hpa, Fault> {
         let iova = Iova::new(frame.base(PAGE_4K).get());
         let bdf = self.devices.get(device).copied().unwrap_or_default();
-        self.unit.translate(bdf, iova, access)
+        self.iommu.translate(bdf, iova, access)
     }
 
     /// Whether the device can reach `frame` (software lookup, no caches).
     pub fn device_can_reach(&self, frame: Pfn<Gpa>) -> bool {
         let iova = Pfn::<Iova>::new(frame.get());
-        self.unit.lookup(self.domain, iova).is_some() || self.unit.cache_holds(self.domain, iova)
+        self.iommu.reaches(self.domain, iova)
     }
 
     /// The unit.
     pub fn unit(&self) -> &U {
-        &self.unit
+        self.iommu.unit()
     }
 
     /// The counters.

@@ -16,7 +16,7 @@
 //! levels = 3                         # 3 | 4 | 5 (default: the preset's)
 //! invalidation = "register"          # register | queued (default: the preset's)
 //! iotlb = { sets = 32, ways = 8 }
-//! unit = "vtd"                       # vtd | calgary | dart (TCE units: bare metal)
+//! unit = "vtd"                       # vtd | calgary | dart (any system)
 //! [hardware.cost_overrides]          # any CostModel field
 //! inv_page = 2500
 //! [workload]
@@ -973,13 +973,20 @@ impl ExperimentConfig {
         }
         let system = match &self.system {
             SystemConfig::BareMetal => ResolvedSystem::BareMetal,
-            SystemConfig::Guest(_) if !self.hardware.unit.is_vtd() => {
+            SystemConfig::Guest(g)
+                if !self.hardware.unit.is_vtd()
+                    && g.guest_mib.saturating_mul(256) > MAX_TCE_ENTRIES =>
+            {
+                // The host maps guest page n at I/O page n: the flat table covers the guest.
                 return Err(ConfigError::Invalid {
-                    key: "hardware.unit".into(),
-                    value: self.hardware.unit.name().into(),
-                    expected: "\"vtd\" with `system.kind = \"guest\"` (the guest model's host \
-                               drives VT-d; a TCE unit runs bare metal)"
-                        .into(),
+                    key: "system.guest_mib".into(),
+                    value: g.guest_mib.to_string(),
+                    expected: format!(
+                        "at most {} MiB with unit = \"{}\": the host maps each guest page at \
+                         its own I/O page, and a TCE table has at most {MAX_TCE_ENTRIES} entries",
+                        MAX_TCE_ENTRIES / 256,
+                        self.hardware.unit.name()
+                    ),
                 });
             }
             SystemConfig::Guest(g) => {

@@ -1,5 +1,6 @@
 //! An experiment whose system is a guest: the workload (a generator or a trace) runs through
-//! the guest's `DmaApi` over the hypercall backend (`virt::run_guest`). The offline eviction
+//! the guest's `DmaApi` over the hypercall backend (`virt::run_guest`), to a host driving the
+//! configured remapping unit (`hardware.unit`, as bare metal's). The offline eviction
 //! policies (OPT, optimal batching) read the future from a first pass over the same workload:
 //! generators are deterministic for their seed and a trace is reread, so both passes see the
 //! same references.
@@ -9,11 +10,12 @@ use std::time::Instant;
 
 use crate::addr::{Gpa, Hpa};
 use crate::error::Error;
-use crate::virt::{GuestConfig, Lookahead, run_guest};
+use crate::hw::{Calgary, Dart, TceConfig};
+use crate::virt::{GuestConfig, Lookahead, run_guest, run_guest_on};
 use crate::workload::{InGuest, TraceWorkload, Workload, WorkloadConfig};
 
 use super::build::{WorkloadVisitor, labels_of, with_workload};
-use super::config::{ExperimentConfig, TraceSpec};
+use super::config::{ExperimentConfig, TraceSpec, UnitKind};
 use super::progress::{Progress, Watched};
 use super::result::RunResult;
 
@@ -117,7 +119,12 @@ fn run<W: Workload<Phys = Gpa>>(
     lookahead: Option<Arc<Lookahead>>,
 ) -> Result<RunResult, Error> {
     let start = Instant::now();
-    let result = run_guest(w, g, lookahead)?;
+    // The host's unit is the one bare metal would run on (`hardware.unit`).
+    let result = match cfg.hardware.unit {
+        UnitKind::Vtd => run_guest(w, g, lookahead)?,
+        UnitKind::Calgary => run_guest_on(w, g, lookahead, Calgary::new(guest_tce(g))?)?,
+        UnitKind::Dart => run_guest_on(w, g, lookahead, Dart::new(guest_tce(g))?)?,
+    };
     let wall = start.elapsed().as_secs_f64();
     Ok(RunResult::from_guest(
         labels_of(cfg),
@@ -125,4 +132,15 @@ fn run<W: Workload<Phys = Gpa>>(
         result,
         wall,
     ))
+}
+
+/// A TCE unit for a guest's host: the host maps guest page n at I/O page n, so the flat table
+/// covers the guest's memory (rounded up to a power of two; `resolve` bounds its size); the
+/// guest's prices.
+fn guest_tce(g: &GuestConfig) -> TceConfig {
+    TceConfig {
+        table_entries: g.guest_pages.next_power_of_two(),
+        cost: g.cost,
+        ..TceConfig::default()
+    }
 }

@@ -68,20 +68,13 @@ impl<U: RemapUnit, S: PvDmaOption> MapBackend for PvDmaBackend<U, S> {
         self.hv.unit().address_bits()
     }
     fn attach(&mut self, bdf: Bdf, domain: DomainId) -> Result<(), MapError> {
-        let unit = self.hv.unit_mut();
-        let fresh = match unit.create_domain(domain) {
-            Ok(()) => true,
-            Err(MapError::DomainExists { .. }) => false,
-            Err(e) => return Err(e),
-        };
-        unit.attach(bdf, domain)?;
-        if fresh {
+        if self.hv.attach(bdf, domain)? {
             self.option.setup(&mut self.hv, domain)?;
         }
         Ok(())
     }
     fn detach(&mut self, bdf: Bdf) -> Result<(), MapError> {
-        self.hv.unit_mut().detach(bdf)
+        self.hv.detach(bdf)
     }
     #[inline]
     fn map(

@@ -3,12 +3,17 @@
 //! entries a multicall (or a grant operation) carries. It counts what crossed into it:
 //! hypercalls, entries, invalidations, and device accesses that reached a machine frame
 //! the domain no longer owns (what a stale pre-allocated mapping does after a page flip).
+//!
+//! The unit is owned through [`HostIommu`], the hypervisor side's one owner of a remapping
+//! unit (the KVM host and the ExpEther host use it too); the P2M, the queued multicall
+//! entries and the crossings are Xen PV's own.
 
 use serde::{Deserialize, Serialize};
 
 use iommulab_base::addr::{Access, Bdf, DomainId, Gpa, Hpa, Iova, PAGE_4K, Perm, Pfn};
 use iommulab_base::clock::Cycles;
 use iommulab_hw::fault::Fault;
+use iommulab_hw::host_iommu::HostIommu;
 use iommulab_hw::invalidate::InvRequest;
 use iommulab_hw::{MapError, RemapUnit};
 use iommulab_os::dma::BackendError;
@@ -58,7 +63,7 @@ pub const SETUP_BATCH: usize = 512;
 /// The hypervisor over remapping unit `U`, for one PV domain.
 #[derive(Debug)]
 pub struct Hypervisor<U> {
-    unit: U,
+    iommu: HostIommu<U>,
     p2m: P2m,
     /// Entries queued by the domain, not yet submitted (reused: no allocation once warm).
     pending: Vec<Entry>,
@@ -70,7 +75,7 @@ impl<U: RemapUnit> Hypervisor<U> {
     /// A hypervisor driving `unit` for a domain whose memory is `p2m`.
     pub fn new(unit: U, p2m: P2m) -> Self {
         Self {
-            unit,
+            iommu: HostIommu::new(unit),
             p2m,
             pending: Vec::with_capacity(SETUP_BATCH),
             stats: PvDmaStats::default(),
@@ -80,12 +85,17 @@ impl<U: RemapUnit> Hypervisor<U> {
 
     /// The remapping unit.
     pub fn unit(&self) -> &U {
-        &self.unit
+        self.iommu.unit()
     }
 
-    /// The remapping unit, to create domains and attach devices.
-    pub fn unit_mut(&mut self) -> &mut U {
-        &mut self.unit
+    /// Routes `bdf`'s DMA through `domain`, creating the domain if it is new (`true`).
+    pub fn attach(&mut self, bdf: Bdf, domain: DomainId) -> Result<bool, MapError> {
+        self.iommu.attach(bdf, domain)
+    }
+
+    /// Stops translating for `bdf`.
+    pub fn detach(&mut self, bdf: Bdf) -> Result<(), MapError> {
+        self.iommu.detach(bdf)
     }
 
     /// The domain's P2M.
@@ -181,7 +191,7 @@ impl<U: RemapUnit> Hypervisor<U> {
             if let Err(e) = self.apply(self.pending[i], via) {
                 for &done in &self.pending[..i] {
                     if let Entry::Map { domain, iova, .. } = done {
-                        let _ = self.unit.unmap_range(domain, iova, 1);
+                        let _ = self.iommu.clear(domain, iova, 1);
                     }
                 }
                 self.pending.clear();
@@ -200,11 +210,10 @@ impl<U: RemapUnit> Hypervisor<U> {
                 frame,
                 perm,
             } => {
-                if self.unit.lookup(domain, iova).is_some() {
-                    self.unit.unmap_range(domain, iova, 1)?;
+                // Never-free leaves entries present: a map replaces one.
+                if self.iommu.replace(domain, iova, frame, perm)? {
                     self.stats.entries_overwritten += 1;
                 }
-                self.unit.map_range(domain, iova, frame, 1, perm)?;
                 if via == Crossing::Setup {
                     self.stats.setup_entries += 1;
                 } else {
@@ -212,7 +221,7 @@ impl<U: RemapUnit> Hypervisor<U> {
                 }
             }
             Entry::Unmap { domain, iova } => {
-                self.unit.unmap_range(domain, iova, 1)?;
+                self.iommu.clear(domain, iova, 1)?;
                 self.stats.entries_cleared += 1;
             }
         }
@@ -226,14 +235,15 @@ impl<U: RemapUnit> Hypervisor<U> {
         }
         self.stats.hypercalls += 1;
         self.stats.invalidation_hypercalls += 1;
-        self.unit.invalidate(reqs);
+        // The domain's flush policy asked for what the unit supports: widening keeps them.
+        self.iommu.invalidate(reqs);
     }
 
     /// A device access through the unit; one that reaches a machine frame the domain no
     /// longer owns is counted (it corrupts another domain's memory).
     #[inline]
     pub fn translate(&mut self, bdf: Bdf, iova: Iova, access: Access) -> Result<Hpa, Fault> {
-        let hpa = self.unit.translate(bdf, iova, access)?;
+        let hpa = self.iommu.translate(bdf, iova, access)?;
         if !self.p2m.owns(hpa.pfn(PAGE_4K)) {
             self.stats.foreign_accesses += 1;
         }
@@ -248,8 +258,8 @@ impl<U: RemapUnit> Hypervisor<U> {
     /// CPU cycles spent in the hypervisor: each hypercall's crossing (the unit's cost
     /// model's `hypercall`) plus the unit's own work (entry writes and clears, flushes).
     pub fn cycles(&self) -> Cycles {
-        let c = self.unit.cost();
+        let c = self.iommu.unit().cost();
         let crossings = self.stats.hypercalls + self.stats.setup_hypercalls;
-        Cycles::new(crossings * c.hypercall) + self.unit.cpu_cycles()
+        Cycles::new(crossings * c.hypercall) + self.iommu.cpu_cycles()
     }
 }
