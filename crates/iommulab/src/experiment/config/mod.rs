@@ -57,6 +57,7 @@
 
 pub mod hardware;
 pub mod limits;
+pub mod machine;
 pub mod mechanisms;
 pub mod resolve;
 pub mod system;
@@ -67,6 +68,7 @@ pub use limits::{
     GHZ_RANGE, MAX_DEFERRED_ENTRIES, MAX_DURATION_S, MAX_FLUSH_TIMEOUT_MS, MAX_FQ_ENTRIES,
     MAX_GUEST_MIB, MAX_IOTLB_ENTRIES, MAX_PRICE_CYCLES, MAX_TCE_ENTRIES, MAX_XEN_BATCH,
 };
+pub use machine::MachineConfig;
 pub use mechanisms::{Kernel, Mechanisms, NamedConfig};
 pub use resolve::{Resolved, ResolvedSystem};
 pub use system::{GuestSystemConfig, SystemConfig, XenPvSystemConfig};
@@ -162,6 +164,10 @@ pub struct ExperimentConfig {
     /// ([`Kernel::default_reserved`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reserved: Option<Vec<ByteRange>>,
+    /// The machine's CPUs (`[machine]`, [`MachineConfig`]; bare metal): when given, the
+    /// many-core model runs beside the one-CPU model.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub machine: Option<MachineConfig>,
 }
 
 impl Default for ExperimentConfig {
@@ -179,6 +185,7 @@ impl Default for ExperimentConfig {
             duration_s: None,
             kernel: Kernel::V6_12,
             reserved: None,
+            machine: None,
         }
     }
 }

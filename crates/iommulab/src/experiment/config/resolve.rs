@@ -23,6 +23,9 @@ impl ExperimentConfig {
     pub fn resolve(&self) -> Result<Resolved, ConfigError> {
         let mechanisms = self.mechanisms();
         mechanisms.validate()?;
+        if let Some(m) = &self.machine {
+            m.validate(&self.system)?;
+        }
         let unit = self.hardware.resolve()?;
         let reserved = self.resolve_kernel(&mechanisms)?;
         if !(13..=64).contains(&self.dma_bits) {
