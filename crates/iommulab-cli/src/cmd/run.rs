@@ -101,7 +101,7 @@ pub(crate) fn result_text(result: &RunResult) -> String {
     }
     if let Some(c) = &result.cores {
         t.push_str(&format!(
-            "cores {}: {:.0} I/Os per s ({:.2}x the one-CPU clock of the same work), {:.0} CPU              cycles per I/O of which {:.0} waiting; tree lock {} acquisitions, {} contended,              {:.0} wait cycles each on average; invalidation {} ({} batches, queue depth {:.2}              mean, {} max)\n",
+            "cores {}: {:.0} I/Os per s ({:.2}x the one-CPU clock of the same work), {:.0} CPU cycles per I/O of which {:.0} waiting; tree lock {} acquisitions, {} contended, {:.0} wait cycles each on average; invalidation {} ({} batches, queue depth {:.2} mean, {} max)\n",
             c.cpus,
             c.throughput,
             c.work_cycles as f64 / c.makespan_cycles.max(1) as f64,

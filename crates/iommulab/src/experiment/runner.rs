@@ -283,10 +283,6 @@ impl BareMetal<'_> {
         api: &DmaApi<A, F, Native<U>>,
         ios: u64,
     ) -> Cycles {
-        if let Some(c) = &self.cores {
-            // Many CPUs: the machine's clock, not the one-CPU clock (the sum of their work).
-            return Cycles::new(c.model.now()).max(self.workload_now);
-        }
         let cache_stats = self.cache.as_ref().map(CpuCache::stats);
         modeled_now(api, &self.cost, ios, self.iommu_on, cache_stats).max(self.workload_now)
     }

@@ -19,7 +19,12 @@
 //! Simplifications, stated: one operation's sections run in a fixed order (its own work,
 //! then the flush lock, the invalidation, the tree lock, the depot lock), each section
 //! once per operation however many acquisitions it counts; a CPU whose stream has run dry
-//! while others' are long waits (idles) rather than letting the model buffer without bound.
+//! while others' are long waits (idles) rather than letting the model buffer without bound;
+//! the flush timers still fire by the one-CPU clock, which sums every CPU's work, so on C
+//! CPUs a timer fires up to C times as often in the machine's time as it would (a flush
+//! queue flushes more often than Linux's; to do: drive the timers by [`CoreModel::now`],
+//! which then needs runs long enough to amortise the start, when every CPU's first ring
+//! of IOVAs comes from the tree at once).
 //! With one CPU no lock ever waits or moves, and the model's clock is the one-CPU clock.
 
 pub mod demand;
@@ -165,8 +170,7 @@ impl CoreModel {
     }
 
     /// The machine's clock: the time of the latest event stepped (events are stepped in
-    /// time order, so it never goes back). The flush timers fire by it, not by the one-CPU
-    /// clock, which sums every CPU's work.
+    /// time order, so it never goes back).
     pub fn now(&self) -> u64 {
         self.now
     }
