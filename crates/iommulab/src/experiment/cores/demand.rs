@@ -103,8 +103,8 @@ impl Demand {
     pub(crate) fn between(b: &Counters, a: &Counters, cost: &CostModel, scopes: Scopes) -> Self {
         let d = |x: u64, y: u64| y.saturating_sub(x);
         let tree_locks = d(
-            b.locks - b.cpu_locks - b.depot_locks,
-            a.locks - a.cpu_locks - a.depot_locks,
+            b.locks.saturating_sub(b.cpu_locks + b.depot_locks),
+            a.locks.saturating_sub(a.cpu_locks + a.depot_locks),
         );
         let tree = tree_locks * cost.lock_handoff
             + d(b.tree_visits, a.tree_visits) * cost.tree_visit
