@@ -13,7 +13,7 @@ from iommulab import _native
 from iommulab.results import to_frame
 
 #: The reproductions that exist, in the order `"all"` runs them.
-REPRODUCTIONS = ("fujita2008", "yassour2010", "benyehuda2007", "iosup", "expether")
+REPRODUCTIONS = ("fujita2008", "yassour2010", "benyehuda2007", "iosup", "expether", "peleg2015")
 
 
 class ReproProgress(NamedTuple):
@@ -32,10 +32,10 @@ class Reproduction:
 
     `results` is the content of its `results.json` (a list of per-configuration aggregates
     for `fujita2008`, a dict with `workloads` and `sensitivity` for `yassour2010`, the whole
-    results object for `iosup` and `expether`); `paper`
+    results object for `iosup`, `expether` and `peleg2015`); `paper`
     holds the numbers the paper published; `tables` the report's tables as DataFrames (the
     CSV files' rows at full precision — `figure4` is `results.csv`, `hit_rate` and `cpu` the
-    Yassour CSVs, `runs` and `groups` for IOSUP, `runs` and `sweep` for ExpEther — plus `runs`, `prices` (each `vtd-2008` price and its source), `sweep` (the
+    Yassour CSVs, `runs` and `groups` for IOSUP, `runs` and `sweep` for ExpEther, `runs` for Peleg et al. — plus `runs`, `prices` (each `vtd-2008` price and its source), `sweep` (the
     sensitivity sweep) and `dma_paths` (Figure 4 on `dma_map_sg` and `dma_map_single`) for
     Fujita & Mori and
     `prefetch`, `protection` and `sensitivity` for Yassour et al.); `claims` every claim of
@@ -116,7 +116,7 @@ def _reproduction(item: dict[str, Any], out: Optional[Path]) -> Reproduction:
 
 @overload
 def reproduce(
-    name: Literal["fujita2008", "yassour2010", "benyehuda2007", "iosup", "expether"],
+    name: Literal["fujita2008", "yassour2010", "benyehuda2007", "iosup", "expether", "peleg2015"],
     quick: bool = False,
     out: Union[str, os.PathLike[str], None] = None,
     progress: Union[bool, Callable[[ReproProgress], object], None] = True,
@@ -143,7 +143,7 @@ def reproduce(
 ) -> Union[Reproduction, dict[str, Reproduction]]:
     """Reruns a paper's experiments, as `iommulab reproduce NAME [--quick] [--out OUT]`.
 
-    `name` is `"fujita2008"`, `"yassour2010"`, `"benyehuda2007"`, `"iosup"`, `"expether"` or `"all"` (a dict of
+    `name` is `"fujita2008"`, `"yassour2010"`, `"benyehuda2007"`, `"iosup"`, `"expether"`, `"peleg2015"` or `"all"` (a dict of
     all, by name). With
     `out`, writes exactly the CLI's files: `OUT/<name>/` (results.json, CSV, SVG/PNG figures,
     README.md) and, for `"all"`, `OUT/index.md` and `OUT/index.html` (one self-contained page over both: figures inline,

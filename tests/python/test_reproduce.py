@@ -200,7 +200,7 @@ def test_an_exception_in_the_callback_stops_the_run() -> None:
 
 
 def test_unknown_reproduction_names_the_known_ones() -> None:
-    with pytest.raises(iommulab.ConfigError, match="fujita2008, yassour2010, benyehuda2007, iosup, expether, all"):
+    with pytest.raises(iommulab.ConfigError, match="fujita2008, yassour2010, benyehuda2007, iosup, expether, peleg2015, all"):
         iommulab.reproduce("smith1999")
 
 

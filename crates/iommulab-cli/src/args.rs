@@ -903,6 +903,9 @@ pub enum Paper {
     /// 2010): Figures 9 and 11.
     #[value(name = "expether")]
     ExpEther,
+    /// Peleg, Morrison, Serebrin & Tsafrir, "Utilizing the IOMMU Scalably" (USENIX ATC
+    /// 2015): throughput of the stock and per-core designs on 1-16 cores.
+    Peleg2015,
     /// Every reproduction that exists.
     All,
 }

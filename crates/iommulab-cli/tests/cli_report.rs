@@ -171,6 +171,7 @@ fn the_html_report_renders_in_chromium_with_every_figure_and_link() {
         "benyehuda2007",
         "iosup",
         "expether",
+        "peleg2015",
     ]
     .iter()
     .flat_map(|p| {

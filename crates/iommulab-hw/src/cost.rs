@@ -273,6 +273,41 @@ impl CostModel {
     };
 }
 
+/// The prices only a machine with more than one CPU pays: what it costs to pass a shared
+/// lock (and the data it protects) from one CPU's cache to another's. Kept apart from
+/// [`CostModel`], whose prices a one-CPU run is made of, so those runs and their files do
+/// not change; the many-core model reads both.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ContentionPrices {
+    /// Cycles added to a shared lock's hold when the CPU taking it is not the one that
+    /// released it last: the lock word and the hot lines it protects (tree root and cached
+    /// node, a depot's top, the invalidation queue's tail) move between caches. Source and
+    /// range in [`CONTENTION_PRICES`].
+    pub lock_transfer: u64,
+}
+
+impl ContentionPrices {
+    /// The default: the middle of [`CONTENTION_PRICES`]'s range.
+    pub const DEFAULT: ContentionPrices = ContentionPrices { lock_transfer: 300 };
+}
+
+impl Default for ContentionPrices {
+    fn default() -> Self {
+        Self::DEFAULT
+    }
+}
+
+/// The provenance of every [`ContentionPrices`] field.
+pub const CONTENTION_PRICES: [PriceSource; 1] = [estimate(
+    "lock_transfer",
+    "estimate: about two cache lines moved core to core (lock word + protected metadata) \
+     at 40-150 cycles each on one socket (shared L2 of a Core 2: low end; cross-socket \
+     snoops: above the range)",
+    80,
+    1200,
+)];
+
 /// Where one price of a preset comes from.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 pub struct PriceSource {

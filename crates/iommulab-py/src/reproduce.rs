@@ -27,7 +27,7 @@ struct Done {
 }
 
 /// Runs the reproductions `name` selects (`fujita2008`, `yassour2010`, `benyehuda2007`,
-/// `iosup`, `expether` or `all`).
+/// `iosup`, `expether`, `peleg2015` or `all`).
 ///
 /// Returns `{"reproductions": [...], "index": path | None}`; each reproduction is a dict with
 /// `name`, `title`, `quick`, `data` (everything the library returned: `results` is the

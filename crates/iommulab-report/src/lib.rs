@@ -21,6 +21,7 @@ mod fujita2008;
 mod fujita2008_paths;
 mod html;
 mod iosup;
+mod peleg2015;
 mod plot;
 mod table;
 mod yassour2010;
@@ -86,6 +87,7 @@ pub fn render(out: &Path, results: &ReproResults) -> Result<PathBuf, ReportError
         ReproResults::BenYehuda2007(r) => benyehuda2007::render(&dir, r),
         ReproResults::Iosup(r) => iosup::render(&dir, r),
         ReproResults::ExpEther(r) => expether::render(&dir, r),
+        ReproResults::Peleg2015(r) => peleg2015::render(&dir, r),
     }
 }
 
@@ -98,6 +100,7 @@ pub fn tables(results: &ReproResults) -> Vec<Table> {
         ReproResults::BenYehuda2007(r) => benyehuda2007::tables(r),
         ReproResults::Iosup(r) => iosup::tables(r),
         ReproResults::ExpEther(r) => expether::tables(r),
+        ReproResults::Peleg2015(r) => peleg2015::tables(r),
     };
     v.push(claims::table(results.claims()));
     v
@@ -182,6 +185,15 @@ pub fn files(reproduction: Reproduction) -> Vec<String> {
                 "sweep.csv".into(),
             ];
             for stem in expether::FIGURES {
+                for ext in ["svg", "png"] {
+                    v.push(format!("{stem}.{ext}"));
+                }
+            }
+            v
+        }
+        Reproduction::Peleg2015 => {
+            let mut v = vec!["results.json".to_string(), "runs.csv".into()];
+            for stem in peleg2015::FIGURES {
                 for ext in ["svg", "png"] {
                     v.push(format!("{stem}.{ext}"));
                 }

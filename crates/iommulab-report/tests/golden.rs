@@ -472,6 +472,12 @@ fn expether_quick_matches_the_golden_files() {
 }
 
 #[test]
+fn peleg2015_quick_matches_the_golden_files() {
+    let out = run_and_render(Reproduction::Peleg2015);
+    assert_eq!(compare_tree(out.path(), "peleg2015"), 3);
+}
+
+#[test]
 fn the_index_matches_the_golden_one() {
     let out = tempfile::tempdir().unwrap();
     // The scoreboard from the golden pages' own claims.

@@ -20,6 +20,7 @@ pub fn run(args: &ReproduceArgs, quiet: bool) -> Result<()> {
         Paper::BenYehuda2007 => &[Reproduction::BenYehuda2007],
         Paper::Iosup => &[Reproduction::Iosup],
         Paper::ExpEther => &[Reproduction::ExpEther],
+        Paper::Peleg2015 => &[Reproduction::Peleg2015],
         Paper::All => &Reproduction::ALL,
     };
     // Lines for people as each report is written; with --json one object at the end.

@@ -99,6 +99,26 @@ pub(crate) fn result_text(result: &RunResult) -> String {
             },
         ));
     }
+    if let Some(c) = &result.cores {
+        t.push_str(&format!(
+            "cores {}: {:.0} I/Os per s ({:.2}x the one-CPU clock of the same work), {:.0} CPU cycles per I/O of which {:.0} waiting; tree lock {} acquisitions, {} contended, {:.0} wait cycles each on average; invalidation {} ({} batches, queue depth {:.2} mean, {} max)\n",
+            c.cpus,
+            c.throughput,
+            c.work_cycles as f64 / c.makespan_cycles.max(1) as f64,
+            c.cpu_cycles_per_io,
+            c.wait_cycles_per_io,
+            c.tree_lock.acquisitions,
+            c.tree_lock.contended,
+            c.tree_lock.wait_cycles as f64 / c.tree_lock.contended.max(1) as f64,
+            match c.invalidation.interface {
+                iommulab::hw::invalidate::InvalidationInterface::Register => "register",
+                iommulab::hw::invalidate::InvalidationInterface::Queued => "queued",
+            },
+            c.invalidation.batches,
+            c.invalidation.depth_sum as f64 / c.invalidation.batches.max(1) as f64,
+            c.invalidation.max_depth,
+        ));
+    }
     if let Some(p) = &result.replay {
         t.push_str(&format!("trace: {}\n", replay_text(p)));
     }

@@ -552,6 +552,7 @@ impl FastCounts {
         view.frees += self.frees;
         view.magazine_ops += self.hits + self.frees;
         view.lock_acquisitions += self.hits + self.frees;
+        view.cpu_locks += self.hits + self.frees;
         view
     }
 }
@@ -667,6 +668,8 @@ impl<A: IovaAllocator> Magazine<A> {
     /// Returns every cached range to the backing allocator (`free_cpu_cached_iovas` for
     /// every CPU, then `free_global_cached_iovas`; Linux's `flush_rcache` path).
     pub fn drain(&mut self) {
+        self.view.cpu_locks += self.cpus.len() as u64;
+        self.view.depot_locks += self.depot.full.len() as u64;
         let Magazine {
             inner,
             cpus,
@@ -740,6 +743,7 @@ impl<A: IovaAllocator> Magazine<A> {
             let c = self.cpu_index(cpu);
             self.own_locks += 1;
             self.view.lock_acquisitions += 1;
+            self.view.cpu_locks += 1;
             if let Some(max_pfn) = limit.get().min(end).checked_sub(size) {
                 let got = match self.cpus[c].get(bin, max_pfn) {
                     LocalGet::Hit(p) => Some(p),
@@ -747,6 +751,7 @@ impl<A: IovaAllocator> Magazine<A> {
                     LocalGet::Empty => {
                         self.own_locks += 1;
                         self.view.lock_acquisitions += 1;
+                        self.view.depot_locks += 1;
                         match self.depot.pop(bin) {
                             Some(full) => {
                                 self.view.magazine_ops += 1;
@@ -1131,11 +1136,13 @@ impl<A: IovaAllocator> Magazine<A> {
         let c = self.cpu_index(cpu);
         self.own_locks += 1;
         self.view.lock_acquisitions += 1;
+        self.view.cpu_locks += 1;
         self.view.frees += 1;
         self.view.magazine_ops += 1;
         if !self.cpus[c].put(bin, p, self.config.mag_size) {
             self.own_locks += 1;
             self.view.lock_acquisitions += 1;
+            self.view.depot_locks += 1;
             self.view.magazine_ops += 1;
             let empty = self.depot.empty_mag();
             let full = self.cpus[c].exchange(bin, empty, p);

@@ -117,6 +117,15 @@ pub struct IovaStats {
     /// Lock acquisitions a kernel would make on this path (the global lock for rbtree and
     /// bitmap; per-CPU and depot locks for magazines).
     pub lock_acquisitions: u64,
+    /// Of `lock_acquisitions`, the per-CPU locks (magazine): never contended, so the
+    /// many-core model charges them to the CPU alone. Not serialised: a run's counters on
+    /// disk stay as they were.
+    #[serde(skip)]
+    pub cpu_locks: u64,
+    /// Of `lock_acquisitions`, the depot locks (magazine, one per size class shared by every
+    /// CPU, `iova_rcache->lock`); the rest are the tree's (`iova_rbtree_lock`). Not serialised.
+    #[serde(skip)]
+    pub depot_locks: u64,
     /// Peak bytes of allocator metadata over the run.
     pub peak_metadata_bytes: u64,
 }
@@ -138,6 +147,8 @@ impl IovaStats {
         self.cache_misses += other.cache_misses;
         self.magazine_ops += other.magazine_ops;
         self.lock_acquisitions += other.lock_acquisitions;
+        self.cpu_locks += other.cpu_locks;
+        self.depot_locks += other.depot_locks;
         self.peak_metadata_bytes = self.peak_metadata_bytes.max(other.peak_metadata_bytes);
     }
 }

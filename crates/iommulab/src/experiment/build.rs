@@ -22,6 +22,7 @@ use crate::workload::{
 use super::config::{
     ExperimentConfig, HardwareConfig, Kernel, Resolved, ResolvedSystem, UnitKind, WorkloadSpec,
 };
+use super::cores::{CoreModel, Scopes};
 use super::exposure::Accounting;
 use super::progress::Progress;
 use super::result::RunResult;
@@ -228,6 +229,7 @@ impl<W: Workload<Phys = Hpa>> Go<'_, W> {
         let cpus = self
             .cpus
             .unwrap_or_else(|| usize::from(cfg.pseudo_scsi().map_or(1, |w| w.cpus)))
+            .max(cfg.machine.map_or(1, |m| usize::from(m.cpus)))
             .max(1);
         self.oracle |= !matches!(cfg.device, DeviceMode::Benign);
         let go = self;
@@ -309,6 +311,23 @@ impl<W: Workload<Phys = Hpa>> Go<'_, W> {
             oracle: self.oracle,
             forcedac: false,
         };
+        // With `[machine]`, the many-core model runs beside the one-CPU model.
+        let cores = cfg.machine.map(|machine| {
+            let scopes = Scopes {
+                interface: self.resolved.unit.invalidation,
+                global_flush_lock: matches!(
+                    self.resolved.mechanisms.flush,
+                    FlushConfig::Deferred(_)
+                ),
+            };
+            let model = CoreModel::new(
+                machine.cpus,
+                scopes,
+                machine.prices(),
+                self.resolved.unit.cost.clock,
+            );
+            (model, scopes)
+        });
         let mut api = DmaApi::new(dma, Native::new(iommu), a, f);
         runner::run(
             &mut api,
@@ -320,6 +339,7 @@ impl<W: Workload<Phys = Hpa>> Go<'_, W> {
             cfg.hardware.cpu_cache,
             self.progress,
             self.acct,
+            cores,
         )
     }
 }

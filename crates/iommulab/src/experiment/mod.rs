@@ -1,11 +1,12 @@
 //! Experiments: the configuration schema, the one place configuration enums become types
-//! ([`build`]), the runner that keeps the two clocks, [`RunResult`], a bench [`series`], and
+//! ([`build`]), the runner that keeps the two clocks, the many-core model ([`cores`]), [`RunResult`], a bench [`series`], and
 //! [`record`]: a built-in workload written out as a trace (it needs the IOVA allocator and the
 //! workload registry, so it lives here, above both).
 
 pub mod build;
 pub mod compare;
 pub mod config;
+pub mod cores;
 pub mod exposure;
 mod guest;
 pub mod progress;

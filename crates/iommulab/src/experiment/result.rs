@@ -129,6 +129,9 @@ pub struct RunResult {
     /// What the replay made of the trace's events, when the workload is a trace.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replay: Option<ReplayReport>,
+    /// The many-core model's measurements, when the configuration has a `[machine]`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cores: Option<super::cores::CoreStats>,
 }
 
 impl RunResult {
@@ -238,6 +241,7 @@ peak_metadata_bytes,stale_accesses,subpage_accesses,exposed_bytes,faults,wall_se
             guest: Some(g),
             xen_pv: None,
             replay: None,
+            cores: None,
         }
     }
 
@@ -295,6 +299,7 @@ peak_metadata_bytes,stale_accesses,subpage_accesses,exposed_bytes,faults,wall_se
             guest: None,
             xen_pv: Some(x),
             replay: None,
+            cores: None,
         }
     }
 

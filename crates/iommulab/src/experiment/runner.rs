@@ -20,6 +20,8 @@ use crate::iova::{IovaAllocator, IovaStats};
 use crate::workload::{DmaOp, Segment, Workload};
 
 use super::config::SoftwareClock;
+use super::cores::demand::{Counters, Demand};
+use super::cores::{CoreModel, Scopes};
 use super::exposure::{self, Accounting};
 use super::progress::{PROGRESS_EVERY, Progress};
 use super::result::{ComponentStats, RunResult};
@@ -122,6 +124,7 @@ pub fn run<A, F, U, W>(
     cpu_cache: Option<CpuCacheConfig>,
     progress: &mut Progress<'_>,
     acct: Option<&mut Accounting>,
+    cores: Option<(CoreModel, Scopes)>,
 ) -> Result<RunResult, Error>
 where
     A: IovaAllocator,
@@ -188,6 +191,11 @@ where
         stop_at,
         progress,
         acct,
+        cores: cores.map(|(model, scopes)| Cores {
+            model,
+            scopes,
+            last_cpu: 0,
+        }),
     };
     let mut driver = Driver::new(api, &devs, workload.slots(), &mut hooks);
     driver.run(workload)?;
@@ -196,8 +204,10 @@ where
         mut cache,
         progress,
         mut acct,
+        cores,
         ..
     } = hooks;
+    let cores = cores.map(|c| c.model.finish());
     // Drain what is pending, so every IOVA is back and every stale window closed. (The
     // mappings still live at the trace's end are not I/Os of the trace: the accounting
     // starts after them, and charges the drain to the devices whose ranges it covers.)
@@ -221,7 +231,7 @@ where
     // The run is over: the last report's answer changes nothing.
     let _ = progress(ios, total);
 
-    Ok(summarise(
+    let mut result = summarise(
         api,
         &cost,
         ios,
@@ -232,7 +242,9 @@ where
         labels,
         iommu_on,
         cache.as_ref().map(|c| *c.stats()),
-    ))
+    );
+    result.cores = cores;
+    Ok(result)
 }
 
 /// What bare metal adds to the driver: a malicious device's extra accesses, the flush
@@ -251,6 +263,16 @@ struct BareMetal<'a> {
     progress: &'a mut Progress<'a>,
     /// Per-device accounting, when asked for ([`Accounting`]).
     acct: Option<&'a mut Accounting>,
+    /// The many-core model, with more than one CPU.
+    cores: Option<Cores>,
+}
+
+/// The many-core model as the runner feeds it.
+struct Cores {
+    model: CoreModel,
+    scopes: Scopes,
+    /// The CPU of the last op that named one: a device access or a tick is charged to it.
+    last_cpu: u16,
 }
 
 impl BareMetal<'_> {
@@ -273,6 +295,9 @@ impl<A: IovaAllocator, F: FlushPolicy, U: RemapUnit> Hooks<A, F, Native<U>> for 
 
     #[inline(always)]
     fn op(d: &mut BareDriver<'_, '_, A, F, U>, op: DmaOp, sg: &[Segment]) -> Result<(), Error> {
+        if d.hooks().cores.is_some() {
+            return step_on_cores(d, op, sg);
+        }
         if d.hooks().acct.is_some() {
             step_accounted(d, op, sg)
         } else {
@@ -339,6 +364,48 @@ impl<A: IovaAllocator, F: FlushPolicy, U: RemapUnit> Hooks<A, F, Native<U>> for 
         api.tick(now)?;
         Ok(())
     }
+}
+
+/// One op, its demand handed to the many-core model: the one-CPU counters before and
+/// after it, priced.
+fn step_on_cores<A: IovaAllocator, F: FlushPolicy, U: RemapUnit>(
+    d: &mut BareDriver<'_, '_, A, F, U>,
+    op: DmaOp,
+    sg: &[Segment],
+) -> Result<(), Error> {
+    let (cost, iommu_on) = (d.hooks().cost, d.hooks().iommu_on);
+    let counters = |d: &BareDriver<'_, '_, A, F, U>| {
+        let cache = d.hooks().cache.as_ref().map(CpuCache::stats);
+        Counters::of(
+            d.api(),
+            modeled_now(d.api(), &cost, d.ios(), iommu_on, cache),
+        )
+    };
+    let before = counters(d);
+    if d.hooks().acct.is_some() {
+        step_accounted(d, op, sg)?;
+    } else {
+        d.step(op, sg)?;
+    }
+    let after = counters(d);
+    let Some(c) = d.hooks_mut().cores.as_mut() else {
+        return Ok(());
+    };
+    let (cpu, io) = match op {
+        DmaOp::Map { cpu, .. } | DmaOp::MapSg { cpu, .. } => (cpu_number(cpu), false),
+        DmaOp::Unmap { cpu, .. } => (cpu_number(cpu), true),
+        DmaOp::Access { .. } | DmaOp::Tick { .. } => (c.last_cpu, false),
+    };
+    c.last_cpu = cpu;
+    c.model
+        .push(cpu, Demand::between(&before, &after, &cost, c.scopes), io);
+    Ok(())
+}
+
+/// A CPU's number (a [`crate::addr::CpuId`] is 16 bits).
+#[inline(always)]
+fn cpu_number(cpu: crate::addr::CpuId) -> u16 {
+    u16::try_from(cpu.index()).unwrap_or(u16::MAX)
 }
 
 /// One op with the op's cycles, invalidations and exposure windows kept per device.
@@ -621,5 +688,6 @@ fn summarise<A: IovaAllocator, F: FlushPolicy, U: RemapUnit>(
         guest: None,
         xen_pv: None,
         replay: None,
+        cores: None,
     }
 }

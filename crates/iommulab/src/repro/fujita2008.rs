@@ -12,7 +12,7 @@ use crate::device::DeviceMode;
 use crate::experiment::config::Kernel;
 use crate::experiment::{
     ExperimentConfig, HardwareConfig, NamedConfig, RunResult, Series, no_progress, run_bench,
-    run_series,
+    run_experiment, run_series,
 };
 use crate::hw::cost::{CostModel, CostPreset, PriceSource, VTD_2008_PRICES};
 use crate::hw::cpu_cache::CpuCacheConfig;
@@ -267,6 +267,41 @@ pub struct Fujita2008Results {
     pub dma_paths: Vec<DmaPathRun>,
     /// The paper's claims, judged on this run ([`claims::fujita2008`]).
     pub claims: Vec<Claim>,
+    /// §5's open question, one lock on many cores: 2.6.26's configurations on 1, 2, 4 and
+    /// 8 cores of the many-core model (not in `results.json`: the page's own section).
+    pub section5: Vec<CoreScaling>,
+}
+
+/// The cores §5's question is asked at.
+pub const SECTION5_CORES: [u16; 4] = [1, 2, 4, 8];
+
+/// The configurations §5's question is asked of (2.6.26's one allocator lock with each
+/// flush policy).
+pub const SECTION5_CONFIGS: [NamedConfig; 3] = [
+    NamedConfig::Default,
+    NamedConfig::Strict,
+    NamedConfig::Bitmap,
+];
+
+/// One configuration on one core count of the many-core model.
+#[derive(Clone, Debug, Serialize)]
+pub struct CoreScaling {
+    /// The configuration.
+    pub config: String,
+    /// Cores, each running its own pseudo-driver stream.
+    pub cores: u16,
+    /// I/Os per second of the modeled machine.
+    pub iops: f64,
+    /// Over the same configuration on one core.
+    pub speedup: f64,
+    /// Share of the run the allocator's lock was held.
+    pub tree_lock_busy: f64,
+    /// Share of all CPU time spent waiting for it.
+    pub tree_lock_wait_share: f64,
+    /// Share of all CPU time spent waiting for the deferred array's lock.
+    pub flush_lock_wait_share: f64,
+    /// Share of all CPU time spent waiting for the invalidation registers.
+    pub invalidation_wait_share: f64,
 }
 
 /// Figure 4 on one DMA API path of the pseudo driver: `sg` (`scsi_dma_map` →
@@ -422,7 +457,8 @@ pub fn run(opts: &ReproOptions<'_>) -> Result<Fujita2008Results, Error> {
     // flush; the single path's no-RWBF bars are one more sweep point.
     let total = configs.len() as u64 * (u64::from(protocol.repeats) + 1)
         + plan.len() as u64 * SWEPT.len() as u64
-        + SWEPT.len() as u64 * (u64::from(protocol.repeats) + 2);
+        + SWEPT.len() as u64 * (u64::from(protocol.repeats) + 2)
+        + (SECTION5_CONFIGS.len() * SECTION5_CORES.len()) as u64;
     let mut steps = Steps::new(opts, Reproduction::Fujita2008, total);
     let timing = run_configs(&base, &configs, protocol.repeats, &mut steps, "")?;
     // The security pass: the same configurations with a malicious device (a separate run,
@@ -450,6 +486,7 @@ pub fn run(opts: &ReproOptions<'_>) -> Result<Fujita2008Results, Error> {
         )?);
     }
     let dma_paths = dma_paths(&base, &timing, protocol, &mut steps)?;
+    let section5 = section5(&base, if opts.quick { 2_000 } else { 20_000 }, &mut steps)?;
     steps.finish()?;
     let results = aggregate(&timing, &security);
     let mut runs = timing;
@@ -467,9 +504,68 @@ pub fn run(opts: &ReproOptions<'_>) -> Result<Fujita2008Results, Error> {
         sweep,
         dma_paths,
         claims: Vec::new(),
+        section5,
     };
     r.claims = claims::fujita2008::claims(&r);
     Ok(r)
+}
+
+/// §5's question on the many-core model: `base` (2.6.26 on `vtd-2008`) with flat metadata
+/// prices (the many-core model prices the lock's hold from the counters), each
+/// configuration on each of [`SECTION5_CORES`], `ios_per_core` 1024-byte I/Os per core.
+fn section5(
+    base: &ExperimentConfig,
+    ios_per_core: u64,
+    steps: &mut Steps<'_, '_>,
+) -> Result<Vec<CoreScaling>, Error> {
+    let flat = ExperimentConfig {
+        hardware: HardwareConfig {
+            cpu_cache: None,
+            ..base.hardware.clone()
+        },
+        ..base.clone()
+    };
+    let mut v = Vec::with_capacity(SECTION5_CONFIGS.len() * SECTION5_CORES.len());
+    for config in SECTION5_CONFIGS {
+        let mut one = 0.0;
+        for cores in SECTION5_CORES {
+            steps.start(|| format!("§5: {} on {cores} cores", config.name()))?;
+            let cfg = ExperimentConfig {
+                configuration: config,
+                ..super::peleg2015::on_cores(&flat, cores, ios_per_core, 1024)
+            };
+            let r = run_experiment(&cfg, &mut no_progress)?;
+            let Some(c) = r.cores else {
+                return Err(super::ReproError::Check {
+                    reproduction: Reproduction::Fujita2008,
+                    what: format!(
+                        "§5: {} on {cores} cores: no many-core result",
+                        config.name()
+                    ),
+                }
+                .into());
+            };
+            if cores == 1 {
+                one = c.throughput;
+            }
+            let busy = (c.cpu_cycles_per_io * c.ios as f64).max(1.0);
+            let inv_wait = c.invalidation.lock.wait_cycles
+                + c.invalidation
+                    .poll_cycles
+                    .saturating_sub(c.invalidation.hw_busy_cycles);
+            v.push(CoreScaling {
+                config: config.name().to_string(),
+                cores,
+                iops: c.throughput,
+                speedup: if one > 0.0 { c.throughput / one } else { 0.0 },
+                tree_lock_busy: c.tree_lock.hold_cycles as f64 / c.makespan_cycles.max(1) as f64,
+                tree_lock_wait_share: c.tree_lock.wait_cycles as f64 / busy,
+                flush_lock_wait_share: c.flush_lock.wait_cycles as f64 / busy,
+                invalidation_wait_share: inv_wait as f64 / busy,
+            });
+        }
+    }
+    Ok(v)
 }
 
 /// `base` with the pseudo driver on `path`.

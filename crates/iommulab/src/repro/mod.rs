@@ -10,6 +10,7 @@
 //! | `benyehuda2007` | Ben-Yehuda et al. 2007, Figures 2–7 (S2.1–S2.8) | [`benyehuda2007`] |
 //! | `iosup` | Xen PV page tables vs the IOTLB and the IOSUP pool, Figures 6–9 (S3.1–S3.5) | [`iosup`] |
 //! | `expether` | Suzuki et al. 2010, an SR-IOV NIC shared by hosts over ExpEther, Figures 9 and 11 (S4.1–S4.4) | [`expether`] |
+//! | `peleg2015` | Peleg et al. 2015, the stock and per-core IOVA designs on 1–16 cores (P5.0–P5.6) | [`peleg2015`] |
 //!
 //! The library never prints: a run reports where it is through the optional callback of
 //! [`ReproOptions`], which may also stop it.
@@ -19,6 +20,7 @@ pub mod claims;
 pub mod expether;
 pub mod fujita2008;
 pub mod iosup;
+pub mod peleg2015;
 pub mod yassour2010;
 
 use std::fmt;
@@ -34,6 +36,7 @@ pub use benyehuda2007::BenYehuda2007Results;
 pub use expether::ExpEtherResults;
 pub use fujita2008::Fujita2008Results;
 pub use iosup::IosupResults;
+pub use peleg2015::Peleg2015Results;
 pub use yassour2010::Yassour2010Results;
 
 /// The reproductions that exist, in the order `all` runs them (Fujita & Mori first).
@@ -54,16 +57,20 @@ pub enum Reproduction {
     /// Suzuki et al., "Multi-Root Share of Single-Root I/O Virtualization (SR-IOV) Compliant
     /// PCI Express Device" (2010): Figures 9 and 11.
     ExpEther,
+    /// Peleg, Morrison, Serebrin & Tsafrir, "Utilizing the IOMMU Scalably" (USENIX ATC
+    /// 2015): throughput of the stock and per-core designs on 1–16 cores.
+    Peleg2015,
 }
 
 impl Reproduction {
     /// Every reproduction, in the order `all` runs them.
-    pub const ALL: [Reproduction; 5] = [
+    pub const ALL: [Reproduction; 6] = [
         Reproduction::Fujita2008,
         Reproduction::Yassour2010,
         Reproduction::BenYehuda2007,
         Reproduction::Iosup,
         Reproduction::ExpEther,
+        Reproduction::Peleg2015,
     ];
 
     /// The name on the command line, in Python and as the report's folder.
@@ -74,6 +81,7 @@ impl Reproduction {
             Reproduction::BenYehuda2007 => "benyehuda2007",
             Reproduction::Iosup => "iosup",
             Reproduction::ExpEther => "expether",
+            Reproduction::Peleg2015 => "peleg2015",
         }
     }
 
@@ -85,6 +93,7 @@ impl Reproduction {
             Reproduction::BenYehuda2007 => benyehuda2007::TITLE,
             Reproduction::Iosup => iosup::TITLE,
             Reproduction::ExpEther => expether::TITLE,
+            Reproduction::Peleg2015 => peleg2015::TITLE,
         }
     }
 
@@ -100,8 +109,9 @@ impl Reproduction {
             .ok_or_else(|| ConfigError::Invalid {
                 key: "reproduction".into(),
                 value: name.into(),
-                expected: "one of fujita2008, yassour2010, benyehuda2007, iosup, expether, all"
-                    .into(),
+                expected:
+                    "one of fujita2008, yassour2010, benyehuda2007, iosup, expether, peleg2015, all"
+                        .into(),
             })
     }
 
@@ -113,6 +123,7 @@ impl Reproduction {
             Reproduction::BenYehuda2007 => ReproResults::BenYehuda2007(benyehuda2007::run(opts)?),
             Reproduction::Iosup => ReproResults::Iosup(Box::new(iosup::run(opts)?)),
             Reproduction::ExpEther => ReproResults::ExpEther(Box::new(expether::run(opts)?)),
+            Reproduction::Peleg2015 => ReproResults::Peleg2015(Box::new(peleg2015::run(opts)?)),
         })
     }
 }
@@ -137,6 +148,8 @@ pub enum ReproResults {
     Iosup(Box<IosupResults>),
     /// ExpEther (Suzuki et al. 2010).
     ExpEther(Box<ExpEtherResults>),
+    /// Peleg et al. 2015.
+    Peleg2015(Box<Peleg2015Results>),
 }
 
 impl ReproResults {
@@ -148,6 +161,7 @@ impl ReproResults {
             ReproResults::BenYehuda2007(_) => Reproduction::BenYehuda2007,
             ReproResults::Iosup(_) => Reproduction::Iosup,
             ReproResults::ExpEther(_) => Reproduction::ExpEther,
+            ReproResults::Peleg2015(_) => Reproduction::Peleg2015,
         }
     }
 
@@ -159,6 +173,7 @@ impl ReproResults {
             ReproResults::BenYehuda2007(r) => &r.claims,
             ReproResults::Iosup(r) => &r.claims,
             ReproResults::ExpEther(r) => &r.claims,
+            ReproResults::Peleg2015(r) => &r.claims,
         }
     }
 
@@ -170,6 +185,7 @@ impl ReproResults {
             ReproResults::BenYehuda2007(r) => r.quick,
             ReproResults::Iosup(r) => r.quick,
             ReproResults::ExpEther(r) => r.quick,
+            ReproResults::Peleg2015(r) => r.quick,
         }
     }
 }

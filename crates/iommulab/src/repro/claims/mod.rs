@@ -1,6 +1,6 @@
 //! The claims table: every claim a paper makes in its abstract, results and conclusion, our
 //! number beside the published one, and a verdict decided here, in the library, by a rule
-//! stated with its tolerance — the same type and the same rules for all five reproductions,
+//! stated with its tolerance — the same type and the same rules for every reproduction,
 //! so the pages only render what is decided here and `reproduce all` can count them.
 //!
 //! The rules are deliberately strict: *partly* needs the direction right **and** a stated
@@ -11,6 +11,7 @@ pub mod benyehuda2007;
 pub mod expether;
 pub mod fujita2008;
 pub mod iosup;
+pub mod peleg2015;
 pub mod yassour2010;
 
 use std::fmt;
