@@ -24,7 +24,7 @@ const FULL_TABLE_ROWS: usize = 41;
 /// `iommulab mrc`.
 pub fn run(args: &MrcArgs, quiet: bool) -> Result<()> {
     prepare_trace_outputs(&args.out, &args.trace, None)?;
-    let src = open_input(&args.trace, args.format, args.lenient)?;
+    let src = open_input(&args.trace, args.read.format, args.read.lenient)?;
     let src = Reading::new(src, format!("reading {}", args.trace.display()), quiet);
     let quotas = match (&args.quotas, args.max_quota) {
         (Some(list), _) => Some(Quotas::List(list.clone())),

@@ -23,7 +23,7 @@ use super::config::{
     ExperimentConfig, HardwareConfig, Kernel, Resolved, ResolvedSystem, UnitKind, WorkloadSpec,
 };
 use super::exposure::Accounting;
-use super::progress::Progress;
+use super::progress::ProgressFn;
 use super::result::RunResult;
 use super::runner::{self, RunLabels};
 
@@ -51,7 +51,7 @@ pub fn iova_space_end(dma_bits: u8) -> Pfn<Iova> {
 /// with [`Error::Cancelled`].
 pub fn run_experiment(
     cfg: &ExperimentConfig,
-    progress: &mut Progress<'_>,
+    progress: &mut ProgressFn<'_>,
 ) -> Result<RunResult, Error> {
     let resolved = cfg.resolve()?;
     match (&resolved.system, &cfg.workload) {
@@ -62,7 +62,7 @@ pub fn run_experiment(
             struct Run<'a> {
                 cfg: &'a ExperimentConfig,
                 resolved: &'a Resolved,
-                progress: &'a mut Progress<'a>,
+                progress: &'a mut ProgressFn<'a>,
             }
             impl WorkloadVisitor for Run<'_> {
                 type Output = RunResult;
@@ -113,7 +113,10 @@ pub fn run_experiment(
 /// system in `cfg` is run by [`run_experiment`] as well).
 ///
 /// `progress(done, total)` is called as I/Os complete; `Break` stops the run.
-pub fn run_bench(cfg: &ExperimentConfig, progress: &mut Progress<'_>) -> Result<RunResult, Error> {
+pub fn run_bench(
+    cfg: &ExperimentConfig,
+    progress: &mut ProgressFn<'_>,
+) -> Result<RunResult, Error> {
     run_experiment(cfg, progress)
 }
 
@@ -121,7 +124,7 @@ fn bench(
     cfg: &ExperimentConfig,
     resolved: &Resolved,
     workload: PseudoScsiConfig,
-    progress: &mut Progress<'_>,
+    progress: &mut ProgressFn<'_>,
 ) -> Result<RunResult, Error> {
     let (workload, stop_at) = match cfg.duration_s {
         Some(d) => (
@@ -184,7 +187,7 @@ pub fn run_workload<W: Workload<Phys = Hpa>>(
     labels: RunLabels,
     oracle: bool,
     stop_at: Option<Cycles>,
-    progress: &mut Progress<'_>,
+    progress: &mut ProgressFn<'_>,
 ) -> Result<RunResult, Error> {
     let resolved = cfg.resolve()?;
     let go = Go {
@@ -208,7 +211,7 @@ struct Go<'a, W> {
     labels: RunLabels,
     oracle: bool,
     stop_at: Option<Cycles>,
-    progress: &'a mut Progress<'a>,
+    progress: &'a mut ProgressFn<'a>,
     /// The CPUs a trace replay models (the trace's count); `None` for a generator.
     cpus: Option<usize>,
     /// Per-device accounting (`iommulab compare`).
@@ -372,7 +375,7 @@ pub fn with_workload<V: WorkloadVisitor>(
 pub fn replay_trace<S: crate::trace::EventSource>(
     cfg: &ExperimentConfig,
     src: S,
-    progress: &mut Progress<'_>,
+    progress: &mut ProgressFn<'_>,
 ) -> Result<(RunResult, ReplayReport), Error> {
     let resolved = cfg.resolve()?;
     refuse_unreplayable(cfg, &resolved)?;
@@ -420,7 +423,7 @@ pub struct ReplayOptions<'a> {
 pub fn replay_trace_with<S: crate::trace::EventSource>(
     cfg: &ExperimentConfig,
     src: S,
-    progress: &mut Progress<'_>,
+    progress: &mut ProgressFn<'_>,
     opts: ReplayOptions<'_>,
 ) -> Result<(RunResult, ReplayReport, Vec<String>), Error> {
     let resolved = cfg.resolve()?;
@@ -436,7 +439,7 @@ fn replay_resolved<S: crate::trace::EventSource>(
     cfg: &ExperimentConfig,
     resolved: &Resolved,
     src: S,
-    progress: &mut Progress<'_>,
+    progress: &mut ProgressFn<'_>,
     extra: Extra<'_, '_>,
 ) -> Result<(RunResult, ReplayReport), Error> {
     let (opts, names) = match extra {

@@ -6,7 +6,7 @@
 use serde::Serialize;
 
 use super::claims::{self, Claim};
-use super::{ReproOptions, Reproduction, Steps};
+use super::{ReproOptions, Steps};
 use crate::Error;
 use crate::device::DeviceMode;
 use crate::experiment::config::Kernel;
@@ -423,7 +423,7 @@ pub fn run(opts: &ReproOptions<'_>) -> Result<Fujita2008Results, Error> {
     let total = configs.len() as u64 * (u64::from(protocol.repeats) + 1)
         + plan.len() as u64 * SWEPT.len() as u64
         + SWEPT.len() as u64 * (u64::from(protocol.repeats) + 2);
-    let mut steps = Steps::new(opts, Reproduction::Fujita2008, total);
+    let mut steps = Steps::new(opts, total);
     let timing = run_configs(&base, &configs, protocol.repeats, &mut steps, "")?;
     // The security pass: the same configurations with a malicious device (a separate run,
     // because the device's page walks would add latency the paper's benchmark did not have).

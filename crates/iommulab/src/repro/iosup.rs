@@ -11,7 +11,7 @@
 use serde::Serialize;
 
 use super::claims::{self, Claim};
-use super::{ReproOptions, Reproduction, Steps};
+use super::{ReproOptions, Steps};
 use crate::Error;
 use crate::virt::xen::{
     ChurnConfig, ChurnResult, PoolMode, PtLevel, PvChurn, ShrinkConfig, XenPvCosts, XenPvSetup,
@@ -194,11 +194,7 @@ pub fn run(opts: &ReproOptions<'_>) -> Result<IosupResults, Error> {
     };
     let dynamic_shrink = ShrinkConfig::default();
     let setup = XenPvSetup::default();
-    let mut steps = Steps::new(
-        opts,
-        Reproduction::Iosup,
-        GROUPS.len() as u64 * u64::from(minutes),
-    );
+    let mut steps = Steps::new(opts, GROUPS.len() as u64 * u64::from(minutes));
     let mut runs = Vec::new();
     let mut results: Vec<(&str, ChurnResult, bool)> = Vec::new();
     for (name, pool) in GROUPS {
