@@ -249,18 +249,22 @@ pub enum TraceFormatArg {
     Native,
 }
 
-/// `iommulab trace import`.
+/// How a trace is read, for every command that reads one.
 #[derive(Debug, Args)]
-pub struct TraceImportArgs {
-    /// The input (`.gz` and `.zst` are read transparently).
-    pub input: PathBuf,
+pub struct TraceReadArgs {
     /// The input's format.
     #[arg(long, value_enum, default_value = "auto")]
     pub format: TraceFormatArg,
-    /// Skip malformed event lines (and report how many) instead of failing on the first.
+    /// Skip malformed ftrace lines instead of failing on the first.
     #[arg(long)]
     pub lenient: bool,
-    /// The output file; its extension picks the format (`.iot` native, `.csv`).
+}
+
+/// Where a trace command writes its trace.
+#[derive(Debug, Args)]
+pub struct TraceOutArgs {
+    /// The output file; its extension picks the format (`.iot` native, `.csv`; `trace
+    /// generate` also writes `.oracleGeneral`).
     #[arg(
         short = 'o',
         long = "out",
@@ -268,6 +272,19 @@ pub struct TraceImportArgs {
         value_name = "FILE"
     )]
     pub output: PathBuf,
+}
+
+/// `iommulab trace import`.
+#[derive(Debug, Args)]
+pub struct TraceImportArgs {
+    /// The input (`.gz` and `.zst` are read transparently).
+    pub input: PathBuf,
+    // How the trace is read: `--format`, `--lenient`.
+    #[command(flatten)]
+    pub read: TraceReadArgs,
+    // Where the trace goes: `-o/--out FILE`.
+    #[command(flatten)]
+    pub out: TraceOutArgs,
     /// Print the import report (events, lines, skipped and unknown lines) as JSON.
     #[arg(long)]
     pub json: bool,
@@ -279,12 +296,9 @@ pub struct TraceStatsArgs {
     /// The trace (or libCacheSim's binary `.oracleGeneral`: its requests, pages and reuse
     /// distances).
     pub input: PathBuf,
-    /// The input's format.
-    #[arg(long, value_enum, default_value = "auto")]
-    pub format: TraceFormatArg,
-    /// Skip malformed ftrace lines.
-    #[arg(long)]
-    pub lenient: bool,
+    // How the trace is read: `--format`, `--lenient`.
+    #[command(flatten)]
+    pub read: TraceReadArgs,
     /// Print JSON instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -295,20 +309,12 @@ pub struct TraceStatsArgs {
 pub struct TraceConvertArgs {
     /// The input trace.
     pub input: PathBuf,
-    /// The input's format.
-    #[arg(long, value_enum, default_value = "auto")]
-    pub format: TraceFormatArg,
-    /// Skip malformed ftrace lines.
-    #[arg(long)]
-    pub lenient: bool,
-    /// The output; its extension picks the format.
-    #[arg(
-        short = 'o',
-        long = "out",
-        visible_alias = "output",
-        value_name = "FILE"
-    )]
-    pub output: PathBuf,
+    // How the trace is read: `--format`, `--lenient`.
+    #[command(flatten)]
+    pub read: TraceReadArgs,
+    // Where the trace goes: `-o/--out FILE`.
+    #[command(flatten)]
+    pub out: TraceOutArgs,
     /// Print a JSON summary (input, output, events) instead of a line.
     #[arg(long)]
     pub json: bool,
@@ -327,14 +333,9 @@ pub struct TraceGenerateArgs {
     /// Workload seed.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// The output; its extension picks the format (`.iot`, `.csv`, `.oracleGeneral`).
-    #[arg(
-        short = 'o',
-        long = "out",
-        visible_alias = "output",
-        value_name = "FILE"
-    )]
-    pub output: PathBuf,
+    // Where the trace goes: `-o/--out FILE`.
+    #[command(flatten)]
+    pub out: TraceOutArgs,
     /// Print a JSON summary (workload, output, events, operations) instead of a line.
     #[arg(long)]
     pub json: bool,
@@ -364,12 +365,9 @@ pub enum WorkloadArg {
 pub struct ReplayArgs {
     /// The trace (native `.iot`, `.csv`, or ftrace text; `.gz`/`.zst` read transparently).
     pub trace: PathBuf,
-    /// The input's format.
-    #[arg(long, value_enum, default_value = "auto")]
-    pub format: TraceFormatArg,
-    /// Skip malformed ftrace lines.
-    #[arg(long)]
-    pub lenient: bool,
+    // How the trace is read: `--format`, `--lenient`.
+    #[command(flatten)]
+    pub read: TraceReadArgs,
     /// Configurations to run, comma separated [default: linux-lazy].
     #[arg(long = "config", value_delimiter = ',')]
     pub configs: Vec<ConfigArg>,
@@ -441,12 +439,9 @@ pub struct CompareArgs {
     /// Cost preset [default: modern].
     #[arg(long, value_enum)]
     pub cost: Option<CostArg>,
-    /// The input's format.
-    #[arg(long, value_enum, default_value = "auto")]
-    pub format: TraceFormatArg,
-    /// Skip malformed ftrace lines.
-    #[arg(long)]
-    pub lenient: bool,
+    // How the trace is read: `--format`, `--lenient`.
+    #[command(flatten)]
+    pub read: TraceReadArgs,
     /// Print JSON: {"preset", "duration_ns", "configs": [{"name", "total", "devices"}]}.
     #[arg(long, conflicts_with = "csv")]
     pub json: bool,
@@ -490,12 +485,9 @@ pub struct CheckArgs {
     /// Do not cross-check iommu:map/iommu:unmap against the DMA layer.
     #[arg(long)]
     pub no_iommu: bool,
-    /// The input's format.
-    #[arg(long, value_enum, default_value = "auto")]
-    pub format: TraceFormatArg,
-    /// Skip malformed ftrace lines.
-    #[arg(long)]
-    pub lenient: bool,
+    // How the trace is read: `--format`, `--lenient`.
+    #[command(flatten)]
+    pub read: TraceReadArgs,
 }
 
 /// `iommulab validate`.
@@ -604,12 +596,9 @@ pub struct MrcArgs {
     /// repeat for several files.
     #[arg(long, short, value_name = "FILE")]
     pub out: Vec<PathBuf>,
-    /// The input's format.
-    #[arg(long, value_enum, default_value = "auto")]
-    pub format: TraceFormatArg,
-    /// Skip malformed ftrace lines.
-    #[arg(long)]
-    pub lenient: bool,
+    // How the trace is read: `--format`, `--lenient`.
+    #[command(flatten)]
+    pub read: TraceReadArgs,
 }
 
 /// A guest DMA-mapping strategy (S1.1).

@@ -1,26 +1,29 @@
 //! Progress bars and spinners on stderr: shown on a terminal, hidden with `--quiet` or when
-//! stderr is not a TTY (so pipes, logs and tests see none).
+//! stderr is not a TTY (so pipes, logs and tests see none). [`ProgressBar`] renders the
+//! library's progress reports ([`iommulab::Progress`]); it decides nothing about a run.
 
 use std::io::IsTerminal;
 use std::ops::ControlFlow;
 
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use indicatif::{ProgressDrawTarget, ProgressStyle};
 use iommulab::trace::{Event, EventColumns, EventSource, TraceError, TraceHeader};
+use iommulab::{Progress, ProgressUnit};
 
-/// A progress bar over I/Os for a batch of runs.
+/// A bar on stderr showing the library's progress reports: over I/Os for a batch of runs, or
+/// over a reproduction's steps.
 #[derive(Debug)]
-pub struct Progress {
-    bar: ProgressBar,
+pub struct ProgressBar {
+    bar: indicatif::ProgressBar,
     done_before: u64,
 }
 
-impl Progress {
+impl ProgressBar {
     /// A bar for `total` I/Os in all (0 = unknown: a spinner).
     pub fn new(total: u64, quiet: bool) -> Self {
         let bar = if total > 0 {
-            ProgressBar::new(total)
+            indicatif::ProgressBar::new(total)
         } else {
-            ProgressBar::new_spinner()
+            indicatif::ProgressBar::new_spinner()
         };
         if quiet || !std::io::stderr().is_terminal() {
             bar.set_draw_target(ProgressDrawTarget::hidden());
@@ -36,9 +39,9 @@ impl Progress {
         }
     }
 
-    /// A bar over a reproduction's steps (`iommulab::repro::Progress`), labelled `name`.
+    /// A bar over a reproduction's steps, labelled `name`.
     pub fn steps(name: &str, quiet: bool) -> Self {
-        let bar = ProgressBar::new(0);
+        let bar = indicatif::ProgressBar::new(0);
         if quiet || !std::io::stderr().is_terminal() {
             bar.set_draw_target(ProgressDrawTarget::hidden());
         }
@@ -54,23 +57,24 @@ impl Progress {
         }
     }
 
-    /// Shows a reproduction's progress report.
-    pub fn step(&self, p: &iommulab::repro::Progress<'_>) {
-        self.bar.set_length(p.total);
-        self.bar.set_position(p.done);
-        self.bar.set_message(p.step.to_string());
-    }
-
     /// Names the run in progress.
     pub fn start_run(&mut self, name: &str) {
         self.done_before = self.bar.position();
         self.bar.set_message(name.to_string());
     }
 
-    /// Called by the runner with I/Os done in the current run. The run goes on: the CLI is
-    /// stopped by Ctrl-C, which ends the process.
-    pub fn update(&self, done: u64) -> ControlFlow<()> {
-        self.bar.set_position(self.done_before + done);
+    /// Shows a progress report: a run's I/Os add to the runs before it; a reproduction's
+    /// steps set the bar and name the step. The run goes on: the CLI is stopped by Ctrl-C,
+    /// which ends the process.
+    pub fn show(&self, p: &Progress<'_>) -> ControlFlow<()> {
+        match p.unit {
+            ProgressUnit::Ios => self.bar.set_position(self.done_before + p.done),
+            ProgressUnit::Steps => {
+                self.bar.set_length(p.total);
+                self.bar.set_position(p.done);
+                self.bar.set_message(p.step.to_string());
+            }
+        }
         ControlFlow::Continue(())
     }
 
@@ -81,18 +85,18 @@ impl Progress {
 }
 
 /// A spinner counting the records read from a trace (`trace stats|convert|import`, `mrc`):
-/// their length is not known until the end. Hidden as [`Progress`] is.
+/// their length is not known until the end. Hidden as [`ProgressBar`] is.
 #[derive(Debug)]
 pub struct Reading<S> {
     inner: S,
-    bar: ProgressBar,
+    bar: indicatif::ProgressBar,
     read: u64,
 }
 
 impl<S: EventSource> Reading<S> {
     /// Wraps `inner`; the spinner says `what` (`reading trace.iot`).
     pub fn new(inner: S, what: String, quiet: bool) -> Self {
-        let bar = ProgressBar::new_spinner();
+        let bar = indicatif::ProgressBar::new_spinner();
         if quiet || !std::io::stderr().is_terminal() {
             bar.set_draw_target(ProgressDrawTarget::hidden());
         }

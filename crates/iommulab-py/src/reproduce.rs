@@ -5,7 +5,8 @@ use std::ops::ControlFlow;
 use std::path::PathBuf;
 use std::sync::Mutex;
 
-use iommulab::repro::{Progress, ReproOptions, ReproResults, Reproduction};
+use iommulab::Progress;
+use iommulab::repro::{ReproOptions, ReproResults, Reproduction};
 use iommulab_report::{Cell, ReportError, Table};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
@@ -48,12 +49,22 @@ pub fn reproduce<'py>(
     let selected = Reproduction::select(name).map_err(PyErrWrap::from)?;
     let raised: Mutex<Option<PyErr>> = Mutex::new(None);
     let outcome = py.detach(|| -> Result<(Vec<Done>, Option<PathBuf>), Failure> {
+        // The reproduction running, for the callback's `name` (a report counts steps only).
+        let running = std::cell::Cell::new(None::<Reproduction>);
         // Every step checks for Ctrl-C and calls the Python callback, if any, under the GIL.
         let report = |p: &Progress<'_>| -> ControlFlow<()> {
             Python::attach(|py| {
                 let called = py.check_signals().and_then(|()| match &progress {
                     Some(f) => f
-                        .call1(py, (p.reproduction.name(), p.step, p.done, p.total))
+                        .call1(
+                            py,
+                            (
+                                running.get().map_or("", Reproduction::name),
+                                p.step,
+                                p.done,
+                                p.total,
+                            ),
+                        )
                         .map(drop),
                     None => Ok(()),
                 });
@@ -71,6 +82,7 @@ pub fn reproduce<'py>(
         let opts = ReproOptions::new(quick).with_progress(&report);
         let mut done = Vec::new();
         for r in &selected {
+            running.set(Some(*r));
             let results = r.run(&opts).map_err(Failure::Run)?;
             let page = match &out {
                 Some(dir) => Some(iommulab_report::render(dir, &results).map_err(Failure::Report)?),

@@ -169,7 +169,7 @@ impl PyRunResult {
 pub fn run(py: Python<'_>, config: Option<&Bound<'_, PyAny>>) -> PyResult<PyRunResult> {
     let cfg = bench_config(config)?;
     let stop = Interrupt::new();
-    let r = py.detach(|| run_bench(&cfg, &mut |_, _| stop.check()));
+    let r = py.detach(|| run_bench(&cfg, &mut |_| stop.check()));
     Ok(PyRunResult(r.map_err(|e| stop.error(e))?))
 }
 
@@ -183,7 +183,7 @@ impl Series for Stoppable<'_> {
         self.0.between_runs()
     }
 
-    fn progress(&mut self, _done: u64, _total: u64) -> std::ops::ControlFlow<()> {
+    fn progress(&mut self, _: &iommulab::Progress<'_>) -> std::ops::ControlFlow<()> {
         self.0.check()
     }
 }
@@ -344,7 +344,7 @@ pub fn replay(
     let stop = Interrupt::new();
     let r = py.detach(|| -> Result<RunResult, iommulab::Error> {
         let src = open(&trace, format, lenient)?;
-        Ok(iommulab::experiment::replay_trace(&cfg, src, &mut |_, _| stop.check())?.0)
+        Ok(iommulab::experiment::replay_trace(&cfg, src, &mut |_| stop.check())?.0)
     });
     Ok(PyRunResult(r.map_err(|e| stop.error(e))?))
 }
@@ -382,7 +382,7 @@ pub fn compare<'py>(
             &cfgs,
             || Ok(open(&path, format, lenient)?),
             device.as_deref(),
-            &mut |_, _| stop.check(),
+            &mut |_| stop.check(),
         )
     });
     crate::convert::to_py(py, &r.map_err(|e| stop.error(e))?)
@@ -436,7 +436,7 @@ pub fn run_batch<'py>(
             cfgs.iter()
                 .map(|c| {
                     stop.between_runs()?;
-                    let r = run_bench(c, &mut |_, _| stop.check())?;
+                    let r = run_bench(c, &mut |_| stop.check())?;
                     serde_json::to_value(&r)
                         .map_err(|e| iommulab::experiment::ConfigError::Parse(e.to_string()).into())
                 })

@@ -12,8 +12,9 @@ use std::fs;
 use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 
+use iommulab::Progress;
 use iommulab::repro::claims::Verdict;
-use iommulab::repro::{Progress, ReproOptions, Reproduction};
+use iommulab::repro::{ReproOptions, Reproduction};
 use serde_json::Value;
 
 /// Everything measured with the wall clock, the only values allowed to differ: JSON keys and

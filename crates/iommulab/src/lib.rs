@@ -28,7 +28,7 @@
 //! | [`pcie`] | TLPs, configuration space, SR-IOV, the ExpEther bridge, multi-root sharing and its timing model (S4.1–S4.4) |
 //! | [`virt`] | guests: the hypercall map backend, the host, the guest map cache and its eviction policies (S1.2–S1.5); Xen PV DMA and page types (S2.6, S3.x) |
 //! | [`mrc`] | hit-rate (miss-ratio) curves over every quota of a trace, page sequence or pinned map cache; one pass for LRU and OPT (S1.9) |
-//! | [`experiment`] | configs, the one place enums become types, the runner, results, trace recording |
+//! | [`experiment`] | configs, the one place enums become types, the runner, results, trace recording; [`Progress`], the one progress report of runs, series and reproductions |
 //! | [`validate`] | `iommulab validate`: the Linux 6.x IOVA allocator model against a real kernel's trace, allocation by allocation |
 //! | [`repro`] | the five papers' reproductions as typed data, each with its claims table ([`repro::claims`]) |
 //!
@@ -58,6 +58,8 @@ pub use iommulab_virt::{mrc, with_eviction, with_strategy};
 pub use iommulab_workload as workload;
 
 pub use error::{Error, Result};
+/// The one progress report and callback of runs, series and reproductions.
+pub use experiment::progress::{Progress, ProgressFn, ProgressUnit, SharedProgressFn, no_progress};
 
 #[cfg(any(test, feature = "test-utils"))]
 pub mod testing;

@@ -617,14 +617,14 @@ fn a_progress_callback_can_stop_every_kind_of_run() {
     for text in &cases {
         let cfg = parse(text);
         let mut reports = Vec::new();
-        let whole = run_experiment(&cfg, &mut |done, _| {
-            reports.push(done);
+        let whole = run_experiment(&cfg, &mut |p| {
+            reports.push(p.done);
             ControlFlow::Continue(())
         })
         .unwrap();
         assert!(reports.len() >= 2, "{text}: {reports:?}");
         let mut stops = 0;
-        let e = run_experiment(&cfg, &mut |_, _| {
+        let e = run_experiment(&cfg, &mut |_| {
             stops += 1;
             ControlFlow::Break(())
         })
@@ -633,8 +633,8 @@ fn a_progress_callback_can_stop_every_kind_of_run() {
         assert_eq!(stops, 1, "{text}: the run ends at the first Break");
         // Stopped in its second pass (the first reports 0 done), an offline policy's run is
         // cancelled too, not a future that no longer matches the maps it saw.
-        let e = run_experiment(&cfg, &mut |done, _| {
-            if done > 0 {
+        let e = run_experiment(&cfg, &mut |p| {
+            if p.done > 0 {
                 ControlFlow::Break(())
             } else {
                 ControlFlow::Continue(())

@@ -1,6 +1,6 @@
 //! Linux 6.x behaviours around the IOVA allocator, each pinned by the Linux rule it states
-//! (the allocator's own rules are pinned next to the code: `iova/rbtree.rs`,
-//! `iova/magazine.rs`, `iova/domain.rs`).
+//! (the allocator's own rules are pinned next to the code: `iova/rbtree/`,
+//! `iova/magazine/`, `iova/domain.rs`).
 
 use iommulab::addr::Pfn;
 use iommulab::addr::{Bdf, CpuId, DmaDirection, Hpa};

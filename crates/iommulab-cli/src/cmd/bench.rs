@@ -8,7 +8,7 @@ use iommulab::experiment::{ExperimentConfig, NamedConfig, RunResult, Series, run
 
 use crate::args::BenchArgs;
 use crate::output::{csv, json_one_or_many, out_flags, prepare_outputs, table, write_outs};
-use crate::progress::Progress;
+use crate::progress::ProgressBar;
 
 /// Pages on each side of an unmapped page a malicious device probes, unless `--neighbours`
 /// or the config file says otherwise.
@@ -125,7 +125,7 @@ pub fn run_configs(
         Some(w) if base.duration_s.is_none() => w.ios,
         _ => 0,
     };
-    let mut bar = Bar(Progress::new(
+    let mut bar = Bar(ProgressBar::new(
         per_run * configs.len() as u64 * u64::from(repeats),
         quiet,
     ));
@@ -135,7 +135,7 @@ pub fn run_configs(
 }
 
 /// The progress bar as a series' hooks.
-struct Bar(Progress);
+struct Bar(ProgressBar);
 
 impl Series for Bar {
     type Error = anyhow::Error;
@@ -145,8 +145,8 @@ impl Series for Bar {
         Ok(())
     }
 
-    fn progress(&mut self, done: u64, _total: u64) -> std::ops::ControlFlow<()> {
-        self.0.update(done)
+    fn progress(&mut self, p: &iommulab::Progress<'_>) -> std::ops::ControlFlow<()> {
+        self.0.show(p)
     }
 
     fn failed(&mut self, cfg: &ExperimentConfig, e: iommulab::Error) -> anyhow::Error {

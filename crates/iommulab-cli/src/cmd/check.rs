@@ -66,8 +66,13 @@ pub fn run(args: &CheckArgs) -> Result<ExitCode> {
     if let Some(n) = args.max {
         opts.max_findings = n;
     }
-    let report = check(&args.trace, args.format.into(), args.lenient, &opts)
-        .with_context(|| format!("checking {}", args.trace.display()))?;
+    let report = check(
+        &args.trace,
+        args.read.format.into(),
+        args.read.lenient,
+        &opts,
+    )
+    .with_context(|| format!("checking {}", args.trace.display()))?;
     crate::print_stdout(&report.to_text(args.max.unwrap_or(DEFAULT_PRINTED)))?;
     Ok(exit_code(&report))
 }
@@ -87,8 +92,8 @@ fn run_json(args: &CheckArgs, opts: &CheckOptions) -> Result<ExitCode> {
     };
     let report = check_streaming(
         &args.trace,
-        args.format.into(),
-        args.lenient,
+        args.read.format.into(),
+        args.read.lenient,
         opts,
         &mut write_one,
     )

@@ -8,7 +8,7 @@ use iommulab::experiment::compare::{CompareReport, CompareRow, compare_trace, co
 
 use crate::args::CompareArgs;
 use crate::output::{column_widths, json_text, prepare_trace_outputs, preset_line, write_outs};
-use crate::progress::Progress;
+use crate::progress::ProgressBar;
 
 /// A duration in ns for the table: `0`, `850 ns`, `12.3 us`, `10.1 ms`, `1.20 s`.
 fn duration(ns: u64) -> String {
@@ -165,19 +165,19 @@ fn configs(args: &CompareArgs) -> Result<Vec<ExperimentConfig>> {
 pub fn run(args: &CompareArgs, quiet: bool) -> Result<()> {
     prepare_trace_outputs(&args.out, &args.trace, args.config_file.as_deref())?;
     let cfgs = configs(args)?;
-    let mut progress = Progress::new(0, quiet);
+    let mut progress = ProgressBar::new(0, quiet);
     progress.start_run("compare");
     let report = compare_trace(
         &cfgs,
         || {
             Ok(iommulab::trace::open(
                 &args.trace,
-                args.format.into(),
-                args.lenient,
+                args.read.format.into(),
+                args.read.lenient,
             )?)
         },
         args.device.as_deref(),
-        &mut |done, _| progress.update(done),
+        &mut |p| progress.show(p),
     )
     .map_err(anyhow::Error::from)
     .with_context(|| format!("comparing on {}", args.trace.display()))?;

@@ -37,7 +37,7 @@ pub fn run(args: &MrcArgs, quiet: bool) -> Result<()> {
     };
     let reading = || format!("reading {}", args.trace.display());
     let curve = if is_oracle_general(&args.trace) {
-        if args.format != TraceFormatArg::Auto {
+        if args.read.format != TraceFormatArg::Auto {
             anyhow::bail!(
                 "{}: named as libCacheSim's .oracleGeneral, which is read as such: drop --format",
                 args.trace.display()
@@ -52,7 +52,7 @@ pub fn run(args: &MrcArgs, quiet: bool) -> Result<()> {
         drop(spinner);
         curve
     } else if curve_is_streamed(&req) {
-        let src = open_input(&args.trace, args.format, args.lenient)?;
+        let src = open_input(&args.trace, args.read.format, args.read.lenient)?;
         let src = Reading::new(src, reading(), quiet);
         // Simulated as the trace is read: the progress bar is the whole run.
         trace_hit_rate_curve(src, &req).map_err(|e| match e {
@@ -60,7 +60,7 @@ pub fn run(args: &MrcArgs, quiet: bool) -> Result<()> {
             e => e.into(),
         })?
     } else {
-        let src = open_input(&args.trace, args.format, args.lenient)?;
+        let src = open_input(&args.trace, args.read.format, args.read.lenient)?;
         let src = Reading::new(src, reading(), quiet);
         let refs = trace_page_refs(src).with_context(reading)?;
         // A spinner while the curve is computed (a pinned curve simulates every quota).

@@ -17,7 +17,7 @@ use crate::cmd::trace::open_input;
 use crate::output::{
     csv, json_one_or_many, json_text, prepare_trace_outputs, refuse_csv_outs, table, write_outs,
 };
-use crate::progress::Progress;
+use crate::progress::ProgressBar;
 
 /// One configuration's replay: the run's result (its `replay` part says what the replay made
 /// of the trace), and the trace's name.
@@ -43,8 +43,13 @@ fn check_trace(args: &ReplayArgs) -> Result<CheckReport> {
         max_findings: 1000,
         ..CheckOptions::default()
     };
-    check(&args.trace, args.format.into(), args.lenient, &opts)
-        .with_context(|| format!("checking {}", args.trace.display()))
+    check(
+        &args.trace,
+        args.read.format.into(),
+        args.read.lenient,
+        &opts,
+    )
+    .with_context(|| format!("checking {}", args.trace.display()))
 }
 
 /// The replay's dma-debug lines: the counts by kind and the first findings.
@@ -119,8 +124,8 @@ fn run_guest_model(args: &ReplayArgs, strategy: StrategyArg, quiet: bool) -> Res
         },
         workload: WorkloadSpec::Trace(TraceSpec {
             trace: args.trace.clone(),
-            format: args.format.into(),
-            lenient: args.lenient,
+            format: args.read.format.into(),
+            lenient: args.read.lenient,
         }),
         ..ExperimentConfig::default()
     };
@@ -206,8 +211,8 @@ fn run_system(args: &ReplayArgs, base: ExperimentConfig, quiet: bool) -> Result<
     let exp = ExperimentConfig {
         workload: WorkloadSpec::Trace(TraceSpec {
             trace: args.trace.clone(),
-            format: args.format.into(),
-            lenient: args.lenient,
+            format: args.read.format.into(),
+            lenient: args.read.lenient,
         }),
         ..base
     };
@@ -287,22 +292,22 @@ pub fn run(args: &ReplayArgs, quiet: bool) -> Result<()> {
     };
     let checked = check_trace(args)?;
     let mut results = Vec::new();
-    let mut progress = Progress::new(0, quiet);
+    let mut progress = ProgressBar::new(0, quiet);
     for c in configs {
         let cfg = ExperimentConfig {
             configuration: c,
             ..base.clone()
         };
-        let src = open_input(&args.trace, args.format, args.lenient)?;
+        let src = open_input(&args.trace, args.read.format, args.read.lenient)?;
         progress.start_run(c.name());
         let opts = ReplayOptions {
             device: args.device.as_deref(),
             accounting: None,
         };
-        let (run, replay, _) =
-            replay_trace_with(&cfg, src, &mut |done, _| progress.update(done), opts).with_context(
-                || format!("replaying {} through `{}`", args.trace.display(), c.name()),
-            )?;
+        let (run, replay, _) = replay_trace_with(&cfg, src, &mut |p| progress.show(p), opts)
+            .with_context(|| {
+                format!("replaying {} through `{}`", args.trace.display(), c.name())
+            })?;
         results.push(ReplayResult {
             trace: args.trace.display().to_string(),
             preset: run.cost_preset.clone(),

@@ -3,14 +3,12 @@
 //! beside the published ones (`iommulab_report`); `all` also writes `OUT/index.md` and
 //! `OUT/index.html` (every reproduction on one self-contained page).
 
-use std::ops::ControlFlow;
-
 use anyhow::{Context, Result};
 use iommulab::repro::{ReproOptions, Reproduction};
 use serde_json::json;
 
 use crate::args::{Paper, ReproduceArgs};
-use crate::progress::Progress;
+use crate::progress::ProgressBar;
 
 /// `iommulab reproduce`.
 pub fn run(args: &ReproduceArgs, quiet: bool) -> Result<()> {
@@ -47,11 +45,8 @@ pub fn run(args: &ReproduceArgs, quiet: bool) -> Result<()> {
     let mut done = Vec::new();
     let mut scores = Vec::new();
     for &r in selected {
-        let bar = Progress::steps(r.name(), quiet);
-        let report = |p: &iommulab::repro::Progress<'_>| {
-            bar.step(p);
-            ControlFlow::Continue(())
-        };
+        let bar = ProgressBar::steps(r.name(), quiet);
+        let report = |p: &iommulab::Progress<'_>| bar.show(p);
         let opts = ReproOptions::new(args.quick).with_progress(&report);
         let results = r.run(&opts).with_context(|| format!("reproducing {r}"))?;
         bar.finish();

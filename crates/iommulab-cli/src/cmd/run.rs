@@ -6,7 +6,7 @@ use iommulab::experiment::{ExperimentConfig, RunResult, run_experiment};
 
 use crate::args::RunArgs;
 use crate::output::{csv, json_text, out_flags, prepare_outputs, table, write_outs};
-use crate::progress::Progress;
+use crate::progress::ProgressBar;
 
 /// `iommulab run`.
 pub fn run(args: &RunArgs, quiet: bool) -> Result<()> {
@@ -21,9 +21,9 @@ pub fn run(args: &RunArgs, quiet: bool) -> Result<()> {
         Some(w) if cfg.duration_s.is_none() => w.ios,
         _ => 0,
     };
-    let mut progress = Progress::new(total, quiet);
+    let mut progress = ProgressBar::new(total, quiet);
     progress.start_run(&cfg.label());
-    let result = run_experiment(&cfg, &mut |done, _| progress.update(done))
+    let result = run_experiment(&cfg, &mut |p| progress.show(p))
         .with_context(|| format!("running {}", path.display()))?;
     progress.finish();
     let json = json_text(&result)?;

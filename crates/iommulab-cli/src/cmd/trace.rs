@@ -57,7 +57,7 @@ pub fn run(command: &TraceCommand, quiet: bool) -> Result<()> {
     match command {
         TraceCommand::Import(a) => import(a, quiet),
         TraceCommand::Stats(a) if is_oracle_general(&a.input) => {
-            if a.format != TraceFormatArg::Auto {
+            if a.read.format != TraceFormatArg::Auto {
                 bail!(
                     "{}: named as libCacheSim's .oracleGeneral, which is read as such: drop \
                      --format",
@@ -77,7 +77,7 @@ pub fn run(command: &TraceCommand, quiet: bool) -> Result<()> {
             crate::print_stdout(&text)
         }
         TraceCommand::Stats(a) => {
-            let src = open_input(&a.input, a.format, a.lenient)?;
+            let src = open_input(&a.input, a.read.format, a.read.lenient)?;
             let mut src = Reading::new(src, format!("reading {}", a.input.display()), quiet);
             let s =
                 stats(&mut src).with_context(|| format!("statistics of {}", a.input.display()))?;
@@ -86,23 +86,23 @@ pub fn run(command: &TraceCommand, quiet: bool) -> Result<()> {
             crate::print_stdout(&text)
         }
         TraceCommand::Convert(a) => {
-            prepare_outputs(&[("-o", &a.output)], &[("the input", &a.input)])?;
-            let src = open_input(&a.input, a.format, a.lenient)?;
+            prepare_outputs(&[("-o", &a.out.output)], &[("the input", &a.input)])?;
+            let src = open_input(&a.input, a.read.format, a.read.lenient)?;
             let mut src = Reading::new(src, format!("converting {}", a.input.display()), quiet);
-            let mut dst = create_trace(&a.output, src.header())?;
+            let mut dst = create_trace(&a.out.output, src.header())?;
             let n = copy_events(&mut src, &mut *dst)?;
             dst.finish()?;
             drop(src);
             if a.json {
                 crate::print_stdout(&json_text(&ConvertSummary {
                     input: a.input.display().to_string(),
-                    output: a.output.display().to_string(),
+                    output: a.out.output.display().to_string(),
                     events: n,
                 })?)
             } else {
                 say(
                     quiet,
-                    &format!("{n} events written to {}\n", a.output.display()),
+                    &format!("{n} events written to {}\n", a.out.output.display()),
                 )
             }
         }
@@ -141,25 +141,25 @@ fn report_text(r: &iommulab::trace::ftrace::ImportReport) -> Result<String> {
 }
 
 fn import(a: &TraceImportArgs, quiet: bool) -> Result<()> {
-    prepare_outputs(&[("-o", &a.output)], &[("the input", &a.input)])?;
-    let format = resolve(&a.input, a.format.into())?;
+    prepare_outputs(&[("-o", &a.out.output)], &[("the input", &a.input)])?;
+    let format = resolve(&a.input, a.read.format.into())?;
     let what = format!("importing {}", a.input.display());
     let (n, ftrace) = if format == TraceFormat::Ftrace {
-        let mut src = Reading::new(open_ftrace(&a.input, a.lenient)?, what, quiet);
-        let mut dst = create_trace(&a.output, src.header())?;
+        let mut src = Reading::new(open_ftrace(&a.input, a.read.lenient)?, what, quiet);
+        let mut dst = create_trace(&a.out.output, src.header())?;
         let n = copy_events(&mut src, &mut *dst)?;
         dst.finish()?;
         (n, Some(src.inner().report()))
     } else {
-        let mut src = Reading::new(open(&a.input, format, a.lenient)?, what, quiet);
-        let mut dst = create_trace(&a.output, src.header())?;
+        let mut src = Reading::new(open(&a.input, format, a.read.lenient)?, what, quiet);
+        let mut dst = create_trace(&a.out.output, src.header())?;
         let n = copy_events(&mut src, &mut *dst)?;
         dst.finish()?;
         (n, None)
     };
     let summary = ImportSummary {
         input: a.input.display().to_string(),
-        output: a.output.display().to_string(),
+        output: a.out.output.display().to_string(),
         format,
         events: n,
         ftrace,
@@ -167,12 +167,12 @@ fn import(a: &TraceImportArgs, quiet: bool) -> Result<()> {
     if a.json {
         return crate::print_stdout(&json_text(&summary)?);
     }
-    let mut text = format!("{n} events written to {}\n", a.output.display());
+    let mut text = format!("{n} events written to {}\n", a.out.output.display());
     if let Some(r) = &summary.ftrace {
         text = format!(
             "{n} events from {} lines written to {}\n{}",
             r.lines,
-            a.output.display(),
+            a.out.output.display(),
             report_text(r)?
         );
     }
@@ -211,13 +211,13 @@ fn generate(a: &TraceGenerateArgs, quiet: bool) -> Result<()> {
     if a.events == 0 {
         bail!("--events must be at least 1");
     }
-    prepare_outputs(&[("-o", &a.output)], &[])?;
+    prepare_outputs(&[("-o", &a.out.output)], &[])?;
     let cfg = workload_config(a.workload, a.seed);
     let header = TraceHeader {
         devices: Vec::new(),
         source: format!("iommulab trace generate {} --seed {}", cfg.name(), a.seed),
     };
-    let mut sink = create_trace(&a.output, &header)?;
+    let mut sink = create_trace(&a.out.output, &header)?;
     let summary = generate_trace(&cfg, &mut *sink, a.events)
         .with_context(|| format!("generating {}", cfg.name()))?;
     sink.finish()?;
@@ -225,7 +225,7 @@ fn generate(a: &TraceGenerateArgs, quiet: bool) -> Result<()> {
         return crate::print_stdout(&json_text(&GenerateSummary {
             workload: cfg.name().to_string(),
             seed: a.seed,
-            output: a.output.display().to_string(),
+            output: a.out.output.display().to_string(),
             events: summary.events,
             ops: summary.ops,
         })?);
@@ -236,7 +236,7 @@ fn generate(a: &TraceGenerateArgs, quiet: bool) -> Result<()> {
             "{} events ({} workload operations) written to {}\n",
             summary.events,
             summary.ops,
-            a.output.display()
+            a.out.output.display()
         ),
     )
 }

@@ -15,6 +15,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::strict::invalidate_then_free;
 use super::{FlushCtx, FlushPolicy, FlushStats, Unmapped};
 use crate::dma::backend::MapBackend;
 use crate::iova::{IovaAllocator, IovaError};
@@ -152,12 +153,8 @@ impl FlushPolicy for Deferred {
             return self.on_unmap(ctx, cpu, range);
         }
         // 2.6.26 `intel_unmap_sg`: `iommu_flush_iotlb_psi` of the range, then `__free_iova`.
-        self.stats.unmaps += 1;
-        self.stats.flushes += 1;
         self.stats.sg_flushes_at_once += 1;
-        ctx.invalidate(InvRequest::covering(range.domain, range.pfn, range.pages));
-        self.stats.frees += 1;
-        ctx.free(cpu, &range)
+        invalidate_then_free(&mut self.stats, ctx, cpu, &range)
     }
 
     fn on_wrap<A: IovaAllocator, B: MapBackend>(

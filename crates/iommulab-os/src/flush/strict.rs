@@ -23,6 +23,21 @@ impl Strict {
     }
 }
 
+/// The strict unmap: a page-selective invalidation covering `range`, then its free. Also
+/// 2.6.26's `intel_unmap_sg` under the deferred policy, which flushed a list at once.
+pub(crate) fn invalidate_then_free<A: IovaAllocator, B: MapBackend>(
+    stats: &mut FlushStats,
+    ctx: &mut FlushCtx<'_, A, B>,
+    cpu: CpuId,
+    range: &Unmapped,
+) -> Result<(), IovaError> {
+    stats.unmaps += 1;
+    stats.flushes += 1;
+    ctx.invalidate(InvRequest::covering(range.domain, range.pfn, range.pages));
+    stats.frees += 1;
+    ctx.free(cpu, range)
+}
+
 impl FlushPolicy for Strict {
     fn on_unmap<A: IovaAllocator, B: MapBackend>(
         &mut self,
@@ -30,11 +45,7 @@ impl FlushPolicy for Strict {
         cpu: CpuId,
         range: Unmapped,
     ) -> Result<(), IovaError> {
-        self.stats.unmaps += 1;
-        self.stats.flushes += 1;
-        ctx.invalidate(InvRequest::covering(range.domain, range.pfn, range.pages));
-        self.stats.frees += 1;
-        ctx.free(cpu, &range)
+        invalidate_then_free(&mut self.stats, ctx, cpu, &range)
     }
 
     fn on_wrap<A: IovaAllocator, B: MapBackend>(

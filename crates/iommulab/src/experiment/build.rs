@@ -24,7 +24,7 @@ use super::config::{
 };
 use super::cores::{CoreModel, Scopes};
 use super::exposure::Accounting;
-use super::progress::Progress;
+use super::progress::ProgressFn;
 use super::result::RunResult;
 use super::runner::{self, RunLabels};
 
@@ -52,7 +52,7 @@ pub fn iova_space_end(dma_bits: u8) -> Pfn<Iova> {
 /// with [`Error::Cancelled`].
 pub fn run_experiment(
     cfg: &ExperimentConfig,
-    progress: &mut Progress<'_>,
+    progress: &mut ProgressFn<'_>,
 ) -> Result<RunResult, Error> {
     let resolved = cfg.resolve()?;
     match (&resolved.system, &cfg.workload) {
@@ -63,7 +63,7 @@ pub fn run_experiment(
             struct Run<'a> {
                 cfg: &'a ExperimentConfig,
                 resolved: &'a Resolved,
-                progress: &'a mut Progress<'a>,
+                progress: &'a mut ProgressFn<'a>,
             }
             impl WorkloadVisitor for Run<'_> {
                 type Output = RunResult;
@@ -114,7 +114,10 @@ pub fn run_experiment(
 /// system in `cfg` is run by [`run_experiment`] as well).
 ///
 /// `progress(done, total)` is called as I/Os complete; `Break` stops the run.
-pub fn run_bench(cfg: &ExperimentConfig, progress: &mut Progress<'_>) -> Result<RunResult, Error> {
+pub fn run_bench(
+    cfg: &ExperimentConfig,
+    progress: &mut ProgressFn<'_>,
+) -> Result<RunResult, Error> {
     run_experiment(cfg, progress)
 }
 
@@ -122,7 +125,7 @@ fn bench(
     cfg: &ExperimentConfig,
     resolved: &Resolved,
     workload: PseudoScsiConfig,
-    progress: &mut Progress<'_>,
+    progress: &mut ProgressFn<'_>,
 ) -> Result<RunResult, Error> {
     let (workload, stop_at) = match cfg.duration_s {
         Some(d) => (
@@ -185,7 +188,7 @@ pub fn run_workload<W: Workload<Phys = Hpa>>(
     labels: RunLabels,
     oracle: bool,
     stop_at: Option<Cycles>,
-    progress: &mut Progress<'_>,
+    progress: &mut ProgressFn<'_>,
 ) -> Result<RunResult, Error> {
     let resolved = cfg.resolve()?;
     let go = Go {
@@ -209,7 +212,7 @@ struct Go<'a, W> {
     labels: RunLabels,
     oracle: bool,
     stop_at: Option<Cycles>,
-    progress: &'a mut Progress<'a>,
+    progress: &'a mut ProgressFn<'a>,
     /// The CPUs a trace replay models (the trace's count); `None` for a generator.
     cpus: Option<usize>,
     /// Per-device accounting (`iommulab compare`).
@@ -392,7 +395,7 @@ pub fn with_workload<V: WorkloadVisitor>(
 pub fn replay_trace<S: crate::trace::EventSource>(
     cfg: &ExperimentConfig,
     src: S,
-    progress: &mut Progress<'_>,
+    progress: &mut ProgressFn<'_>,
 ) -> Result<(RunResult, ReplayReport), Error> {
     let resolved = cfg.resolve()?;
     refuse_unreplayable(cfg, &resolved)?;
@@ -440,7 +443,7 @@ pub struct ReplayOptions<'a> {
 pub fn replay_trace_with<S: crate::trace::EventSource>(
     cfg: &ExperimentConfig,
     src: S,
-    progress: &mut Progress<'_>,
+    progress: &mut ProgressFn<'_>,
     opts: ReplayOptions<'_>,
 ) -> Result<(RunResult, ReplayReport, Vec<String>), Error> {
     let resolved = cfg.resolve()?;
@@ -456,7 +459,7 @@ fn replay_resolved<S: crate::trace::EventSource>(
     cfg: &ExperimentConfig,
     resolved: &Resolved,
     src: S,
-    progress: &mut Progress<'_>,
+    progress: &mut ProgressFn<'_>,
     extra: Extra<'_, '_>,
 ) -> Result<(RunResult, ReplayReport), Error> {
     let (opts, names) = match extra {

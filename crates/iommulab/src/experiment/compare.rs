@@ -19,7 +19,7 @@ use crate::trace::EventSource;
 use super::build::{ReplayOptions, replay_trace_with};
 use super::config::{ExperimentConfig, NamedConfig};
 use super::exposure::{Account, Accounting, Exposure};
-use super::progress::Progress;
+use super::progress::ProgressFn;
 
 /// The configurations `compare` runs before any asked for: Linux 6.x strict and lazy.
 pub const COMPARED: [NamedConfig; 2] = [NamedConfig::LinuxStrict, NamedConfig::LinuxLazy];
@@ -91,7 +91,7 @@ pub fn compare_trace<S: EventSource>(
     configs: &[ExperimentConfig],
     mut open: impl FnMut() -> Result<S, Error>,
     device: Option<&str>,
-    progress: &mut Progress<'_>,
+    progress: &mut ProgressFn<'_>,
 ) -> Result<CompareReport, Error> {
     let preset = configs
         .first()

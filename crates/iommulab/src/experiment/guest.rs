@@ -16,7 +16,7 @@ use crate::workload::{InGuest, TraceWorkload, Workload, WorkloadConfig};
 
 use super::build::{WorkloadVisitor, labels_of, with_workload};
 use super::config::{ExperimentConfig, TraceSpec, UnitKind};
-use super::progress::{Progress, Watched};
+use super::progress::{Progress, ProgressFn, Watched};
 use super::result::RunResult;
 
 /// Whether `g` needs the future (an offline policy on a caching strategy).
@@ -29,11 +29,11 @@ pub(super) fn run_on_generator(
     cfg: &ExperimentConfig,
     g: &GuestConfig,
     w: &WorkloadConfig,
-    progress: &mut Progress<'_>,
+    progress: &mut ProgressFn<'_>,
 ) -> Result<RunResult, Error> {
     struct Refs<'a> {
         g: &'a GuestConfig,
-        progress: &'a mut Progress<'a>,
+        progress: &'a mut ProgressFn<'a>,
     }
     impl WorkloadVisitor for Refs<'_> {
         type Output = Arc<Lookahead>;
@@ -48,7 +48,7 @@ pub(super) fn run_on_generator(
         cfg: &'a ExperimentConfig,
         g: &'a GuestConfig,
         lookahead: Option<Arc<Lookahead>>,
-        progress: &'a mut Progress<'a>,
+        progress: &'a mut ProgressFn<'a>,
     }
     impl WorkloadVisitor for Run<'_> {
         type Output = RunResult;
@@ -60,7 +60,7 @@ pub(super) fn run_on_generator(
     }
     let lookahead = if needs_lookahead(g) {
         // The first pass only reads the future: it reports no I/Os done, but a stop ends it.
-        let mut first = |_: u64, total: u64| progress(0, total);
+        let mut first = |p: &Progress<'_>| progress(&Progress::ios(0, p.total));
         Some(with_workload(
             w,
             Refs {
@@ -87,7 +87,7 @@ pub(super) fn run_on_trace(
     cfg: &ExperimentConfig,
     g: &GuestConfig,
     t: &TraceSpec,
-    progress: &mut Progress<'_>,
+    progress: &mut ProgressFn<'_>,
 ) -> Result<RunResult, Error> {
     let open = || -> Result<_, Error> {
         Ok(TraceWorkload::new(crate::trace::open(
@@ -97,7 +97,7 @@ pub(super) fn run_on_trace(
     let lookahead = if needs_lookahead(g) {
         // Read straight into the 8-byte-per-map index: the stream is never held whole. The
         // first pass reports no I/Os done, but a stop ends it.
-        let mut first = |_: u64, total: u64| progress(0, total);
+        let mut first = |p: &Progress<'_>| progress(&Progress::ios(0, p.total));
         let mut w = InGuest::new(Watched::new(open()?, &mut first));
         let la = Lookahead::from_guest_maps(&mut w, g.cache_only, g.guest_pages);
         let (la, _) = w.into_inner().finish(la.map_err(Error::from))?;

@@ -25,7 +25,9 @@ pub use config::{
     Resolved, ResolvedSystem, SoftwareClock, SystemConfig, TraceSpec, UnitKind, WorkloadSpec,
     XenPvSystemConfig,
 };
-pub use progress::{PROGRESS_EVERY, Progress, no_progress};
+pub use progress::{
+    PROGRESS_EVERY, Progress, ProgressFn, ProgressUnit, SharedProgressFn, no_progress,
+};
 pub use pv_dma::{PvDmaKind, PvDmaRun, PvDmaSpec, run_pv_dma, xen_2007_unit};
 pub use result::{ComponentStats, RunResult};
 pub use runner::RunLabels;

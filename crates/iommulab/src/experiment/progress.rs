@@ -1,34 +1,93 @@
-//! Progress reports, and stopping a run before its end.
+//! Progress reports, and stopping a run, a series or a reproduction before its end.
 //!
-//! Every run takes a [`Progress`] callback. It is called every [`PROGRESS_EVERY`] I/Os with
-//! `(done, total)` (`total` is 0 when the workload does not know it) and answers whether the
-//! run goes on: `ControlFlow::Break` ends the run with [`Error::Cancelled`] instead of a
-//! result. This is how Python's Ctrl-C reaches a run whose thread has released the GIL.
-//! Bare-metal runs are watched by the runner, which counts completed I/Os anyway; a guest's
-//! or a Xen PV domain's run by [`Watched`], around its workload.
+//! One notion for all of them: a [`Progress`] report (`done` of `total` [`ProgressUnit`]s,
+//! and the step running) handed to a [`ProgressFn`] callback, which answers whether the work
+//! goes on: `ControlFlow::Break` ends it with [`Error::Cancelled`] (a reproduction with
+//! `ReproError::Cancelled`) instead of a result. This is how Python's Ctrl-C reaches a run
+//! whose thread has released the GIL. A run reports every [`PROGRESS_EVERY`] I/Os
+//! (`total` is 0 when the workload does not know it); a series names the configuration
+//! running; a reproduction reports before each of its steps. Bare-metal runs are watched by
+//! the runner, which counts completed I/Os anyway; a guest's or a Xen PV domain's run by
+//! [`Watched`], around its workload. The CLI's bar and Python's callbacks render reports;
+//! neither decides anything about the run.
 
 use std::ops::ControlFlow;
 
 use crate::error::Error;
 use crate::workload::{DmaOp, Segment, Workload, WorkloadError};
 
-/// The progress callback: `(done, total)` I/Os; `Break` stops the run.
-pub type Progress<'a> = dyn FnMut(u64, u64) -> ControlFlow<()> + 'a;
+/// What a report's `done` and `total` count.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProgressUnit {
+    /// A run's I/Os (its unmaps).
+    Ios,
+    /// A reproduction's steps (runs, sweeps, figures).
+    Steps,
+}
+
+/// Where a run, a series or a reproduction is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Progress<'a> {
+    /// Units finished.
+    pub done: u64,
+    /// Units in all; 0 when not known (a trace's length, a run for modeled time).
+    pub total: u64,
+    /// What `done` and `total` count.
+    pub unit: ProgressUnit,
+    /// The step running: a series' configuration (`strict`), a reproduction's step
+    /// (`default, seed 2`; `done` at the end); empty for a lone run.
+    pub step: &'a str,
+}
+
+impl<'a> Progress<'a> {
+    /// A run's report: `done` of `total` I/Os.
+    pub const fn ios(done: u64, total: u64) -> Self {
+        Progress {
+            done,
+            total,
+            unit: ProgressUnit::Ios,
+            step: "",
+        }
+    }
+
+    /// A reproduction's report: `done` of `total` steps, `step` starting.
+    pub const fn steps(step: &'a str, done: u64, total: u64) -> Self {
+        Progress {
+            done,
+            total,
+            unit: ProgressUnit::Steps,
+            step,
+        }
+    }
+
+    /// The same report, naming `step` as the one running.
+    #[must_use]
+    pub const fn in_step(self, step: &'a str) -> Self {
+        Progress { step, ..self }
+    }
+}
+
+/// The progress callback every run, series and reproduction takes: `Break` stops it.
+pub type ProgressFn<'a> = dyn FnMut(&Progress<'_>) -> ControlFlow<()> + 'a;
+
+/// A [`ProgressFn`] called through a shared reference: a reproduction's steps share its
+/// options, so its callback is `Fn` (a closure that counts keeps its count in a `Cell`).
+pub type SharedProgressFn<'a> = dyn Fn(&Progress<'_>) -> ControlFlow<()> + 'a;
 
 /// How often (in I/Os) a run reports progress.
 pub const PROGRESS_EVERY: u64 = 1 << 14;
 
-/// A [`Progress`] that reports nowhere and never stops the run.
-pub fn no_progress(_done: u64, _total: u64) -> ControlFlow<()> {
+/// A [`ProgressFn`] that reports nowhere and never stops the work.
+pub fn no_progress(_: &Progress<'_>) -> ControlFlow<()> {
     ControlFlow::Continue(())
 }
 
-/// A workload whose unmaps (its I/Os) are counted and reported to a [`Progress`]: once the
+/// A workload whose unmaps (its I/Os) are counted and reported to a [`ProgressFn`]: once the
 /// callback says `Break`, the workload ends, and [`Watched::finish`] turns the run's
 /// result into [`Error::Cancelled`].
 pub struct Watched<'p, 'a, W> {
     inner: W,
-    progress: &'p mut Progress<'a>,
+    progress: &'p mut ProgressFn<'a>,
     done: u64,
     total: u64,
     cancelled: bool,
@@ -46,7 +105,7 @@ impl<W: std::fmt::Debug> std::fmt::Debug for Watched<'_, '_, W> {
 
 impl<'p, 'a, W: Workload> Watched<'p, 'a, W> {
     /// Watches `inner`.
-    pub fn new(inner: W, progress: &'p mut Progress<'a>) -> Self {
+    pub fn new(inner: W, progress: &'p mut ProgressFn<'a>) -> Self {
         let total = inner.total_ios().unwrap_or(0);
         Watched {
             inner,
@@ -71,7 +130,7 @@ impl<'p, 'a, W: Workload> Watched<'p, 'a, W> {
         }
         let value = result?;
         // The run is over: the last report's answer changes nothing.
-        let _ = (self.progress)(self.done, self.total);
+        let _ = (self.progress)(&Progress::ios(self.done, self.total));
         Ok((value, self.inner))
     }
 }
@@ -87,7 +146,7 @@ impl<W: Workload> Workload for Watched<'_, '_, W> {
         if let Some(DmaOp::Unmap { .. }) = op {
             self.done += 1;
             if self.done.is_multiple_of(PROGRESS_EVERY)
-                && (self.progress)(self.done, self.total).is_break()
+                && (self.progress)(&Progress::ios(self.done, self.total)).is_break()
             {
                 self.cancelled = true;
             }
@@ -135,8 +194,9 @@ mod tests {
     #[test]
     fn a_watched_workload_reports_its_ios_and_ends_when_told() {
         let mut seen = Vec::new();
-        let mut go_on = |done, total| {
-            seen.push((done, total));
+        let mut go_on = |p: &Progress<'_>| {
+            assert_eq!((p.unit, p.step), (ProgressUnit::Ios, ""));
+            seen.push((p.done, p.total));
             ControlFlow::Continue(())
         };
         let mut w = Watched::new(pseudo(3 * PROGRESS_EVERY + 5), &mut go_on);
@@ -153,8 +213,8 @@ mod tests {
             ]
         );
 
-        let mut stop_at_second = |done, _| {
-            if done >= 2 * PROGRESS_EVERY {
+        let mut stop_at_second = |p: &Progress<'_>| {
+            if p.done >= 2 * PROGRESS_EVERY {
                 ControlFlow::Break(())
             } else {
                 ControlFlow::Continue(())

@@ -30,7 +30,7 @@ use std::time::Instant;
 
 use super::build::{IOVA_START_PFN, WorkloadVisitor, iova_space_end, labels_of, with_workload};
 use super::config::{ExperimentConfig, HardwareConfig, Resolved, TraceSpec, UnitKind};
-use super::progress::{Progress, Watched};
+use super::progress::{ProgressFn, Watched};
 use super::result::RunResult;
 use super::runner::modeled_software;
 
@@ -199,13 +199,13 @@ pub(super) fn run_on_generator(
     resolved: &Resolved,
     spec: &PvDmaSpec,
     w: &WorkloadConfig,
-    progress: &mut Progress<'_>,
+    progress: &mut ProgressFn<'_>,
 ) -> Result<RunResult, Error> {
     struct Run<'a> {
         cfg: &'a ExperimentConfig,
         resolved: &'a Resolved,
         spec: &'a PvDmaSpec,
-        progress: &'a mut Progress<'a>,
+        progress: &'a mut ProgressFn<'a>,
     }
     impl WorkloadVisitor for Run<'_> {
         type Output = RunResult;
@@ -238,7 +238,7 @@ pub(super) fn run_on_trace(
     resolved: &Resolved,
     spec: &PvDmaSpec,
     t: &TraceSpec,
-    progress: &mut Progress<'_>,
+    progress: &mut ProgressFn<'_>,
 ) -> Result<RunResult, Error> {
     let start = Instant::now();
     let w = TraceWorkload::new(crate::trace::open(&t.trace, t.format, t.lenient)?);

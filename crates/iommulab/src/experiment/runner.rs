@@ -23,7 +23,7 @@ use super::config::SoftwareClock;
 use super::cores::demand::{Counters, Demand};
 use super::cores::{CoreModel, Scopes};
 use super::exposure::{self, Accounting};
-use super::progress::{PROGRESS_EVERY, Progress};
+use super::progress::{PROGRESS_EVERY, Progress, ProgressFn};
 use super::result::{ComponentStats, RunResult};
 
 /// The modeled kernel-software cycles implied by the counters so far: every lock hand-off,
@@ -122,7 +122,7 @@ pub fn run<A, F, U, W>(
     labels: RunLabels,
     stop_at: Option<Cycles>,
     cpu_cache: Option<CpuCacheConfig>,
-    progress: &mut Progress<'_>,
+    progress: &mut ProgressFn<'_>,
     acct: Option<&mut Accounting>,
     cores: Option<(CoreModel, Scopes)>,
 ) -> Result<RunResult, Error>
@@ -229,7 +229,7 @@ where
     }
     let wall = start.elapsed().as_secs_f64();
     // The run is over: the last report's answer changes nothing.
-    let _ = progress(ios, total);
+    let _ = progress(&Progress::ios(ios, total));
 
     let mut result = summarise(
         api,
@@ -260,7 +260,7 @@ struct BareMetal<'a> {
     cache: Option<CpuCache>,
     total: u64,
     stop_at: Option<Cycles>,
-    progress: &'a mut Progress<'a>,
+    progress: &'a mut ProgressFn<'a>,
     /// Per-device accounting, when asked for ([`Accounting`]).
     acct: Option<&'a mut Accounting>,
     /// The many-core model, with more than one CPU.
@@ -346,7 +346,9 @@ impl<A: IovaAllocator, F: FlushPolicy, U: RemapUnit> Hooks<A, F, Native<U>> for 
         }
         let now = self.now(api, ios);
         api.tick(now)?;
-        if ios.is_multiple_of(PROGRESS_EVERY) && (self.progress)(ios, self.total).is_break() {
+        if ios.is_multiple_of(PROGRESS_EVERY)
+            && (self.progress)(&Progress::ios(ios, self.total)).is_break()
+        {
             return Err(Error::Cancelled);
         }
         Ok(self.stop_at.is_some_and(|stop| now >= stop))

@@ -5,7 +5,7 @@
 
 use std::ops::ControlFlow;
 
-use super::{ExperimentConfig, NamedConfig, RunResult, run_bench};
+use super::{ExperimentConfig, NamedConfig, Progress, RunResult, run_bench};
 use crate::Error;
 
 /// What a caller of [`run_series`] adds to the rules: each hook has a default, so a caller
@@ -20,8 +20,8 @@ pub trait Series {
         Ok(())
     }
 
-    /// A run's progress (as [`super::Progress`]): `Break` stops it.
-    fn progress(&mut self, _done: u64, _total: u64) -> ControlFlow<()> {
+    /// A run's progress, its `step` the configuration running: `Break` stops it.
+    fn progress(&mut self, _: &Progress<'_>) -> ControlFlow<()> {
         ControlFlow::Continue(())
     }
 
@@ -55,7 +55,8 @@ pub fn run_series<S: Series>(
                 ..base.with_seed_offset(u64::from(r))
             };
             series.start(&mut cfg)?;
-            match run_bench(&cfg, &mut |done, total| series.progress(done, total)) {
+            let step = c.name();
+            match run_bench(&cfg, &mut |p| series.progress(&p.in_step(step))) {
                 Ok(result) => results.push(result),
                 Err(e) => return Err(series.failed(&cfg, e)),
             }

@@ -19,7 +19,7 @@
 
 use serde::Serialize;
 
-use super::{ReproOptions, Reproduction, Steps};
+use super::{ReproOptions, Steps};
 use crate::Error;
 use crate::pcie::timing::{
     self, Direction, ExpEtherParams, Scenario, completion_ceiling_gbps, read_limit_gbps,
@@ -292,11 +292,7 @@ pub fn run(opts: &ReproOptions<'_>) -> Result<ExpEtherResults, Error> {
     };
     let params = ExpEtherParams::default();
     let specs = specs();
-    let mut steps = Steps::new(
-        opts,
-        Reproduction::ExpEther,
-        (specs.len() + SWEEP_N.len() + ESTIMATES.len()) as u64,
-    );
+    let mut steps = Steps::new(opts, (specs.len() + SWEEP_N.len() + ESTIMATES.len()) as u64);
     let mut runs = Vec::with_capacity(specs.len());
     for s in specs {
         steps.start(|| {

@@ -6,7 +6,7 @@
 use serde::Serialize;
 
 use super::claims::{self, Claim};
-use super::{ReproOptions, Reproduction, Steps};
+use super::{ReproOptions, Steps};
 use crate::Error;
 use crate::device::DeviceMode;
 use crate::experiment::config::Kernel;
@@ -459,7 +459,7 @@ pub fn run(opts: &ReproOptions<'_>) -> Result<Fujita2008Results, Error> {
         + plan.len() as u64 * SWEPT.len() as u64
         + SWEPT.len() as u64 * (u64::from(protocol.repeats) + 2)
         + (SECTION5_CONFIGS.len() * SECTION5_CORES.len()) as u64;
-    let mut steps = Steps::new(opts, Reproduction::Fujita2008, total);
+    let mut steps = Steps::new(opts, total);
     let timing = run_configs(&base, &configs, protocol.repeats, &mut steps, "")?;
     // The security pass: the same configurations with a malicious device (a separate run,
     // because the device's page walks would add latency the paper's benchmark did not have).
@@ -537,7 +537,7 @@ fn section5(
             let r = run_experiment(&cfg, &mut no_progress)?;
             let Some(c) = r.cores else {
                 return Err(super::ReproError::Check {
-                    reproduction: Reproduction::Fujita2008,
+                    reproduction: super::Reproduction::Fujita2008,
                     what: format!(
                         "§5: {} on {cores} cores: no many-core result",
                         config.name()

@@ -11,7 +11,7 @@
 use serde::Serialize;
 
 use super::claims::{self, Claim, Verdict};
-use super::{ReproOptions, Reproduction, Steps};
+use super::{ReproOptions, Steps};
 use crate::Error;
 use crate::virt::xen::pt_work::{self, XEN_PV_PRICES, alloc_steps, free_steps};
 use crate::virt::xen::{
@@ -307,11 +307,7 @@ pub fn run(opts: &ReproOptions<'_>) -> Result<IosupResults, Error> {
     let minutes = churn.minutes;
     let dynamic_shrink = ShrinkConfig::default();
     let setup = XenPvSetup::default();
-    let mut steps = Steps::new(
-        opts,
-        Reproduction::Iosup,
-        GROUPS.len() as u64 * u64::from(minutes),
-    );
+    let mut steps = Steps::new(opts, GROUPS.len() as u64 * u64::from(minutes));
     let mut results: Vec<(&str, ChurnResult, bool)> = Vec::new();
     for name in GROUPS {
         // S3.5 adds the freeing to the dynamic group only; the pre-enabled group's pools

@@ -29,7 +29,7 @@ use std::ops::ControlFlow;
 use serde::Serialize;
 
 use crate::Error;
-use crate::experiment::ConfigError;
+use crate::experiment::{ConfigError, Progress, SharedProgressFn};
 use crate::virt::{GuestError, HypercallError};
 
 pub use benyehuda2007::BenYehuda2007Results;
@@ -190,32 +190,16 @@ impl ReproResults {
     }
 }
 
-/// Where a reproduction is. The callback sees one before each step (`done` steps finished
-/// of `total`, `step` names the one starting) and one with `done == total` at the end.
-#[derive(Clone, Copy, Debug)]
-pub struct Progress<'a> {
-    /// The reproduction running.
-    pub reproduction: Reproduction,
-    /// The step starting (e.g. `default, seed 2`; `netperf-send: cpu lru @66 p`), or `done`.
-    pub step: &'a str,
-    /// Steps finished.
-    pub done: u64,
-    /// Steps in all (known before the first step).
-    pub total: u64,
-}
-
-/// The progress callback: `ControlFlow::Break` stops the run with [`ReproError::Cancelled`]
-/// (Python's Ctrl-C).
-pub type ProgressFn<'a> = dyn Fn(&Progress<'_>) -> ControlFlow<()> + 'a;
-
 /// How to run a reproduction.
 #[derive(Clone, Copy, Default)]
 pub struct ReproOptions<'a> {
     /// The shorter run (fewer repeats, less modeled time, smaller workloads) for CI and a
     /// first look; the full run is what docs/reproductions holds.
     pub quick: bool,
-    /// Called before each step; `None`: no reports.
-    pub progress: Option<&'a ProgressFn<'a>>,
+    /// Called before each step with a [`Progress`] of steps (`done` of `total`, the step
+    /// starting) and once with `done == total` at the end; `Break` stops the run with
+    /// [`ReproError::Cancelled`] (Python's Ctrl-C). `None`: no reports.
+    pub progress: Option<&'a SharedProgressFn<'a>>,
 }
 
 impl fmt::Debug for ReproOptions<'_> {
@@ -238,7 +222,7 @@ impl<'a> ReproOptions<'a> {
 
     /// The same options with `progress` called before each step.
     #[must_use]
-    pub const fn with_progress(self, progress: &'a ProgressFn<'a>) -> Self {
+    pub const fn with_progress(self, progress: &'a SharedProgressFn<'a>) -> Self {
         ReproOptions {
             progress: Some(progress),
             ..self
@@ -285,16 +269,14 @@ pub(crate) fn guest_error(e: GuestError) -> Error {
 #[derive(Debug)]
 pub(crate) struct Steps<'o, 'a> {
     opts: &'o ReproOptions<'a>,
-    reproduction: Reproduction,
     done: u64,
     total: u64,
 }
 
 impl<'o, 'a> Steps<'o, 'a> {
-    pub(crate) fn new(opts: &'o ReproOptions<'a>, reproduction: Reproduction, total: u64) -> Self {
+    pub(crate) fn new(opts: &'o ReproOptions<'a>, total: u64) -> Self {
         Steps {
             opts,
-            reproduction,
             done: 0,
             total,
         }
@@ -304,13 +286,11 @@ impl<'o, 'a> Steps<'o, 'a> {
         let Some(f) = self.opts.progress else {
             return Ok(());
         };
-        let p = Progress {
-            reproduction: self.reproduction,
+        match f(&Progress::steps(
             step,
-            done: self.done.min(self.total),
-            total: self.total,
-        };
-        match f(&p) {
+            self.done.min(self.total),
+            self.total,
+        )) {
             ControlFlow::Continue(()) => Ok(()),
             ControlFlow::Break(()) => Err(ReproError::Cancelled),
         }
@@ -352,6 +332,7 @@ mod tests {
     fn steps_report_each_start_then_done_and_can_stop() {
         let seen = RefCell::new(Vec::new());
         let f = |p: &Progress<'_>| {
+            assert_eq!(p.unit, crate::ProgressUnit::Steps);
             seen.borrow_mut()
                 .push((p.step.to_string(), p.done, p.total));
             if p.step == "stop" {
@@ -361,7 +342,7 @@ mod tests {
             }
         };
         let opts = ReproOptions::new(true).with_progress(&f);
-        let mut s = Steps::new(&opts, Reproduction::Fujita2008, 2);
+        let mut s = Steps::new(&opts, 2);
         s.start(|| "a".into()).unwrap();
         s.start(|| "b".into()).unwrap();
         s.finish().unwrap();
@@ -373,7 +354,7 @@ mod tests {
                 ("done".into(), 2, 2)
             ]
         );
-        let mut s = Steps::new(&opts, Reproduction::Fujita2008, 1);
+        let mut s = Steps::new(&opts, 1);
         assert!(matches!(
             s.start(|| "stop".into()),
             Err(ReproError::Cancelled)

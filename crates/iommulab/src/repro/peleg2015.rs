@@ -188,7 +188,7 @@ pub fn run(opts: &ReproOptions<'_>) -> Result<Peleg2015Results, Error> {
         ..ExperimentConfig::default()
     };
     let total = (DESIGNS.len() * CORES.len()) as u64;
-    let mut steps = Steps::new(opts, Reproduction::Peleg2015, total);
+    let mut steps = Steps::new(opts, total);
     let mut raw: Vec<(Design, u16, CoreStats)> = Vec::with_capacity(DESIGNS.len() * CORES.len());
     for d in DESIGNS {
         for cores in CORES {

@@ -494,7 +494,7 @@ pub fn published() -> Published {
 pub fn run(opts: &ReproOptions<'_>) -> Result<BenYehuda2007Results, Error> {
     let pairs = if opts.quick { 20_000 } else { 400_000 };
     let packets = if opts.quick { 20_000 } else { 200_000 };
-    let mut steps = Steps::new(opts, Reproduction::BenYehuda2007, 6);
+    let mut steps = Steps::new(opts, 6);
     steps.start(|| "DMA layer on calgary".into())?;
     let calgary = dma_layer::count_steps(UnitKind::Calgary, FlushMode::RollAround, pairs)?;
     steps.start(|| "DMA layer on dart".into())?;

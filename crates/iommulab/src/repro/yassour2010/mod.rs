@@ -567,7 +567,7 @@ pub fn run(opts: &ReproOptions<'_>) -> Result<Yassour2010Results, Error> {
         + (1 + tuned.len() as u64 + duplex.len() as u64)
             * crate::virt::EvictionConfig::all_default().len() as u64
         + recordings.iter().map(|r| r.steps()).sum::<u64>();
-    let mut steps = Steps::new(opts, Reproduction::Yassour2010, total);
+    let mut steps = Steps::new(opts, total);
     let mut workloads = Vec::new();
     for p in &prepared {
         let cpu_p = if cpu_of(p) { &large } else { p };
