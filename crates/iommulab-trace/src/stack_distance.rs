@@ -12,7 +12,7 @@
 //! (compaction).
 //!
 //! The one LRU stack-distance counter of the workspace: `trace stats` runs it on a thread of
-//! its own ([`ReuseCounter`]), fed the pages the maps covered a batch at a time, and the
+//! its own (`ReuseCounter`), fed the pages the maps covered a batch at a time, and the
 //! hit-rate curves (`iommulab-virt`'s `mrc`) turn its distances into LRU's hits at every
 //! quota (a hit at quota q iff distance + 1 ≤ q; Mattson et al. 1970). Its memory is
 //! proportional to the distinct pages, not to the accesses: about 4 bytes per page id for

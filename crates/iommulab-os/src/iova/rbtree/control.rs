@@ -19,7 +19,7 @@ impl RbTree {
         out
     }
 
-    /// What [`IovaAllocator::alloc`] would return for `pages` below `limit`, without
+    /// What [`IovaAllocator::alloc`](crate::iova::IovaAllocator::alloc) would return for `pages` below `limit`, without
     /// changing anything (not even the counters): the same top-down next-fit search from the
     /// same cached node. `None` where the allocation would fail.
     pub fn peek_alloc(&self, pages: u64, limit: Pfn<Iova>) -> Option<Pfn<Iova>> {

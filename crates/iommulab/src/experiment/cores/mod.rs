@@ -5,14 +5,14 @@
 //! moves); [`demand`] prices that, as today, and splits it into the CPU's own work and the
 //! parts other CPUs can queue behind: the IOVA tree lock (`iova_rbtree_lock`: 2.6.26's and
 //! 6.x's one lock per domain, S0.x's §5 question), the magazines' depot lock, 2.6.26's
-//! global flush lock and the invalidation unit ([`invalidation`]: the register interface one
+//! global flush lock and the invalidation unit (`invalidation.rs`: the register interface one
 //! request at a time, queued invalidation with its wait descriptor). The per-CPU magazines
 //! and flush-queue rings are the CPU's own work: no other CPU takes their locks.
 //!
 //! Each CPU runs its own stream (the op's `cpu`, folded modulo the machine's CPUs: a
 //! generator's `cpus`, a trace's CPU column), one operation after another, as a closed
 //! loop. The model steps the CPU whose next request is earliest, so every shared resource
-//! sees its requests in time order and serves them first come, first served ([`lock`]); a
+//! sees its requests in time order and serves them first come, first served (`lock.rs`); a
 //! waiting CPU spins (its wait is CPU time). Passing a lock between CPUs costs
 //! [`ContentionPrices::lock_transfer`].
 //!
