@@ -9,7 +9,7 @@ use iommulab::repro::{ReproResults, Reproduction};
 use crate::table::Table;
 
 /// A markdown cell: pipes escaped, line breaks flattened.
-fn cell(s: &str) -> String {
+pub(crate) fn cell(s: &str) -> String {
     s.replace('|', "\\|").replace('\n', " ")
 }
 

@@ -4,6 +4,7 @@
 
 use std::fmt::Write as _;
 
+use crate::claims::cell;
 use iommulab::hw::cost::KVM_2010_PRICES;
 use iommulab::repro::claims::Claim;
 use iommulab::repro::claims::yassour2010::{StreamClaim, at};
@@ -612,9 +613,4 @@ generator | verdict | why (generator) |\n|---|---|---|---|---|---|"
     m.push_str(&rows);
     m.push('\n');
     m
-}
-
-/// A markdown cell: pipes escaped, line breaks flattened.
-fn cell(s: &str) -> String {
-    s.replace('|', "\\|").replace('\n', " ")
 }
