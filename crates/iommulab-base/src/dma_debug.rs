@@ -90,6 +90,7 @@ pub struct Claim<D> {
 /// refers to. A perfect fit (size, type, direction and sg count) wins at once; else the best
 /// fit — but only if it is the sole entry there: with several and none perfect, Linux
 /// reports "has not allocated" (`None`).
+#[inline]
 pub fn best_fit<K, D: PartialEq>(
     candidates: impl IntoIterator<Item = (K, Claim<D>)>,
     wanted: &Claim<D>,

@@ -2,7 +2,7 @@
 //! the kernel's choice), the prediction of the next allocation, the live ranges and the
 //! invariant check tests run.
 
-use super::tree::Node;
+use super::tree::{LEFT, Node, RIGHT};
 use super::{ANCHOR, IOVA_ANCHOR, MAX_PFN, NIL, NODE_BYTES, RbTree, Walk};
 use crate::iova::IovaError;
 use iommulab_base::addr::{Iova, Pfn};
@@ -53,9 +53,9 @@ impl RbTree {
         while x != NIL {
             if self.n(x).pfn_lo <= hi {
                 best = x;
-                x = self.n(x).right;
+                x = self.n(x).child[RIGHT];
             } else {
-                x = self.n(x).left;
+                x = self.n(x).child[LEFT];
             }
         }
         if best != NIL && best != ANCHOR && self.n(best).pfn_hi >= lo {
@@ -123,9 +123,9 @@ impl RbTree {
             *visits += 1;
             if self.n(x).pfn_lo >= pfn {
                 best = x;
-                x = self.n(x).left;
+                x = self.n(x).child[LEFT];
             } else {
-                x = self.n(x).right;
+                x = self.n(x).child[RIGHT];
             }
         }
         best
@@ -209,7 +209,7 @@ impl RbTree {
             return Ok(1);
         }
         let n = &self.nodes[x as usize];
-        for c in [n.left, n.right] {
+        for c in [n.child[LEFT], n.child[RIGHT]] {
             if c != NIL && self.nodes[c as usize].parent != x {
                 return Err(format!("child {c} of {x} has a wrong parent"));
             }
@@ -217,8 +217,8 @@ impl RbTree {
                 return Err(format!("red node {x} has a red child"));
             }
         }
-        let l = self.black_height(n.left)?;
-        let r = self.black_height(n.right)?;
+        let l = self.black_height(n.child[LEFT])?;
+        let r = self.black_height(n.child[RIGHT])?;
         if l != r {
             return Err(format!("black heights differ under {x}: {l} vs {r}"));
         }
@@ -232,7 +232,7 @@ impl RbTree {
         while self.nodes[x as usize].parent != NIL {
             let p = self.nodes[x as usize].parent;
             let pn = &self.nodes[p as usize];
-            if pn.left != x && pn.right != x {
+            if pn.child[LEFT] != x && pn.child[RIGHT] != x {
                 return false;
             }
             x = p;
@@ -245,8 +245,8 @@ impl RbTree {
             return;
         }
         let n = self.nodes[x as usize];
-        self.in_order(n.left, f);
+        self.in_order(n.child[LEFT], f);
         f(&n);
-        self.in_order(n.right, f);
+        self.in_order(n.child[RIGHT], f);
     }
 }

@@ -42,7 +42,7 @@ use std::mem::size_of;
 use super::{IovaAllocator, IovaError, IovaStats};
 use iommulab_base::addr::{CpuId, Iova, Pfn};
 use iommulab_base::clock::{ClockRate, Cycles};
-use tree::Node;
+use tree::{LEFT, Node, RIGHT};
 
 /// The sentinel: index 0, always black, standing in for every NULL child (CLRS's `T.nil`).
 pub(crate) const NIL: u32 = 0;
@@ -230,9 +230,9 @@ impl RbTree {
             *visits += 1;
             if self.n(x).pfn_lo >= limit_pfn {
                 best = x;
-                x = self.n(x).left;
+                x = self.n(x).child[LEFT];
             } else {
-                x = self.n(x).right;
+                x = self.n(x).child[RIGHT];
             }
         }
         best
@@ -245,9 +245,9 @@ impl RbTree {
             self.stats.tree_visits += 1;
             let n = self.n(x);
             if pfn_lo < n.pfn_lo {
-                x = n.left;
+                x = n.child[LEFT];
             } else if pfn_lo > n.pfn_lo {
-                x = n.right;
+                x = n.child[RIGHT];
             } else {
                 return (n.pfn_hi == pfn_hi && x != ANCHOR).then_some(x);
             }
@@ -393,10 +393,7 @@ impl IovaAllocator for RbTree {
         self.cached_delete_update(z);
         self.erase(z);
         let head = self.free_head;
-        *self.m(z) = Node {
-            left: head,
-            ..Node::blank()
-        };
+        *self.m(z) = Node::free_link(head);
         self.free_head = z;
         self.live -= 1;
         self.stats.frees += 1;

@@ -9,26 +9,39 @@ use crate::iova::IovaStats;
 /// One used range `[pfn_lo, pfn_hi]` (inclusive, as Linux's `struct iova`) and its links.
 ///
 /// `u32` links instead of pointers keep the node at 32 bytes (Linux: 40 with the
-/// `rb_node`'s parent-and-colour word). A free node reuses `left` as the free-list link.
+/// `rb_node`'s parent-and-colour word). A free node reuses `child[LEFT]` as the free-list
+/// link. The children are an array indexed by [`Side`] so the mirrored rebalancing cases,
+/// written once, pick a child by index instead of by a branch.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Node {
     pub(super) pfn_lo: u64,
     pub(super) pfn_hi: u64,
-    pub(super) left: u32,
-    pub(super) right: u32,
+    pub(super) child: [u32; 2],
     pub(super) parent: u32,
     pub(super) red: bool,
 }
+
+/// Index of the left child in [`Node::child`].
+pub(super) const LEFT: usize = Side::Left as usize;
+/// Index of the right child in [`Node::child`].
+pub(super) const RIGHT: usize = Side::Right as usize;
 
 impl Node {
     pub(super) const fn blank() -> Self {
         Node {
             pfn_lo: 0,
             pfn_hi: 0,
-            left: NIL,
-            right: NIL,
+            child: [NIL, NIL],
             parent: NIL,
             red: false,
+        }
+    }
+
+    /// A free-list node linking to `next`.
+    pub(super) const fn free_link(next: u32) -> Self {
+        Node {
+            child: [next, NIL],
+            ..Node::blank()
         }
     }
 }
@@ -36,12 +49,19 @@ impl Node {
 /// A child of a node. CLRS writes each rebalancing case twice, once as the mirror image of
 /// the other; here the case is written once for the side it starts from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(usize)]
 enum Side {
-    Left,
-    Right,
+    Left = 0,
+    Right = 1,
 }
 
 impl Side {
+    /// The side a child hangs on, from "it is not the left child" (one compare, no branch).
+    #[inline]
+    fn of_right(right: bool) -> Side {
+        if right { Side::Right } else { Side::Left }
+    }
+
     #[inline]
     fn other(self) -> Side {
         match self {
@@ -54,18 +74,12 @@ impl Side {
 impl Node {
     #[inline]
     fn child(&self, s: Side) -> u32 {
-        match s {
-            Side::Left => self.left,
-            Side::Right => self.right,
-        }
+        self.child[s as usize]
     }
 
     #[inline]
     fn child_mut(&mut self, s: Side) -> &mut u32 {
-        match s {
-            Side::Left => &mut self.left,
-            Side::Right => &mut self.right,
-        }
+        &mut self.child[s as usize]
     }
 }
 
@@ -136,6 +150,7 @@ impl RbTree {
 
     /// Rotates at `x` towards side `s`: `x`'s child on the other side takes its place and
     /// `x` becomes that child's `s` child (`s = Left` is CLRS's LEFT-ROTATE).
+    #[inline]
     fn rotate(&mut self, x: u32, s: Side) {
         let o = s.other();
         let y = self.n(x).child(o);
@@ -168,7 +183,7 @@ impl RbTree {
         };
         if self.free_head != NIL {
             let z = self.free_head;
-            self.free_head = self.n(z).left;
+            self.free_head = self.n(z).child[LEFT];
             *self.m(z) = node;
             return Some(z);
         }
@@ -190,18 +205,18 @@ impl RbTree {
             parent = x;
             go_left = key < self.n(x).pfn_lo;
             x = if go_left {
-                self.n(x).left
+                self.n(x).child[LEFT]
             } else {
-                self.n(x).right
+                self.n(x).child[RIGHT]
             };
         }
         self.m(z).parent = parent;
         if parent == NIL {
             self.root = z;
         } else if go_left {
-            self.m(parent).left = z;
+            self.m(parent).child[LEFT] = z;
         } else {
-            self.m(parent).right = z;
+            self.m(parent).child[RIGHT] = z;
         }
         self.insert_fixup(z);
     }
@@ -212,11 +227,7 @@ impl RbTree {
         while self.n(self.n(z).parent).red {
             let p = self.n(z).parent;
             let g = self.n(p).parent;
-            let s = if p == self.n(g).left {
-                Side::Left
-            } else {
-                Side::Right
-            };
+            let s = Side::of_right(p != self.n(g).child[LEFT]);
             let o = s.other();
             let y = self.n(g).child(o);
             if self.n(y).red {
@@ -244,10 +255,10 @@ impl RbTree {
         let up = self.n(u).parent;
         if up == NIL {
             self.root = v;
-        } else if u == self.n(up).left {
-            self.m(up).left = v;
+        } else if u == self.n(up).child[LEFT] {
+            self.m(up).child[LEFT] = v;
         } else {
-            self.m(up).right = v;
+            self.m(up).child[RIGHT] = v;
         }
         // Writes the sentinel's parent when `v == NIL`, as CLRS does; the fixup reads it.
         self.m(v).parent = up;
@@ -258,32 +269,32 @@ impl RbTree {
         let mut y = z;
         let mut y_was_red = self.n(y).red;
         let x;
-        if self.n(z).left == NIL {
-            x = self.n(z).right;
+        if self.n(z).child[LEFT] == NIL {
+            x = self.n(z).child[RIGHT];
             self.transplant(z, x);
-        } else if self.n(z).right == NIL {
-            x = self.n(z).left;
+        } else if self.n(z).child[RIGHT] == NIL {
+            x = self.n(z).child[LEFT];
             self.transplant(z, x);
         } else {
-            y = self.n(z).right;
+            y = self.n(z).child[RIGHT];
             self.stats.tree_visits += 1;
-            while self.n(y).left != NIL {
-                y = self.n(y).left;
+            while self.n(y).child[LEFT] != NIL {
+                y = self.n(y).child[LEFT];
                 self.stats.tree_visits += 1;
             }
             y_was_red = self.n(y).red;
-            x = self.n(y).right;
+            x = self.n(y).child[RIGHT];
             if self.n(y).parent == z {
                 self.m(x).parent = y;
             } else {
                 self.transplant(y, x);
-                let zr = self.n(z).right;
-                self.m(y).right = zr;
+                let zr = self.n(z).child[RIGHT];
+                self.m(y).child[RIGHT] = zr;
                 self.m(zr).parent = y;
             }
             self.transplant(z, y);
-            let zl = self.n(z).left;
-            self.m(y).left = zl;
+            let zl = self.n(z).child[LEFT];
+            self.m(y).child[LEFT] = zl;
             self.m(zl).parent = y;
             let zred = self.n(z).red;
             self.m(y).red = zred;
@@ -298,11 +309,7 @@ impl RbTree {
     fn erase_fixup(&mut self, mut x: u32) {
         while x != self.root && !self.n(x).red {
             let p = self.n(x).parent;
-            let s = if x == self.n(p).left {
-                Side::Left
-            } else {
-                Side::Right
-            };
+            let s = Side::of_right(x != self.n(p).child[LEFT]);
             let o = s.other();
             let mut w = self.n(p).child(o);
             if self.n(w).red {
@@ -351,7 +358,7 @@ impl RbTree {
     /// `(left, right, parent)` of node `x`.
     pub(crate) fn core_links(&self, x: u32) -> (u32, u32, u32) {
         let n = self.n(x);
-        (n.left, n.right, n.parent)
+        (n.child[LEFT], n.child[RIGHT], n.parent)
     }
 
     /// A node for `[lo, hi]` inserted by a descent from `start` (`NIL`: the root), then
@@ -369,10 +376,7 @@ impl RbTree {
     pub(crate) fn core_erase(&mut self, x: u32) {
         self.erase(x);
         let head = self.free_head;
-        *self.m(x) = Node {
-            left: head,
-            ..Node::blank()
-        };
+        *self.m(x) = Node::free_link(head);
         self.free_head = x;
         self.live -= 1;
         self.stats.slab_frees += 1;
@@ -394,9 +398,9 @@ impl RbTree {
         while x != NIL {
             let n = self.n(x);
             if pfn < n.pfn_lo {
-                x = n.left;
+                x = n.child[LEFT];
             } else if pfn > n.pfn_hi {
-                x = n.right;
+                x = n.child[RIGHT];
             } else {
                 return x;
             }
