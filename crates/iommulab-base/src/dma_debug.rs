@@ -199,7 +199,10 @@ impl<V: Copy> RecentlyUnmapped<V> {
     /// Remembers `key` as unmapped.
     pub fn insert(&mut self, key: (u16, u64), v: V) {
         if self.new.len() >= UNMAPPED_MEMORY {
-            self.old = std::mem::take(&mut self.new);
+            // The older generation is forgotten; its table is reused (capacity kept), so
+            // a long run does not allocate per generation.
+            std::mem::swap(&mut self.new, &mut self.old);
+            self.new.clear();
         }
         self.new.insert(key, v);
     }

@@ -280,7 +280,7 @@ impl<E: EvictionPolicy> MapCache<E> {
     }
 
     /// The driver maps `gfn` for DMA. See the [module docs](self).
-    #[inline]
+    #[inline(always)]
     pub fn map(&mut self, gfn: Pfn<Gpa>) -> MapOutcome<'_> {
         self.stats.maps += 1;
         self.policy.on_reference(gfn);
@@ -351,7 +351,7 @@ impl<E: EvictionPolicy> MapCache<E> {
     /// # Errors
     /// [`Error::NotMapped`] / [`Error::NotPinned`] for an unmap without a matching map
     /// (counted in [`MapCacheStats::bad_unmaps`]; nothing changes).
-    #[inline]
+    #[inline(always)]
     pub fn unmap(&mut self, gfn: Pfn<Gpa>) -> Result<UnmapOutcome> {
         let Some((_, s)) = self.table.find(gfn.get()) else {
             self.stats.bad_unmaps += 1;

@@ -18,9 +18,7 @@
 
 mod slot;
 
-pub use slot::Slot;
-
-use slot::BySlot;
+pub use slot::{Slot, SlotTable};
 
 use crate::device::AccessOutcome;
 use crate::dma::{DeviceHandle, DmaApi, DmaError, MapAttrs, MapBackend, SgEntry};
@@ -123,7 +121,7 @@ pub trait Hooks<A: IovaAllocator, F: FlushPolicy, B: MapBackend>: Sized {
 pub struct Driver<'a, A: IovaAllocator, F: FlushPolicy, B: MapBackend, H: Hooks<A, F, B>> {
     api: &'a mut DmaApi<A, F, B>,
     devs: &'a [DeviceHandle],
-    slots: BySlot<B::Phys>,
+    slots: SlotTable<B::Phys>,
     hooks: &'a mut H,
     /// I/Os completed (unmaps of live buffers).
     ios: u64,
@@ -160,7 +158,7 @@ impl<'a, A: IovaAllocator, F: FlushPolicy, B: MapBackend, H: Hooks<A, F, B>>
         Self {
             api,
             devs,
-            slots: BySlot::with_len(slots),
+            slots: SlotTable::with_len(slots),
             hooks,
             ios: 0,
             access: AccessOutcome::default(),
@@ -188,8 +186,8 @@ impl<'a, A: IovaAllocator, F: FlushPolicy, B: MapBackend, H: Hooks<A, F, B>>
     /// Unmaps every live buffer on CPU 0: a run cut short (or a workload that leaves
     /// buffers mapped) still has I/Os in flight, and every IOVA must come back.
     fn complete_in_flight(&mut self) -> Result<(), DmaError> {
-        for s in self.slots.iter_mut().filter(|s| s.live) {
-            s.live = false;
+        for s in self.slots.live_iter_mut() {
+            s.retire();
             let dev = device_of(self.devs, s.device);
             if s.is_sg {
                 self.api.unmap_sg(dev, CpuId::new(0), &s.sg, s.attrs.dir)?;
@@ -272,26 +270,20 @@ impl<'a, A: IovaAllocator, F: FlushPolicy, B: MapBackend, H: Hooks<A, F, B>>
                 let dev = device_of(self.devs, d);
                 let len = self.hooks.buffer(phys, len, dir)?;
                 let attrs = MapAttrs { dir, dma_alloc };
-                let live = match api.map_single_attrs(dev, cpu, phys, len, attrs) {
+                let (live, addr) = match api.map_single_attrs(dev, cpu, phys, len, attrs) {
                     Ok(addr) => {
                         self.hooks
                             .after_map(api, dev, addr, dir, &mut self.access)?;
-                        let s = self.slots.get_mut(slot);
-                        s.addr = addr;
-                        true
+                        (true, addr)
                     }
                     Err(e) => {
                         self.hooks.map_failed(e)?;
-                        false
+                        (false, Iova::default())
                     }
                 };
-                let s = self.slots.get_mut(slot);
-                s.live = live;
-                s.device = d;
-                s.phys = phys;
-                s.len = len;
-                s.attrs = attrs;
-                s.is_sg = false;
+                self.slots
+                    .get_mut(slot)
+                    .set_single(live, d, addr, phys, len, attrs);
             }
             DmaOp::MapSg {
                 slot,
@@ -301,32 +293,28 @@ impl<'a, A: IovaAllocator, F: FlushPolicy, B: MapBackend, H: Hooks<A, F, B>>
             } => {
                 let dev = device_of(self.devs, d);
                 let s = self.slots.get_mut(slot);
-                s.live = false;
-                s.sg.clear();
+                let list = s.start_sg(d, dir);
                 for g in sg {
                     let len = self.hooks.buffer(g.phys, g.len, dir)?;
-                    s.sg.push(SgEntry {
+                    list.push(SgEntry {
                         phys: g.phys,
                         len,
                         dma: Iova::default(),
                     });
                 }
-                let r = if s.sg.is_empty() {
+                let r = if list.is_empty() {
                     Err(DmaError::EmptyScatterlist)
                 } else {
-                    api.map_sg(dev, cpu, &mut s.sg, dir)
+                    api.map_sg(dev, cpu, list, dir)
                 };
-                match r {
-                    Ok(_) => s.live = true,
-                    Err(e) => self.hooks.map_failed(e)?,
-                }
-                s.device = d;
-                s.addr = s.sg.first().map(|e| e.dma).unwrap_or_default();
-                s.attrs = MapAttrs {
-                    dir,
-                    dma_alloc: false,
+                let mapped = match r {
+                    Ok(_) => true,
+                    Err(e) => {
+                        self.hooks.map_failed(e)?;
+                        false
+                    }
                 };
-                s.is_sg = true;
+                s.finish_sg(mapped);
             }
             DmaOp::Access { slot, access: a } => {
                 if !self.hooks.device_accesses() {
@@ -352,7 +340,7 @@ impl<'a, A: IovaAllocator, F: FlushPolicy, B: MapBackend, H: Hooks<A, F, B>>
                 let Some(s) = self.slots.live_mut(slot) else {
                     return Ok(());
                 };
-                s.live = false;
+                s.retire();
                 let dev = device_of(self.devs, s.device);
                 if s.is_sg {
                     api.unmap_sg(dev, cpu, &s.sg, s.attrs.dir)?;

@@ -87,6 +87,56 @@ impl<P: PhysAddr> Slot<P> {
         self.is_sg.then_some(self.sg.as_slice())
     }
 
+    /// Records a single mapping of `len` bytes at `phys` for the workload's `device`, at
+    /// `addr`; `live` is false when the map was refused (no access or unmap follows).
+    #[inline(always)]
+    pub fn set_single(
+        &mut self,
+        live: bool,
+        device: u16,
+        addr: Iova,
+        phys: P,
+        len: u64,
+        attrs: MapAttrs,
+    ) {
+        self.live = live;
+        self.device = device;
+        self.addr = addr;
+        self.phys = phys;
+        self.len = len;
+        self.attrs = attrs;
+        self.is_sg = false;
+    }
+
+    /// Starts a scatter-gather list of the workload's `device` for `dir`: the slot is not
+    /// live until [`Slot::finish_sg`]; the list comes back empty, its capacity kept.
+    #[inline(always)]
+    pub fn start_sg(&mut self, device: u16, dir: DmaDirection) -> &mut Vec<SgEntry<P>> {
+        self.live = false;
+        self.device = device;
+        self.attrs = MapAttrs {
+            dir,
+            dma_alloc: false,
+        };
+        self.is_sg = true;
+        self.sg.clear();
+        &mut self.sg
+    }
+
+    /// Ends the list [`Slot::start_sg`] began: `live` if it was mapped; the slot's address
+    /// is its first entry's.
+    #[inline(always)]
+    pub fn finish_sg(&mut self, live: bool) {
+        self.live = live;
+        self.addr = self.sg.first().map(|e| e.dma).unwrap_or_default();
+    }
+
+    /// The buffer's unmap: the slot is free for the workload's next map.
+    #[inline(always)]
+    pub fn retire(&mut self) {
+        self.live = false;
+    }
+
     /// The byte extents the device reaches: the single mapping, or each list entry.
     #[inline]
     pub fn extents(&self) -> impl Iterator<Item = (Iova, u64)> + '_ {
@@ -96,21 +146,30 @@ impl<P: PhysAddr> Slot<P> {
     }
 }
 
-/// The slots by number; a slot past the end grows the table (workloads give a hint).
+/// The slots by number; a slot past the end grows the table (workloads give a hint). The
+/// driver's, and the trace recorder's (`trace generate` writes a workload's buffers out).
 #[derive(Debug)]
-pub(super) struct BySlot<P: PhysAddr> {
+pub struct SlotTable<P: PhysAddr> {
     slots: Vec<Slot<P>>,
 }
 
-impl<P: PhysAddr> BySlot<P> {
-    pub(super) fn with_len(n: usize) -> Self {
+impl<P: PhysAddr> Default for SlotTable<P> {
+    fn default() -> Self {
+        Self::with_len(0)
+    }
+}
+
+impl<P: PhysAddr> SlotTable<P> {
+    /// A table of `n` free slots.
+    pub fn with_len(n: usize) -> Self {
         let mut slots = Vec::new();
         slots.resize_with(n, Slot::default);
         Self { slots }
     }
 
+    /// Slot `slot`, live or not; the table grows to hold it.
     #[inline(always)]
-    pub(super) fn get_mut(&mut self, slot: u32) -> &mut Slot<P> {
+    pub fn get_mut(&mut self, slot: u32) -> &mut Slot<P> {
         let i = slot as usize;
         if i >= self.slots.len() {
             self.slots.resize_with(i + 1, Slot::default);
@@ -120,16 +179,18 @@ impl<P: PhysAddr> BySlot<P> {
 
     /// The live slot `slot`, if any.
     #[inline(always)]
-    pub(super) fn live(&self, slot: u32) -> Option<&Slot<P>> {
+    pub fn live(&self, slot: u32) -> Option<&Slot<P>> {
         self.slots.get(slot as usize).filter(|s| s.live)
     }
 
+    /// The live slot `slot`, to change, if any.
     #[inline(always)]
-    pub(super) fn live_mut(&mut self, slot: u32) -> Option<&mut Slot<P>> {
+    pub fn live_mut(&mut self, slot: u32) -> Option<&mut Slot<P>> {
         self.slots.get_mut(slot as usize).filter(|s| s.live)
     }
 
-    pub(super) fn iter_mut(&mut self) -> std::slice::IterMut<'_, Slot<P>> {
-        self.slots.iter_mut()
+    /// The live slots, to change (to complete the I/Os in flight at the end).
+    pub fn live_iter_mut(&mut self) -> impl Iterator<Item = &mut Slot<P>> {
+        self.slots.iter_mut().filter(|s| s.live)
     }
 }

@@ -10,6 +10,8 @@
 
 use super::{WorkloadVisitor, with_workload};
 use crate::addr::{Access, CpuId, Iova, PAGE_4K, Pfn, PhysAddr};
+use crate::dma::{MapAttrs, SgEntry};
+use crate::driver::{Slot, SlotTable};
 use crate::error::Error;
 use crate::iova::{IovaAllocator, RbTree};
 use crate::trace::{Event, EventKind, EventSink, TraceDir, TraceError};
@@ -24,22 +26,11 @@ pub struct RecordSummary {
     pub ops: u64,
 }
 
-#[derive(Clone, Debug, Default)]
-struct Live {
-    device: u16,
-    dir: TraceDir,
-    /// (dma, phys, len) per segment; one entry for a single map.
-    segs: Vec<(u64, u64, u64)>,
-    sg: bool,
-    /// Recorded as `alloc`/`free` (a DMA-allocated buffer, S1.11).
-    alloc: bool,
-    /// First IOVA page and page count, to free.
-    pfn: u64,
-    pages: u64,
-}
-
 /// Records `workload` into `sink` until it ends or `max_events` events were written.
 /// Mappings still live at the cut are unmapped, so the trace is closed.
+///
+/// The buffers live in the driver's [`SlotTable`], as in a run: the recorder is a run whose
+/// DMA API is the IOVA allocator alone and whose output is the events.
 pub fn record<W: Workload, K: EventSink + ?Sized>(
     workload: &mut W,
     sink: &mut K,
@@ -47,7 +38,7 @@ pub fn record<W: Workload, K: EventSink + ?Sized>(
     op_ns: u64,
 ) -> Result<RecordSummary, Error> {
     let mut iova = RbTree::new(Pfn::new(1), Pfn::new(1 << 20))?;
-    let mut live: Vec<Live> = Vec::new();
+    let mut slots: SlotTable<W::Phys> = SlotTable::default();
     let mut sum = RecordSummary::default();
     let mut now_ns: u64 = 0;
     let mut ticked = false;
@@ -83,20 +74,11 @@ pub fn record<W: Workload, K: EventSink + ?Sized>(
                 let offset = phys.page_offset(PAGE_4K);
                 let pages = PAGE_4K.pages_spanned(offset, len);
                 let pfn = iova.alloc(cpu0, pages, limit)?;
-                let dma = pfn.base(PAGE_4K).get() | offset;
-                let slot = slot as usize;
-                if slot >= live.len() {
-                    live.resize_with(slot + 1, Live::default);
-                }
-                let l = &mut live[slot];
-                l.device = device;
-                l.dir = dir.into();
-                l.segs.clear();
-                l.segs.push((dma, phys.get(), len));
-                l.sg = false;
-                l.alloc = dma_alloc;
-                l.pfn = pfn.get();
-                l.pages = pages;
+                let dma = Iova::new(pfn.base(PAGE_4K).get() | offset);
+                let attrs = MapAttrs { dir, dma_alloc };
+                slots
+                    .get_mut(slot)
+                    .set_single(true, device, dma, phys, len, attrs);
                 emit(
                     Event {
                         time_ns: now_ns,
@@ -108,7 +90,7 @@ pub fn record<W: Workload, K: EventSink + ?Sized>(
                             EventKind::Map
                         },
                         dir: dir.into(),
-                        dma: Some(dma),
+                        dma: Some(dma.get()),
                         phys: Some(phys.get()),
                         len,
                         nents: 0,
@@ -123,31 +105,22 @@ pub fn record<W: Workload, K: EventSink + ?Sized>(
                 dir,
             } => {
                 let segs = workload.sg_segments();
-                let pages: u64 = segs
-                    .iter()
-                    .map(|s| PAGE_4K.pages_spanned(s.phys.page_offset(PAGE_4K), s.len))
-                    .sum();
-                let pfn = iova.alloc(cpu0, pages.max(1), limit)?;
-                let slot = slot as usize;
-                if slot >= live.len() {
-                    live.resize_with(slot + 1, Live::default);
-                }
-                let l = &mut live[slot];
-                l.device = device;
-                l.dir = dir.into();
-                l.segs.clear();
+                let pages = sg_pages(segs.iter().map(|s| (s.phys, s.len)));
+                let pfn = iova.alloc(cpu0, pages, limit)?;
+                let s = slots.get_mut(slot);
+                let list = s.start_sg(device, dir);
                 let mut next = pfn;
-                for s in segs {
-                    let off = s.phys.page_offset(PAGE_4K);
-                    l.segs
-                        .push((next.base(PAGE_4K).get() | off, s.phys.get(), s.len));
-                    next = next.add(PAGE_4K.pages_spanned(off, s.len));
+                for g in segs {
+                    let off = g.phys.page_offset(PAGE_4K);
+                    list.push(SgEntry {
+                        phys: g.phys,
+                        len: g.len,
+                        dma: Iova::new(next.base(PAGE_4K).get() | off),
+                    });
+                    next = next.add(PAGE_4K.pages_spanned(off, g.len));
                 }
-                l.sg = true;
-                l.alloc = false;
-                l.pfn = pfn.get();
-                l.pages = pages.max(1);
-                let nents = u32::try_from(l.segs.len()).unwrap_or(u32::MAX);
+                s.finish_sg(true);
+                let list = s.sg().unwrap_or(&[]);
                 let head = Event {
                     time_ns: now_ns,
                     cpu: cpu_u16(cpu),
@@ -156,16 +129,16 @@ pub fn record<W: Workload, K: EventSink + ?Sized>(
                     dir: dir.into(),
                     dma: None,
                     phys: None,
-                    len: l.segs.iter().map(|s| s.2).sum(),
-                    nents,
+                    len: list.iter().map(|e| e.len).sum(),
+                    nents: u32::try_from(list.len()).unwrap_or(u32::MAX),
                 };
                 emit(head, &mut sum)?;
-                for &(dma, phys, len) in &live[slot].segs {
+                for e in list {
                     let seg = Event {
                         kind: EventKind::SgSeg,
-                        dma: Some(dma),
-                        phys: Some(phys),
-                        len,
+                        dma: Some(e.dma.get()),
+                        phys: Some(e.phys.get()),
+                        len: e.len,
                         nents: 0,
                         ..head
                     };
@@ -173,22 +146,22 @@ pub fn record<W: Workload, K: EventSink + ?Sized>(
                 }
             }
             DmaOp::Access { slot, access } => {
-                let Some(l) = live.get(slot as usize).filter(|l| !l.segs.is_empty()) else {
+                let Some(s) = slots.live(slot) else {
                     continue;
                 };
                 let kind = match access {
                     Access::Read => EventKind::DeviceRead,
                     Access::Write => EventKind::DeviceWrite,
                 };
-                for &(dma, _, len) in &l.segs {
+                for (dma, len) in s.extents() {
                     emit(
                         Event {
                             time_ns: now_ns,
                             cpu: 0,
-                            device: l.device,
+                            device: s.device(),
                             kind,
-                            dir: l.dir,
-                            dma: Some(dma),
+                            dir: s.dir().into(),
+                            dma: Some(dma.get()),
                             phys: None,
                             len,
                             nents: 0,
@@ -198,70 +171,84 @@ pub fn record<W: Workload, K: EventSink + ?Sized>(
                 }
             }
             DmaOp::Unmap { slot, cpu } => {
-                let Some(l) = live.get_mut(slot as usize).filter(|l| !l.segs.is_empty()) else {
+                let Some(s) = slots.live_mut(slot) else {
                     continue;
                 };
-                close(l, now_ns, cpu_u16(cpu), &mut iova, &mut |e| {
+                close(s, now_ns, cpu_u16(cpu), &mut iova, &mut |e| {
                     emit(e, &mut sum)
                 })?;
             }
         }
     }
-    for l in live.iter_mut().filter(|l| !l.segs.is_empty()) {
-        close(l, now_ns, 0, &mut iova, &mut |e| emit(e, &mut sum))?;
+    for s in slots.live_iter_mut() {
+        close(s, now_ns, 0, &mut iova, &mut |e| emit(e, &mut sum))?;
     }
     Ok(sum)
 }
 
-/// Emits the unmap (or `unmap_sg` and its segments) of `l` and frees its IOVA.
-fn close(
-    l: &mut Live,
+/// The IOVA pages a list of `(phys, len)` segments takes, each from its page offset (at
+/// least one).
+fn sg_pages<P: PhysAddr>(segs: impl Iterator<Item = (P, u64)>) -> u64 {
+    let pages: u64 = segs
+        .map(|(phys, len)| PAGE_4K.pages_spanned(phys.page_offset(PAGE_4K), len))
+        .sum();
+    pages.max(1)
+}
+
+/// Emits the unmap (or `unmap_sg` and its segments) of `s`, frees its IOVA and retires it.
+fn close<P: PhysAddr>(
+    s: &mut Slot<P>,
     now_ns: u64,
     cpu: u16,
     iova: &mut RbTree,
     emit: &mut dyn FnMut(Event) -> Result<(), TraceError>,
 ) -> Result<(), Error> {
+    let dir: TraceDir = s.dir().into();
     let head = Event {
         time_ns: now_ns,
         cpu,
-        device: l.device,
-        kind: if l.sg {
-            EventKind::UnmapSg
-        } else if l.alloc {
-            EventKind::Free
-        } else {
-            EventKind::Unmap
-        },
-        dir: l.dir,
+        device: s.device(),
+        kind: EventKind::Unmap,
+        dir,
         dma: None,
         phys: None,
-        len: l.segs.iter().map(|s| s.2).sum(),
+        len: 0,
         nents: 0,
     };
-    if l.sg {
+    let (pfn, pages) = if let Some(list) = s.sg() {
         emit(Event {
-            nents: u32::try_from(l.segs.len()).unwrap_or(u32::MAX),
+            kind: EventKind::UnmapSg,
+            len: list.iter().map(|e| e.len).sum(),
+            nents: u32::try_from(list.len()).unwrap_or(u32::MAX),
             ..head
         })?;
-        for &(_, phys, len) in &l.segs {
+        for e in list {
             // Like Linux's `dma_unmap_sg` event: physical addresses only.
             emit(Event {
                 kind: EventKind::SgSeg,
-                phys: Some(phys),
-                len,
+                phys: Some(e.phys.get()),
+                len: e.len,
                 ..head
             })?;
         }
+        let pages = sg_pages(list.iter().map(|e| (e.phys, e.len)));
+        (s.addr().pfn(PAGE_4K), pages)
     } else {
-        let (dma, _, len) = l.segs[0];
         emit(Event {
-            dma: Some(dma),
-            len,
+            kind: if s.attrs().dma_alloc {
+                EventKind::Free
+            } else {
+                EventKind::Unmap
+            },
+            dma: Some(s.addr().get()),
+            len: s.bytes(),
             ..head
         })?;
-    }
-    iova.free(CpuId::new(0), Pfn::<Iova>::new(l.pfn), l.pages)?;
-    l.segs.clear();
+        let pages = PAGE_4K.pages_spanned(s.phys().page_offset(PAGE_4K), s.bytes());
+        (s.addr().pfn(PAGE_4K), pages)
+    };
+    iova.free(CpuId::new(0), pfn, pages)?;
+    s.retire();
     Ok(())
 }
 
