@@ -640,39 +640,7 @@ every other price at the run's value; the claims are judged again at each point 
 the claims whose verdict changes within the range, with the part of the range where it holds.\n\n\
 | group | price | run's value | range | claims whose verdict changes: holds over (verdict elsewhere) |\n|---|---|---|---|---|"
     );
-    for row in &r.sensitivity {
-        let changes = if row.changes.is_empty() {
-            "none: every verdict holds over the range".to_string()
-        } else {
-            row.changes
-                .iter()
-                .map(|c| {
-                    let other: Vec<String> = c
-                        .elsewhere
-                        .iter()
-                        .map(|(x, v)| format!("{v} at {}", num(*x)))
-                        .collect();
-                    let span = if c.holds_from == c.holds_to {
-                        format!("at {} only", num(c.holds_from))
-                    } else {
-                        format!("over {}–{}", num(c.holds_from), num(c.holds_to))
-                    };
-                    format!("`{}` {} {span} ({})", c.claim, c.verdict, other.join(", "))
-                })
-                .collect::<Vec<_>>()
-                .join("; ")
-        };
-        let _ = writeln!(
-            p,
-            "| {} | `{}` | {} | {}–{} | {} |",
-            row.group,
-            row.price,
-            num(row.default),
-            num(row.low),
-            num(row.high),
-            changes
-        );
-    }
+    p.push_str(&crate::claims::sensitivity_rows(&r.sensitivity));
     let _ = writeln!(
         p,
         "\n## The prices and where they come from\n\n| group | price | value | range | source |\n|---|---|---|---|---|"
