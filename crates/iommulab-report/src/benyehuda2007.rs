@@ -634,7 +634,7 @@ machine, a PowerPC 970, is not modeled).",
 - **Multicalls** (S2.5): every map and unmap request of the receive ring is for one buffer, so each \
 multicall carries one entry (below: 100%; the paper: over 99%).\n\
 - **The sender** (the e326 client, one netperf process on a {:.1} GHz Opteron): each `send()` of a message \
-costs {:.0} cycles of system call and socket work plus {} cycles per byte copied, and each segment {:.0}; Nagle \
+costs {:.0} cycles of system call and socket work and the copy at {} cycles/byte, and each segment {:.0}; Nagle \
 coalesces the segments, not the calls, so at 64 B each segment carries {:.1} messages and the sender sends \
 {:.0} packets/s (the link carries {:.0}). Where it limits, the IOMMU-off and -on runs of the receiver see the same rate, and \
 the receiver's CPU use falls with the message size.\n\

@@ -14,7 +14,7 @@ use crate::hw::CostModel;
 use crate::hw::cost::KVM_2010_PRICES;
 use crate::repro::claims::Verdict;
 use crate::repro::claims::yassour2010::claims_by_stream;
-use crate::repro::sensitivity::{Knob, SensitivityRow};
+use crate::repro::sensitivity::{Knob, SensitivityRow, Setter};
 use crate::virt::link_load;
 
 use super::{CpuCurve, Results, check_failed};
@@ -89,7 +89,7 @@ fn knobs(run: &CostModel) -> Vec<Knob<CostModel>> {
             continue;
         };
         #[expect(clippy::cast_possible_truncation, reason = "a cycle price, rounded")]
-        let set: Box<dyn Fn(&CostModel, f64) -> Option<CostModel>> = match p.field {
+        let set: Setter<CostModel> = match p.field {
             // S1.10 gives the one-page totals: the per-page parts are what the call leaves.
             "host_call_bookkeeping" => Box::new(move |c: &CostModel, x| {
                 let x = x.round() as u64;
