@@ -4,6 +4,7 @@
 use std::fmt::Write as _;
 
 use iommulab::repro::claims::{Claim, Verdict, count};
+use iommulab::repro::sensitivity::SensitivityRow;
 use iommulab::repro::{ReproResults, Reproduction};
 
 use crate::table::Table;
@@ -135,6 +136,55 @@ stated on its page.\n\n| paper | claims |",
         let _ = write!(p, " **{n}** |");
     }
     p.push('\n');
+    p
+}
+
+/// A number as the sensitivity tables print it: whole when it is, else two decimals.
+fn num(x: f64) -> String {
+    if (x - x.round()).abs() < 1e-9 {
+        format!("{x:.0}")
+    } else {
+        format!("{x:.2}")
+    }
+}
+
+/// The rows of a sensitivity table (`| group | price | run's value | range | changes |`),
+/// one line each ([`iommulab::repro::sensitivity`]).
+pub(crate) fn sensitivity_rows(rows: &[SensitivityRow]) -> String {
+    let mut p = String::new();
+    for row in rows {
+        let changes = if row.changes.is_empty() {
+            "none: every verdict holds over the range".to_string()
+        } else {
+            row.changes
+                .iter()
+                .map(|c| {
+                    let other: Vec<String> = c
+                        .elsewhere
+                        .iter()
+                        .map(|(x, v)| format!("{v} at {}", num(*x)))
+                        .collect();
+                    let span = if c.holds_from == c.holds_to {
+                        format!("at {} only", num(c.holds_from))
+                    } else {
+                        format!("over {}–{}", num(c.holds_from), num(c.holds_to))
+                    };
+                    format!("`{}` {} {span} ({})", c.claim, c.verdict, other.join(", "))
+                })
+                .collect::<Vec<_>>()
+                .join("; ")
+        };
+        let _ = writeln!(
+            p,
+            "| {} | `{}` | {} | {}–{} | {} |",
+            row.group,
+            row.price,
+            num(row.default),
+            num(row.low),
+            num(row.high),
+            changes
+        );
+    }
     p
 }
 

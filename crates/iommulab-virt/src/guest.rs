@@ -126,6 +126,10 @@ pub struct GuestResult {
     pub unmap_requests: u64,
     /// IOTLB invalidations (page-selective).
     pub iotlb_invalidations: u64,
+    /// Of the unit's invalidations, those performed domain-selective (a hypercall's
+    /// covering request wider than the unit's address mask): priced `inv_domain`. Counted
+    /// over the whole run, setup included (setup only maps).
+    pub domain_invalidations: u64,
     /// Write-buffer flushes.
     pub write_buffer_flushes: u64,
     /// Modeled CPU cycles of mapping work (hypercalls, host bookkeeping, IOMMU).
@@ -385,6 +389,7 @@ impl GuestHooks {
             map_requests: d(s.map_requests, setup.map_requests),
             unmap_requests: d(s.unmap_requests, setup.unmap_requests),
             iotlb_invalidations: d(s.iotlb_invalidations, setup.iotlb_invalidations),
+            domain_invalidations: b.host().unit().stats().inv_domain,
             write_buffer_flushes: d(s.write_buffer_flushes, setup.write_buffer_flushes),
             cycles: d(s.cycles, setup.cycles),
             setup_hypercalls: setup.hypercalls,

@@ -357,7 +357,7 @@ impl<F: TceFormat> RemapUnit for Tce<F> {
         self.stats.pte_sets += pages;
         let p = self.prices();
         self.cpu.add(
-            p.entry_store
+            (p.entry_store + p.entry_flush)
                 .saturating_mul(pages)
                 .saturating_add(p.build_sync),
         );
@@ -395,8 +395,9 @@ impl<F: TceFormat> RemapUnit for Tce<F> {
         }
         t.fill(0);
         self.stats.pte_clears += pages;
-        let store = self.prices().entry_store;
-        self.cpu.add(store.saturating_mul(pages));
+        let p = self.prices();
+        self.cpu
+            .add((p.entry_store + p.entry_flush).saturating_mul(pages));
         Ok(())
     }
     fn after_map(&mut self) {}

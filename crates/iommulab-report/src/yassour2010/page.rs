@@ -168,6 +168,7 @@ pub(crate) fn markdown(res: &Results, claims: &[Claim]) -> String {
     m.push_str(&crate::claims::section(claims));
     m.push('\n');
     m.push_str(&by_stream(&res.claims_by_stream));
+    m.push_str(&price_sensitivity(res));
     m.push_str(&prices(res));
     m.push_str(&inputs(res));
     for s in &res.sensitivity {
@@ -242,10 +243,20 @@ fn cpu_table(m: &mut String, curves: &[CpuCurve], pinned: u64, ws: u64) {
     }
 }
 
+/// Each estimated price over its range: where each claim's verdict holds, on every stream.
+fn price_sensitivity(res: &Results) -> String {
+    let mut m = String::from(
+        "## Sensitivity: where each verdict holds\n\nEach estimated `kvm-2010` price swept over its range (the ends, the run's value and two points between it and each end), every other price at the run's value. The CPU curves of every stream are priced again from their counts (each price enters a run through a counted step: the per-call bookkeeping once per hypercall, S1.10's one-page totals kept so the per-page parts move the other way; `inv_domain` once per domain-selective invalidation; the stack per KiB sent) and every claim of the table above is judged again on every stream by the same rules. A row lists the claims (`stream: claim`) whose verdict changes within the range, with the part of the range where it holds. The hit-rate claims of Figures 3–4 read no price.\n\n| group | price | run's value | range | claims whose verdict changes: holds over (verdict elsewhere) |\n|---|---|---|---|---|\n",
+    );
+    m.push_str(&crate::claims::sensitivity_rows(&res.price_sensitivity));
+    m.push('\n');
+    m
+}
+
 /// Every `kvm-2010` price the guest runs use, with its source or its estimated range.
 fn prices(res: &Results) -> String {
     let mut m = String::from(
-        "## Prices\n\nEvery price of the guest runs (`kvm-2010`), and where it comes from; an estimate's range is what the CPU-sensitivity tables cover.\n\n| price | cycles | source | estimated range |\n|---|---|---|---|\n",
+        "## Prices\n\nEvery price of the guest runs (`kvm-2010`), and where it comes from; an estimate's range is what the sensitivity tables sweep.\n\n| price | cycles | source | estimated range |\n|---|---|---|---|\n",
     );
     for p in KVM_2010_PRICES {
         let v = res.cost_model.field(p.field);

@@ -21,6 +21,7 @@ pub mod expether;
 pub mod fujita2008;
 pub mod iosup;
 pub mod peleg2015;
+pub mod sensitivity;
 pub mod yassour2010;
 
 use std::fmt;

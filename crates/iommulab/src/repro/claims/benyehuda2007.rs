@@ -50,9 +50,9 @@ pub fn claims(r: &BenYehuda2007Results) -> Vec<Claim> {
         let s = &d.steps;
         format!(
             "a Calgary map + unmap pair is {pair:.0} cycles (API {:.0}, lock {:.0}, bitmap {:.0}, TCE stores {:.0}, \
-roll-around blasts {:.1}); {pairs_per_packet:.1} pairs per received segment against {per_packet:.0} cycles of \
+their line flushes {:.0}, roll-around blasts {:.1}); {pairs_per_packet:.1} pairs per received segment against {per_packet:.0} cycles of \
 driver, TCP and ACK work on the softirq CPU",
-            s.api, s.lock, s.bitmap, s.stores, s.invalidation
+            s.api, s.lock, s.bitmap, s.stores, s.line_flushes, s.invalidation
         )
     });
     let nd = |s: Scenario| {
@@ -62,9 +62,23 @@ driver, TCP and ACK work on the softirq CPU",
             .map_or(f64::NAN, |h| h.max_loss_lt_1024)
     };
     let small_msgs = |s: Scenario| {
+        let sender: Vec<String> = r
+            .runs
+            .iter()
+            .filter(|x| x.scenario == s && !x.iommu && x.bottleneck == "sender")
+            .map(|x| format!("{} B", x.message_size))
+            .collect();
+        let sender = if sender.is_empty() {
+            "the sender's send() per message limits no size".to_string()
+        } else {
+            format!(
+                "the sender's send() per message limits the rate at {} for IOMMU off and on alike",
+                sender.join(", ")
+            )
+        };
         format!(
             "netperf's TCP_STREAM keeps Nagle on: small messages coalesce into {}-byte segments, so the receiver \
-sees the same packets at every message size; with -D (TCP_NODELAY, the labelled variant) one packet per \
+sees full segments at every message size; {sender}; with -D (TCP_NODELAY, the labelled variant) one packet per \
 message gives {} below 1024 B",
             m.mss,
             loss(nd(s))

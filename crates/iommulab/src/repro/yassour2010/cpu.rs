@@ -102,6 +102,68 @@ pub struct CpuCurve {
     pub page_maps: Vec<u64>,
     /// Page-selective IOTLB invalidations (one per PTE cleared).
     pub iotlb_invalidations: Vec<u64>,
+    /// Of the unit's invalidations, the domain-selective ones (priced `inv_domain`).
+    pub domain_invalidations: Vec<u64>,
+    /// Pages the hypercalls mapped (host map bookkeeping is per page).
+    pub map_requests: Vec<u64>,
+    /// Pages the hypercalls unmapped.
+    pub unmap_requests: Vec<u64>,
+}
+
+impl CpuCurve {
+    /// A curve with no points.
+    pub(crate) fn empty(series: &str, eviction: &str, batching: &str, mapping: &str) -> Self {
+        Self {
+            series: series.into(),
+            eviction: eviction.into(),
+            batching: batching.into(),
+            mapping: mapping.into(),
+            strategy: Vec::new(),
+            quota_fraction: Vec::new(),
+            quota_pages: Vec::new(),
+            cpu_utilization: Vec::new(),
+            mapping_cpu: Vec::new(),
+            throughput_mbps: Vec::new(),
+            cpu_demand: Vec::new(),
+            mapping_cycles: Vec::new(),
+            stack_cycles: Vec::new(),
+            sent_bytes: Vec::new(),
+            hit_rate: Vec::new(),
+            refused: Vec::new(),
+            hypercalls: Vec::new(),
+            pages_per_hypercall: Vec::new(),
+            cycles_per_map: Vec::new(),
+            page_maps: Vec::new(),
+            iotlb_invalidations: Vec::new(),
+            domain_invalidations: Vec::new(),
+            map_requests: Vec::new(),
+            unmap_requests: Vec::new(),
+        }
+    }
+
+    /// Appends run `r` at quota `q` of a `ws`-page working set.
+    pub(crate) fn push(&mut self, strategy: Strategy, q: u64, ws: u64, r: &GuestResult) {
+        self.strategy.push(strategy.name().into());
+        self.quota_fraction.push(q as f64 / ws.max(1) as f64);
+        self.quota_pages.push(q);
+        self.cpu_utilization.push(r.cpu_utilization);
+        self.mapping_cpu.push(r.mapping_cpu);
+        self.throughput_mbps.push(r.throughput_mbps);
+        self.cpu_demand.push(r.cpu_demand);
+        self.mapping_cycles.push(r.cycles);
+        self.stack_cycles.push(r.stack_cycles);
+        self.sent_bytes.push(r.sent_bytes());
+        self.hit_rate.push(r.hit_rate);
+        self.refused.push(r.refused);
+        self.hypercalls.push(r.hypercalls);
+        self.pages_per_hypercall.push(r.pages_per_hypercall);
+        self.cycles_per_map.push(r.cycles_per_map);
+        self.page_maps.push(r.maps);
+        self.iotlb_invalidations.push(r.iotlb_invalidations);
+        self.domain_invalidations.push(r.domain_invalidations);
+        self.map_requests.push(r.map_requests);
+        self.unmap_requests.push(r.unmap_requests);
+    }
 }
 
 /// A series of Figures 5–6 (S1.9).
@@ -204,29 +266,7 @@ pub(crate) fn curves(
     let mut out = Vec::new();
     for s in series() {
         let name = s.name;
-        let mut c = CpuCurve {
-            series: name.into(),
-            eviction: s.eviction.name().into(),
-            batching: s.batching.name().into(),
-            mapping: s.mapping.name().into(),
-            strategy: Vec::new(),
-            quota_fraction: Vec::new(),
-            quota_pages: Vec::new(),
-            cpu_utilization: Vec::new(),
-            mapping_cpu: Vec::new(),
-            throughput_mbps: Vec::new(),
-            cpu_demand: Vec::new(),
-            mapping_cycles: Vec::new(),
-            stack_cycles: Vec::new(),
-            sent_bytes: Vec::new(),
-            hit_rate: Vec::new(),
-            refused: Vec::new(),
-            hypercalls: Vec::new(),
-            pages_per_hypercall: Vec::new(),
-            cycles_per_map: Vec::new(),
-            page_maps: Vec::new(),
-            iotlb_invalidations: Vec::new(),
-        };
+        let mut c = CpuCurve::empty(name, s.eviction.name(), s.batching.name(), s.mapping.name());
         for (strategy, q) in points(pinned, ws) {
             steps.start(|| match strategy {
                 Strategy::SingleUse => format!("{workload}: cpu {name}, no caching"),
@@ -252,23 +292,7 @@ pub(crate) fn curves(
                     r.hits
                 )));
             }
-            c.strategy.push(strategy.name().into());
-            c.quota_fraction.push(q as f64 / ws.max(1) as f64);
-            c.quota_pages.push(q);
-            c.cpu_utilization.push(r.cpu_utilization);
-            c.mapping_cpu.push(r.mapping_cpu);
-            c.throughput_mbps.push(r.throughput_mbps);
-            c.cpu_demand.push(r.cpu_demand);
-            c.mapping_cycles.push(r.cycles);
-            c.stack_cycles.push(r.stack_cycles);
-            c.sent_bytes.push(r.sent_bytes());
-            c.hit_rate.push(r.hit_rate);
-            c.refused.push(r.refused);
-            c.hypercalls.push(r.hypercalls);
-            c.pages_per_hypercall.push(r.pages_per_hypercall);
-            c.cycles_per_map.push(r.cycles_per_map);
-            c.page_maps.push(r.maps);
-            c.iotlb_invalidations.push(r.iotlb_invalidations);
+            c.push(strategy, q, ws, &r);
         }
         out.push(c);
     }

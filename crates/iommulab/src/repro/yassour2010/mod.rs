@@ -25,11 +25,14 @@
 //!   write-buffer flushes and IOTLB invalidations, costs `kvm-2010`, S1.10): utilisation =
 //!   modeled cycles / (payload bytes × 8 / link rate) / (2.66 GHz).
 //! - Protection (S1.11; [`protection`]): stale device accesses per strategy.
+//! - Sensitivity ([`sensitivity`]): each estimated price over its range, the CPU curves
+//!   priced again from their counts, and where each claim's verdict holds on each stream.
 
 pub mod cpu;
 pub mod hit_rate;
 pub mod protection;
 pub mod recorded;
+pub mod sensitivity;
 pub mod streams;
 pub mod tuned;
 
@@ -214,6 +217,9 @@ pub struct Results {
     /// The figure claims judged by the same rules on every stream, generators included
     /// (the headline ones, in [`Yassour2010Results::claims`], are judged on the recordings).
     pub claims_by_stream: Vec<crate::repro::claims::yassour2010::StreamClaim>,
+    /// Each estimated price swept over its range: where each claim's verdict holds on
+    /// each stream ([`sensitivity`]).
+    pub price_sensitivity: Vec<crate::repro::sensitivity::SensitivityRow>,
 }
 
 impl Results {
@@ -625,8 +631,10 @@ pub fn run(opts: &ReproOptions<'_>) -> Result<Yassour2010Results, Error> {
         recorded,
         streams,
         claims_by_stream: Vec::new(),
+        price_sensitivity: Vec::new(),
     };
     results.claims_by_stream = crate::repro::claims::yassour2010::claims_by_stream(&results);
+    results.price_sensitivity = sensitivity::sweep(&results)?;
     Ok(Yassour2010Results {
         claims: crate::repro::claims::yassour2010::claims(&results),
         results,
