@@ -26,6 +26,30 @@ def test_run_returns_attributes_and_dict() -> None:
         _ = r.no_such_field
 
 
+def test_cpus_runs_the_many_core_model() -> None:
+    # One tree lock and strict invalidation on 8 CPUs against magazines + flush queue: the
+    # per-core results say which resource the CPUs queue for.
+    def on(configuration: str, cpus: int) -> dict:
+        r = iommulab.run(
+            {"configuration": configuration, "workload": {"ios": 2000 * cpus}}, cpus=cpus
+        )
+        assert r.cores is not None and r.cores == r.to_dict()["cores"]
+        return r.cores
+
+    one, eight = on("pre-4.7-strict", 1), on("pre-4.7-strict", 8)
+    assert eight["cpus"] == 8 and eight["ios_per_cpu_min"] == eight["ios_per_cpu_max"] == 2000
+    assert one["wait_cycles_per_io"] == 0
+    assert eight["wait_cycles_per_io"] > 0
+    assert eight["tree_lock"]["hold_cycles"] > 0 and eight["tree_lock"]["acquisitions"] > 0
+    assert eight["invalidation"]["batches"] > 0
+    strict_speedup = eight["throughput"] / one["throughput"]
+    lazy_speedup = on("linux-lazy", 8)["throughput"] / on("linux-lazy", 1)["throughput"]
+    assert lazy_speedup > strict_speedup
+    assert iommulab.run(SMALL).cores is None
+    with pytest.raises(ValueError, match="cpus"):
+        iommulab.run(SMALL, cpus=0)
+
+
 def test_dict_and_toml_configs_give_the_same_run() -> None:
     toml = 'configuration = "strict"\n[workload]\nios = 500\n'
     a = iommulab.run(SMALL).to_dict()

@@ -63,6 +63,10 @@ pub trait Unsigned: TryFrom<u128> {
     const MAX: u128;
 }
 
+impl Unsigned for u16 {
+    const MAX: u128 = u16::MAX as u128;
+}
+
 impl Unsigned for u32 {
     const MAX: u128 = u32::MAX as u128;
 }

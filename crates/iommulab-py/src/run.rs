@@ -3,6 +3,7 @@
 
 use std::path::PathBuf;
 
+use iommulab::experiment::cores::{MAX_CPUS, MachineConfig};
 use iommulab::experiment::{
     ConfigError, ExperimentConfig, NamedConfig, RunResult, Series, run_bench, run_series,
 };
@@ -116,6 +117,17 @@ impl PyRunResult {
     fn modeled_seconds(&self) -> f64 {
         self.0.modeled_seconds
     }
+    /// What the many-core model measured (`[machine]` or `cpus=`): throughput, CPU and
+    /// waiting cycles per I/O, each shared lock's waits, holds and queue, the invalidation
+    /// queue's depth; `None` for a run without it.
+    #[getter]
+    fn cores<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
+        self.0
+            .cores
+            .as_ref()
+            .map(|c| Ok(value_to_py(py, &to_json(c)?)?.cast_into::<PyDict>()?))
+            .transpose()
+    }
     /// Any other field of [`Self::to_dict`] (`stats`, `peak_metadata_bytes`, ...).
     fn __getattr__<'py>(&self, py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyAny>> {
         let d = self.to_dict(py, false)?;
@@ -164,10 +176,30 @@ impl PyRunResult {
 
 /// One run of the experiment a config describes (dict, TOML string, or `None` for the
 /// defaults): any workload, system and hardware, as `iommulab run FILE`.
+///
+/// `cpus` (1 to 1024) runs the many-core model on that many CPUs, as `[machine] cpus`
+/// does, and, for the pseudo driver, one stream per CPU (its `cpus`, and at least as many
+/// I/Os in flight); the result's `cores` holds what the model measured.
 #[pyfunction]
-#[pyo3(signature = (config=None))]
-pub fn run(py: Python<'_>, config: Option<&Bound<'_, PyAny>>) -> PyResult<PyRunResult> {
-    let cfg = bench_config(config)?;
+#[pyo3(
+    signature = (config=None, cpus=None),
+    text_signature = "(config=None, cpus=None)"
+)]
+pub fn run(
+    py: Python<'_>,
+    config: Option<&Bound<'_, PyAny>>,
+    cpus: Option<Int>,
+) -> PyResult<PyRunResult> {
+    let mut cfg = bench_config(config)?;
+    if let Some(cpus) = cpus {
+        let n: u16 = cpus.range("cpus", 1, u128::from(MAX_CPUS))?;
+        let machine = cfg.machine.get_or_insert_with(MachineConfig::default);
+        machine.cpus = n;
+        if let Some(w) = cfg.pseudo_scsi_mut() {
+            w.cpus = n;
+            w.outstanding = w.outstanding.max(u32::from(n));
+        }
+    }
     let stop = Interrupt::new();
     let r = py.detach(|| run_bench(&cfg, &mut |_| stop.check()));
     Ok(PyRunResult(r.map_err(|e| stop.error(e))?))

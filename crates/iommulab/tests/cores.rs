@@ -113,3 +113,33 @@ fn bad_machines_are_refused_by_key() {
         assert!(e.contains(want), "{toml}: {e}");
     }
 }
+
+#[test]
+fn the_flush_timer_fires_by_the_machines_clock() {
+    // 2.6.26's deferred flush with an array no run fills, so only its 1 ms timer flushes;
+    // every I/O's own path is 3 M cycles (1 ms at 3 GHz). On 16 CPUs the machine runs 1/16
+    // as long as the one-CPU clock, which sums every CPU's work: a timer driven by that
+    // clock fires about 16 times per ms of the machine instead of about once.
+    let timer_flushes_per_ms = |cpus: u16| {
+        let r = run(&format!(
+            "[mechanisms]\nallocator = \"rbtree\"\n\
+             flush = {{ kind = \"deferred\", entries = 100000, timeout_ms = 1 }}\n\
+             [hardware]\ncost = \"modern\"\n\
+             [hardware.cost_overrides]\nio_path = 3000000\n\
+             [machine]\ncpus = {cpus}\n\
+             [workload]\nios = 640\ncpus = {cpus}\noutstanding = {cpus}\n"
+        ));
+        let c = r.cores.expect("a many-core run reports cores");
+        assert_eq!(r.stats.flush.flushes_full, 0);
+        r.stats.flush.flushes_timeout as f64 / (c.modeled_seconds * 1e3)
+    };
+    for cpus in [1, 16] {
+        // A timer arms at the first unmap after a flush and fires at the first tick past its
+        // deadline: a little under one flush per ms.
+        let f = timer_flushes_per_ms(cpus);
+        assert!(
+            (0.7..=1.0).contains(&f),
+            "{cpus} CPUs: {f} timer flushes per ms"
+        );
+    }
+}

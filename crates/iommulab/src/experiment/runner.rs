@@ -286,6 +286,22 @@ impl BareMetal<'_> {
         let cache_stats = self.cache.as_ref().map(CpuCache::stats);
         modeled_now(api, &self.cost, ios, self.iommu_on, cache_stats).max(self.workload_now)
     }
+
+    /// The time the flush timers and the end time run by: with the many-core model, the
+    /// machine's clock ([`CoreModel::now`]: a timer is one for the whole machine, and the
+    /// one-CPU clock, which sums every CPU's work, would fire it up to C times too often);
+    /// otherwise the modeled clock. The workload's if that is later.
+    #[inline(always)]
+    fn timer_now<A: IovaAllocator, F: FlushPolicy, U: RemapUnit>(
+        &self,
+        api: &DmaApi<A, F, Native<U>>,
+        ios: u64,
+    ) -> Cycles {
+        match &self.cores {
+            Some(c) => Cycles::new(c.model.now()).max(self.workload_now),
+            None => self.now(api, ios),
+        }
+    }
 }
 
 type BareDriver<'d, 'h, A, F, U> = Driver<'d, A, F, Native<U>, BareMetal<'h>>;
@@ -344,7 +360,7 @@ impl<A: IovaAllocator, F: FlushPolicy, U: RemapUnit> Hooks<A, F, Native<U>> for 
             play_touched_lines(api, c);
             c.io_path();
         }
-        let now = self.now(api, ios);
+        let now = self.timer_now(api, ios);
         api.tick(now)?;
         if ios.is_multiple_of(PROGRESS_EVERY)
             && (self.progress)(&Progress::ios(ios, self.total)).is_break()
@@ -362,7 +378,7 @@ impl<A: IovaAllocator, F: FlushPolicy, U: RemapUnit> Hooks<A, F, Native<U>> for 
         now_ns: u64,
     ) -> Result<(), Error> {
         self.workload_now = self.cost.clock.cycles_from_ns(now_ns);
-        let now = self.now(api, ios);
+        let now = self.timer_now(api, ios);
         api.tick(now)?;
         Ok(())
     }
@@ -433,7 +449,7 @@ fn step_accounted<A: IovaAllocator, F: FlushPolicy, U: RemapUnit>(
                 .min();
             let Some(due) = due else { break };
             let d_ns = crate::clock::saturating_u64(clock.ns(due).ceil());
-            if d_ns >= now_ns || due <= d.hooks().now(d.api(), d.ios()) {
+            if d_ns >= now_ns || due <= d.hooks().timer_now(d.api(), d.ios()) {
                 break;
             }
             r = account(d, acct, DmaOp::Tick { now_ns: d_ns }, sg);

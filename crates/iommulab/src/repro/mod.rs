@@ -10,7 +10,7 @@
 //! | `benyehuda2007` | Ben-Yehuda et al. 2007, Figures 2–7 (S2.1–S2.8) | [`benyehuda2007`] |
 //! | `iosup` | Xen PV page tables vs the IOTLB and the IOSUP pool, Figures 6–9 (S3.1–S3.5) | [`iosup`] |
 //! | `expether` | Suzuki et al. 2010, an SR-IOV NIC shared by hosts over ExpEther, Figures 9 and 11 (S4.1–S4.4) | [`expether`] |
-//! | `peleg2015` | Peleg et al. 2015, the stock and per-core IOVA designs on 1–16 cores (P5.0–P5.6) | [`peleg2015`] |
+//! | `peleg2015` | Peleg et al. 2015, the stock and per-core IOVA designs on 1–16 cores (P5.0–P5.7) | [`peleg2015`] |
 //!
 //! The library never prints: a run reports where it is through the optional callback of
 //! [`ReproOptions`], which may also stop it.

@@ -11,7 +11,7 @@ use crate::hw::invalidate::InvalidationInterface;
 use crate::hw::unit::RemapUnit;
 use crate::iova::IovaAllocator;
 
-use super::invalidation::InvWork;
+pub use super::invalidation::InvWork;
 
 /// The counters a demand is the difference of.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -79,22 +79,26 @@ pub struct Scopes {
     pub global_flush_lock: bool,
 }
 
-/// One operation's demand, in cycles.
+/// One operation's demand, in cycles (public so the model can be driven, and benchmarked,
+/// without the one-CPU model; a run builds them from the counters).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) struct Demand {
+pub struct Demand {
     /// Work no other CPU waits for: the I/O path, the DMA-API call, PTE writes, slab
     /// objects, per-CPU locks and magazines, timers.
-    pub(crate) private: u64,
+    pub private: u64,
     /// Under the IOVA tree lock (`iova_rbtree_lock`; 2.6.26 and 6.x alike): the lock
     /// hand-offs and the tree or bitmap work done holding it (`alloc_iova_mem` is outside).
-    pub(crate) tree: u64,
+    pub tree: u64,
+    /// How many times the operation takes the tree lock (a flush frees each queued IOVA
+    /// under its own acquisition, `__free_iova`).
+    pub tree_sections: u32,
     /// Under a magazine depot lock.
-    pub(crate) depot: u64,
+    pub depot: u64,
     /// Under the global flush lock (its hand-offs and appends; the invalidation it does
     /// holding the lock is `inv`).
-    pub(crate) flush: u64,
+    pub flush: u64,
     /// Invalidation work.
-    pub(crate) inv: InvWork,
+    pub inv: InvWork,
 }
 
 impl Demand {
@@ -141,6 +145,7 @@ impl Demand {
         Demand {
             private: d(b.modeled, a.modeled).saturating_sub(shared),
             tree,
+            tree_sections: u32::try_from(tree_locks).unwrap_or(u32::MAX),
             depot,
             flush,
             inv,
@@ -148,7 +153,7 @@ impl Demand {
     }
 
     /// Every cycle of it, as one CPU alone would spend them.
-    pub(crate) fn total(&self) -> u64 {
+    pub fn total(&self) -> u64 {
         self.private
             + self.tree
             + self.depot

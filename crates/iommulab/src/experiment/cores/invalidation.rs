@@ -15,14 +15,14 @@ use super::lock::{FifoLock, LockStats};
 
 /// One batch of invalidation work a CPU brings.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) struct InvWork {
+pub struct InvWork {
     /// The CPU's own part: the register interface's programming and polling overhead, or
     /// the descriptors it writes to the queue.
-    pub(crate) cpu: u64,
+    pub cpu: u64,
     /// The hardware's part: the invalidations themselves.
-    pub(crate) hw: u64,
+    pub hw: u64,
     /// Queued only: the wait descriptor's submission and status poll.
-    pub(crate) wait: u64,
+    pub wait: u64,
 }
 
 /// The shared invalidation unit.

@@ -16,15 +16,25 @@
 //! waiting CPU spins (its wait is CPU time). Passing a lock between CPUs costs
 //! [`ContentionPrices::lock_transfer`].
 //!
+//! The deferred flush of Linux before 4.7 (2.6.26 to 4.6, `add_unmap`/`flush_unmaps`, P5.7)
+//! holds its global `async_umap_flush_lock` through the whole flush: the global invalidation
+//! and then `__free_iova` of every queued IOVA, each taking the tree lock on its own. The
+//! model holds the flush lock the same way (`Phase::FlushFree`): CPUs coming to append
+//! meanwhile wait for the whole flush, while other CPUs' allocations still slip in between
+//! two frees, as the tree lock's FIFO order lets them.
+//!
+//! The flush timers (2.6.26's one global timer, the flush queue's per-domain `fq_timer`)
+//! run by the machine's clock, [`CoreModel::now`], not by the one-CPU clock, which sums
+//! every CPU's work (the runner ticks the DMA layer with it).
+//!
 //! Simplifications, stated: one operation's sections run in a fixed order (its own work,
 //! then the flush lock, the invalidation, the tree lock, the depot lock), each section
-//! once per operation however many acquisitions it counts; a CPU whose stream has run dry
-//! while others' are long waits (idles) rather than letting the model buffer without bound;
-//! the flush timers still fire by the one-CPU clock, which sums every CPU's work, so on C
-//! CPUs a timer fires up to C times as often in the machine's time as it would (a flush
-//! queue flushes more often than Linux's; to do: drive the timers by [`CoreModel::now`],
-//! which then needs runs long enough to amortise the start, when every CPU's first ring
-//! of IOVAs comes from the tree at once).
+//! once per operation however many acquisitions it counts, except a flush's frees; the
+//! lookup an unmap does before it queues (`find_iova`) is counted with the flush's frees
+//! when that unmap flushes; a CPU whose stream has run dry while others' are long waits
+//! (idles) rather than letting the model buffer without bound; the machine's clock the
+//! timers see is the time of the latest event stepped, which trails the streams by at most
+//! an operation per CPU.
 //! With one CPU no lock ever waits or moves, and the model's clock is the one-CPU clock.
 
 pub mod demand;
@@ -39,11 +49,10 @@ use crate::clock::{ClockRate, Cycles};
 use crate::hw::cost::ContentionPrices;
 
 pub use super::config::MachineConfig;
-pub use demand::Scopes;
+pub use demand::{Demand, InvWork, Scopes};
 pub use invalidation::InvalidationStats;
 pub use lock::LockStats;
 
-use demand::Demand;
 use invalidation::InvalidationUnit;
 use lock::FifoLock;
 
@@ -65,6 +74,10 @@ struct Cpu {
     op_start: u64,
     queue: VecDeque<(Demand, bool)>,
     active: bool,
+    /// Waiting for the global flush lock while another CPU flushes holding it.
+    blocked: bool,
+    /// Tree-lock sections of a flush still to run (the IOVAs it frees).
+    left: u32,
     ops: u64,
     ios: u64,
     busy: u64,
@@ -75,6 +88,8 @@ struct Cpu {
 enum Phase {
     Own,
     Flush,
+    /// Freeing the flushed IOVAs one by one, holding the global flush lock.
+    FlushFree,
     Invalidate,
     Tree,
     Depot,
@@ -87,6 +102,10 @@ pub struct CoreModel {
     tree: FifoLock,
     depot: FifoLock,
     flush: FifoLock,
+    /// The CPU holding the global flush lock through a flush (its end is not known until
+    /// its last IOVA is freed), and the CPUs that came for the lock meanwhile, in order.
+    flush_holder: Option<usize>,
+    flush_waiters: VecDeque<usize>,
     inv: InvalidationUnit,
     scopes: Scopes,
     transfer: u64,
@@ -149,6 +168,8 @@ impl CoreModel {
                     op_start: 0,
                     queue: VecDeque::with_capacity(64),
                     active: false,
+                    blocked: false,
+                    left: 0,
                     ops: 0,
                     ios: 0,
                     busy: 0,
@@ -158,6 +179,8 @@ impl CoreModel {
             tree: FifoLock::new(n),
             depot: FifoLock::new(n),
             flush: FifoLock::new(n),
+            flush_holder: None,
+            flush_waiters: VecDeque::with_capacity(n),
             inv: InvalidationUnit::new(scopes.interface, n),
             scopes,
             transfer: prices.lock_transfer,
@@ -178,7 +201,7 @@ impl CoreModel {
     /// CPU `cpu` (folded modulo the CPUs) runs an operation with demand `d`; `io`: it
     /// completes an I/O.
     #[inline]
-    pub(crate) fn push(&mut self, cpu: u16, d: Demand, io: bool) {
+    pub fn push(&mut self, cpu: u16, d: Demand, io: bool) {
         let n = self.cpus.len();
         let c = usize::from(cpu) % n;
         let slot = &mut self.cpus[c];
@@ -198,7 +221,7 @@ impl CoreModel {
             let mut next: Option<usize> = None;
             let mut backlog = 0;
             for (i, c) in self.cpus.iter().enumerate() {
-                if !c.active || (end && c.queue.is_empty()) {
+                if !c.active || c.blocked || (end && c.queue.is_empty()) {
                     continue;
                 }
                 backlog = backlog.max(c.queue.len());
@@ -250,7 +273,15 @@ impl CoreModel {
             }
             Phase::Flush => {
                 if self.scopes.global_flush_lock && (d.flush > 0 || d.inv.hw > 0) {
-                    // 2.6.26 flushes holding `async_umap_flush_lock`.
+                    if self.flush_holder.is_some() {
+                        // Another CPU is flushing holding the lock: wait (spinning) until it
+                        // lets go; the wait is counted when the lock is granted.
+                        c.blocked = true;
+                        self.flush_waiters.push_back(i);
+                        return;
+                    }
+                    // `add_unmap` holds `async_umap_flush_lock` while it appends and, at the
+                    // high-water mark, through `flush_unmaps`: the global invalidation...
                     let held = self.flush.acquire(cpu, t, d.flush, transfer);
                     let done = if d.inv.hw > 0 || d.inv.cpu > 0 {
                         self.inv.submit(cpu, held, d.inv, transfer)
@@ -259,9 +290,34 @@ impl CoreModel {
                     };
                     self.flush.extend_last(done);
                     c.t = done;
-                    c.phase = Phase::Tree;
+                    if done > held && d.tree > 0 {
+                        // ...and `__free_iova` of every queued IOVA, each taking the tree
+                        // lock on its own (S0.6, P5.7: `flush_unmaps`).
+                        c.left = d.tree_sections.max(1);
+                        c.phase = Phase::FlushFree;
+                        self.flush_holder = Some(i);
+                    } else {
+                        c.phase = Phase::Tree;
+                    }
                 } else {
                     c.phase = Phase::Invalidate;
+                }
+            }
+            Phase::FlushFree => {
+                let n = u64::from(d.tree_sections.max(1));
+                let first = c.left == d.tree_sections.max(1);
+                let part = d.tree / n + if first { d.tree % n } else { 0 };
+                c.t = self.tree.acquire(cpu, t, part, transfer);
+                c.left -= 1;
+                if c.left == 0 {
+                    self.flush.extend_last(c.t);
+                    self.flush_holder = None;
+                    // The waiters ask again at the times they came (the earliest CPUs, so
+                    // they are stepped next, in order) and queue behind the flush.
+                    while let Some(w) = self.flush_waiters.pop_front() {
+                        self.cpus[w].blocked = false;
+                    }
+                    self.cpus[i].phase = Phase::Depot;
                 }
             }
             Phase::Invalidate => {
@@ -387,6 +443,65 @@ mod tests {
         let s = m.finish();
         assert_eq!(s.makespan_cycles, 1000 * 300);
         assert_eq!(s.wait_cycles_per_io, 0.0);
+    }
+
+    #[test]
+    fn a_deferred_flush_holds_the_flush_lock_through_its_frees() {
+        // 3.x `add_unmap` at the high-water mark: CPU 0 takes the flush lock, invalidates
+        // (100 cycles of hardware) and frees five IOVAs, each under the tree lock (100
+        // cycles each), before letting go. CPU 1's append (at 50) waits for all of it;
+        // CPU 2's allocation (at 200) slips in between two frees, as a ticket lock lets it.
+        let mut m = CoreModel::new(
+            3,
+            Scopes {
+                interface: InvalidationInterface::Queued,
+                global_flush_lock: true,
+            },
+            ContentionPrices { lock_transfer: 0 },
+            ClockRate::ghz(1.0),
+        );
+        // Every CPU on the clock at 0 before the ops come.
+        m.push(1, Demand::default(), false);
+        m.push(2, Demand::default(), false);
+        let flush = Demand {
+            flush: 10,
+            tree: 500,
+            tree_sections: 5,
+            inv: InvWork {
+                cpu: 0,
+                hw: 100,
+                wait: 0,
+            },
+            ..Demand::default()
+        };
+        m.push(0, flush, true);
+        m.push(
+            1,
+            Demand {
+                private: 50,
+                flush: 10,
+                ..Demand::default()
+            },
+            true,
+        );
+        m.push(
+            2,
+            Demand {
+                private: 200,
+                tree: 50,
+                tree_sections: 1,
+                ..Demand::default()
+            },
+            false,
+        );
+        let s = m.finish();
+        // CPU 0: lock [0, 10), invalidation to 110, frees [110, 210), CPU 2's allocation
+        // [210, 260), frees [260, 660). CPU 1 waits from 50 to 660, appends to 670.
+        assert_eq!(s.makespan_cycles, 670);
+        assert_eq!(s.flush_lock.wait_cycles, 610);
+        assert_eq!(s.flush_lock.hold_cycles, 660 + 10);
+        assert_eq!(s.tree_lock.acquisitions, 6);
+        assert_eq!(s.tree_lock.wait_cycles, 10 + 50);
     }
 
     #[test]

@@ -1,16 +1,19 @@
 //! Peleg et al. 2015's claims, judged on the many-core runs of `reproduce peleg2015`.
 //!
-//! The paper's text and figures are not in this lab's sources (P5.0), so no claim has a
-//! published number: each is the paper's finding as the sources state it (P5.1–P5.4: the
-//! stock designs collapse on many cores, the per-core caches and the per-core deferred
+//! Of the paper's numbers only its abstract's range is in this lab's sources (P5.0: the
+//! scalable designs reach 88.5%–100% of the performance without an IOMMU), and that claim is
+//! judged against it. The per-design throughputs and speedups of its figures are not, so the
+//! other claims are the paper's findings as the sources state them (P5.1–P5.4: the stock
+//! designs collapse on many cores, the per-core caches and the per-core deferred
 //! invalidation that became Linux's magazines and flush queue scale), judged by direction
-//! with the threshold in its rule. The published column says so.
+//! with the threshold in each rule; their published column says so.
 
-use super::{Claim, holds};
+use super::{Claim, holds, within_range};
 use crate::repro::peleg2015::Peleg2015Results;
 
 /// What the published column says for every claim.
-const NOT_CHECKABLE: &str = "direction only: the paper's numbers are not in the sources (P5.0)";
+const NOT_CHECKABLE: &str =
+    "direction only: the paper's per-design numbers are not in the sources (P5.0)";
 
 /// The most cores the reproduction runs.
 const TOP: u16 = 16;
@@ -70,22 +73,16 @@ pub fn judge(r: &Peleg2015Results) -> Vec<Claim> {
     );
     let rel = rec("magazine-flush-queue").map_or(f64::NAN, |x| x.relative_to_no_iommu);
     v.push(
-        holds(
-            rel >= 0.8,
-            rel >= 0.6,
-            format!("at least 0.8 of no-IOMMU's throughput on {TOP} cores: reproduced; at least 0.6: partly"),
-        )
-        .claim(
+        within_range(rel, 0.885, 1.0, 0.1, "").claim(
             "per-core-near-no-iommu",
-            "P5.2",
-            "The scalable design comes close to running without an IOMMU",
-            NOT_CHECKABLE,
-            format!("{rel:.2} of no-IOMMU on {TOP} cores"),
+            "abstract",
+            "The scalable designs achieve 88.5%–100% of the performance obtained without an IOMMU",
+            "0.885–1.0 of no-IOMMU (all three designs, every benchmark; P5.0)",
+            format!("{rel:.2} of no-IOMMU on {TOP} cores (magazines + flush queue)"),
             "the per-packet cost that remains is the DMA-API call, the PTE writes and, per batch, \
 one queued invalidation"
                 .to_string(),
-        )
-
+        ),
     );
     let (fq, strict) = (tput("magazine-flush-queue"), tput("magazine-strict"));
     let gain = if strict > 0.0 { fq / strict } else { f64::NAN };
@@ -115,9 +112,17 @@ fn why_of(r: &Peleg2015Results, design: &str) -> String {
         return "no run".into();
     };
     let s = &x.stats;
+    let flush = if s.flush_lock.acquisitions > 0 {
+        format!(
+            "global flush lock busy {:.0}%; ",
+            s.flush_lock.hold_cycles as f64 / s.makespan_cycles.max(1) as f64 * 100.0
+        )
+    } else {
+        String::new()
+    };
     format!(
         "on {TOP} cores: tree lock busy {:.0}% of the run, {:.0}% of CPU time waiting for it; \
-invalidation queue depth {:.1} on average (max {}); {:.0} of {:.0} cycles per packet spent waiting",
+{flush}invalidation queue depth {:.1} on average (max {}); {:.0} of {:.0} cycles per packet spent waiting",
         x.tree_lock_busy * 100.0,
         x.tree_lock_wait_share * 100.0,
         x.invalidation_depth_mean,
