@@ -285,11 +285,18 @@ pub struct ContentionPrices {
     /// node, a depot's top, the invalidation queue's tail) move between caches. Source and
     /// range in [`CONTENTION_PRICES`].
     pub lock_transfer: u64,
+    /// Cycles a ticket spinlock's hand-off adds per other CPU spinning on it (x86 Linux
+    /// 2.6.25 to 4.1; 0 for the queued spinlocks since 4.2, whose waiters each spin on a
+    /// line of their own). Source and range in [`CONTENTION_PRICES`].
+    pub ticket_handoff_per_waiter: u64,
 }
 
 impl ContentionPrices {
-    /// The default: the middle of [`CONTENTION_PRICES`]'s range.
-    pub const DEFAULT: ContentionPrices = ContentionPrices { lock_transfer: 300 };
+    /// The default of each price (see [`CONTENTION_PRICES`]).
+    pub const DEFAULT: ContentionPrices = ContentionPrices {
+        lock_transfer: 300,
+        ticket_handoff_per_waiter: 50,
+    };
 }
 
 impl Default for ContentionPrices {
@@ -299,14 +306,26 @@ impl Default for ContentionPrices {
 }
 
 /// The provenance of every [`ContentionPrices`] field.
-pub const CONTENTION_PRICES: [PriceSource; 1] = [estimate(
-    "lock_transfer",
-    "estimate: about two cache lines moved core to core (lock word + protected metadata) \
-     at 40-150 cycles each on one socket (shared L2 of a Core 2: low end; cross-socket \
-     snoops: above the range)",
-    80,
-    1200,
-)];
+pub const CONTENTION_PRICES: [PriceSource; 2] = [
+    estimate(
+        "lock_transfer",
+        "estimate: about two cache lines moved core to core (lock word + protected metadata) \
+         at 40-150 cycles each on one socket (shared L2 of a Core 2: low end; cross-socket \
+         snoops: above the range)",
+        80,
+        1200,
+    ),
+    estimate(
+        "ticket_handoff_per_waiter",
+        "Boyd-Wickizer, Kaashoek, Morris, Zeldovich, Non-scalable locks are dangerous (Linux \
+         Symposium 2012): a ticket lock's release invalidates every spinner's copy of the lock \
+         line and their re-reads are served one at a time, so the hand-off grows linearly \
+         with the spinners. Estimate: half of the other spinners' reads (one line each, \
+         40-150 cycles) come before the next holder's",
+        20,
+        150,
+    ),
+];
 
 /// Where one price of a preset comes from.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]

@@ -1,6 +1,7 @@
 //! The many-core model through `run_experiment`: `[machine] cpus` in a configuration, one
 //! CPU untouched, a lone stream never waits, the shared lock stops the old designs scaling
-//! while per-CPU caches and flush queues scale, and bad machines are refused by name.
+//! (a ticket lock collapses past saturation, a queued one levels off) while per-CPU caches
+//! and flush queues scale, and bad machines are refused by name.
 
 use iommulab::experiment::{ExperimentConfig, no_progress, run_experiment};
 
@@ -79,6 +80,26 @@ fn the_shared_resources_stop_the_stock_design_and_per_cpu_caches_scale() {
 }
 
 #[test]
+fn a_saturated_ticket_lock_collapses_and_a_queued_one_levels_off() {
+    // P5.8: a ticket lock's hand-off grows with the CPUs spinning on it, so past saturation
+    // 16 cores do less than 8; a queued spinlock's hand-off does not grow, so they level off.
+    let tp = |spinlock: &str, c: u16| {
+        let toml = cfg("pre-4.7-strict", "modern", c, c, 4000 * u64::from(c)).replace(
+            "[machine]\n",
+            &format!("[machine]\nspinlock = \"{spinlock}\"\n"),
+        );
+        run(&toml).cores.expect("cores").throughput
+    };
+    let (t8, t16) = (tp("ticket", 8), tp("ticket", 16));
+    assert!(t16 < 0.9 * t8, "ticket: {t8} → {t16}");
+    let (q8, q16) = (tp("queued", 8), tp("queued", 16));
+    assert!(q16 >= 0.95 * q8, "queued: {q8} → {q16}");
+    // Without `spinlock`, a kernel without magazines has ticket locks.
+    let default16 = throughput("pre-4.7-strict", "modern", 16);
+    assert_eq!(default16, t16);
+}
+
+#[test]
 fn the_saturated_resource_is_the_one_that_waits() {
     // vtd-2008: register-based invalidation, 2000 cycles a request under the register lock,
     // about 25,000 cycles of work per I/O: 16 cores ask 1.3 times what it can serve.
@@ -105,6 +126,11 @@ fn bad_machines_are_refused_by_key() {
             "machine",
         ),
         ("[machine]\ncores = 2\n", "cores"),
+        (
+            "[machine]\ncpus = 2\nspinlock = \"queued\"\nticket_handoff_per_waiter = 10\n",
+            "machine.ticket_handoff_per_waiter",
+        ),
+        ("[machine]\ncpus = 2\nspinlock = \"mcs\"\n", "spinlock"),
     ] {
         let e = ExperimentConfig::from_toml(toml)
             .and_then(|c| c.resolve().map(|_| ()))

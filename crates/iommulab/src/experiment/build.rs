@@ -326,7 +326,7 @@ impl<W: Workload<Phys = Hpa>> Go<'_, W> {
             let model = CoreModel::new(
                 machine.cpus,
                 scopes,
-                machine.prices(),
+                machine.prices(self.resolved.mechanisms.allocator),
                 self.resolved.unit.cost.clock,
             );
             (model, scopes)

@@ -197,7 +197,7 @@ pub fn on_cores(
     cfg.duration_s = None;
     cfg.machine = Some(MachineConfig {
         cpus: cores,
-        lock_transfer: None,
+        ..MachineConfig::default()
     });
     cfg
 }

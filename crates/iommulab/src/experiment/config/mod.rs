@@ -68,7 +68,7 @@ pub use limits::{
     GHZ_RANGE, MAX_DEFERRED_ENTRIES, MAX_DURATION_S, MAX_FLUSH_TIMEOUT_MS, MAX_FQ_ENTRIES,
     MAX_GUEST_MIB, MAX_IOTLB_ENTRIES, MAX_PRICE_CYCLES, MAX_TCE_ENTRIES, MAX_XEN_BATCH,
 };
-pub use machine::MachineConfig;
+pub use machine::{MachineConfig, Spinlock};
 pub use mechanisms::{Kernel, Mechanisms, NamedConfig};
 pub use resolve::{Resolved, ResolvedSystem};
 pub use system::{GuestSystemConfig, SystemConfig, XenPvSystemConfig};

@@ -60,10 +60,11 @@ pub struct InvalidationStats {
 }
 
 impl InvalidationUnit {
-    pub(crate) fn new(interface: InvalidationInterface, cpus: usize) -> Self {
+    /// `per_waiter`: the ticket lock's hand-off per other spinner ([`FifoLock`]).
+    pub(crate) fn new(interface: InvalidationInterface, cpus: usize, per_waiter: u64) -> Self {
         InvalidationUnit {
             interface,
-            lock: FifoLock::new(cpus),
+            lock: FifoLock::new(cpus, per_waiter),
             hw_free_at: 0,
             pending: std::collections::VecDeque::with_capacity(cpus + 1),
             stats: InvalidationStats {
@@ -132,7 +133,7 @@ mod tests {
 
     #[test]
     fn register_interface_serialises_cpus_for_the_whole_invalidation() {
-        let mut u = InvalidationUnit::new(InvalidationInterface::Register, 2);
+        let mut u = InvalidationUnit::new(InvalidationInterface::Register, 2, 0);
         assert_eq!(u.submit(0, 0, W, 0), 1100);
         // CPU 1 arrives at 10 and waits for CPU 0's whole request.
         assert_eq!(u.submit(1, 10, W, 0), 2200);
@@ -143,7 +144,7 @@ mod tests {
 
     #[test]
     fn queued_interface_frees_the_lock_while_the_hardware_works() {
-        let mut u = InvalidationUnit::new(InvalidationInterface::Queued, 2);
+        let mut u = InvalidationUnit::new(InvalidationInterface::Queued, 2, 0);
         // CPU 0: descriptors [0, 100), hardware [100, 1100), wait poll to 1150.
         assert_eq!(u.submit(0, 0, W, 0), 1150);
         // CPU 1 writes its descriptors at [100, 200) without waiting for the hardware,

@@ -160,6 +160,8 @@ impl CoreModel {
     /// A machine of `cpus` CPUs (at least 1) with the scopes and prices given.
     pub fn new(cpus: u16, scopes: Scopes, prices: ContentionPrices, clock: ClockRate) -> Self {
         let n = usize::from(cpus.max(1));
+        // Every shared lock here is a spinlock of one kind (the machine's kernel's).
+        let per_waiter = prices.ticket_handoff_per_waiter;
         CoreModel {
             cpus: (0..n)
                 .map(|_| Cpu {
@@ -176,12 +178,12 @@ impl CoreModel {
                     idle: 0,
                 })
                 .collect(),
-            tree: FifoLock::new(n),
-            depot: FifoLock::new(n),
-            flush: FifoLock::new(n),
+            tree: FifoLock::new(n, per_waiter),
+            depot: FifoLock::new(n, per_waiter),
+            flush: FifoLock::new(n, per_waiter),
             flush_holder: None,
             flush_waiters: VecDeque::with_capacity(n),
-            inv: InvalidationUnit::new(scopes.interface, n),
+            inv: InvalidationUnit::new(scopes.interface, n, per_waiter),
             scopes,
             transfer: prices.lock_transfer,
             clock,
@@ -404,7 +406,10 @@ mod tests {
         CoreModel::new(
             cpus,
             SCOPES,
-            ContentionPrices { lock_transfer: 0 },
+            ContentionPrices {
+                lock_transfer: 0,
+                ticket_handoff_per_waiter: 0,
+            },
             ClockRate::ghz(1.0),
         )
     }
@@ -457,7 +462,10 @@ mod tests {
                 interface: InvalidationInterface::Queued,
                 global_flush_lock: true,
             },
-            ContentionPrices { lock_transfer: 0 },
+            ContentionPrices {
+                lock_transfer: 0,
+                ticket_handoff_per_waiter: 0,
+            },
             ClockRate::ghz(1.0),
         );
         // Every CPU on the clock at 0 before the ops come.
