@@ -320,6 +320,70 @@ fn sensitivity_table(r: &IosupResults) -> String {
     p
 }
 
+/// Every workload estimate's range: the groups rerun at each end, every claim re-judged.
+fn workload_table(r: &IosupResults) -> String {
+    let mut p = String::from(
+        "| estimate | run's value | range | most pool pages, pre-enabled / dynamic (low; **run**; high) | \
+dynamic miss rate over disabled (low; **run**; high) | verdicts that move (low / **run** / high) | basis |\n\
+|---|---:|---|---|---|---|---|\n",
+    );
+    let short = |v: iommulab::repro::claims::Verdict| match v.as_str() {
+        "reproduced" => "R",
+        "partly" => "P",
+        "not reproduced" => "N",
+        _ => "I",
+    };
+    let num = |x: f64| {
+        if x.fract() == 0.0 {
+            format!("{x:.0}")
+        } else {
+            format!("{x}")
+        }
+    };
+    let (run_pre, run_dyn) = (r.groups[1].peak_pool_pages, r.groups[2].peak_pool_pages);
+    let run_left =
+        r.groups[2].nic_iotlb_miss_rate / r.groups[0].nic_iotlb_miss_rate.max(f64::MIN_POSITIVE);
+    for (s, e) in r
+        .workload_sensitivity
+        .iter()
+        .zip(iosup::WORKLOAD_ESTIMATES.iter())
+    {
+        let moved: Vec<String> = s
+            .claims
+            .iter()
+            .filter(|c| c.verdicts.iter().any(|&v| v != c.verdicts[1]))
+            .map(|c| {
+                format!(
+                    "`{}` {} / **{}** / {}",
+                    c.id,
+                    short(c.verdicts[0]),
+                    short(c.verdicts[1]),
+                    short(c.verdicts[2])
+                )
+            })
+            .collect();
+        let [(lo_pre, lo_dyn), (hi_pre, hi_dyn)] = s.pool_pages;
+        let _ = writeln!(
+            p,
+            "| `{}` | {} | {}–{} | {lo_pre} / {lo_dyn}; **{run_pre} / {run_dyn}**; {hi_pre} / {hi_dyn} | \
+{:.3}; **{run_left:.3}**; {:.3} | {} | {} |",
+            s.estimate,
+            num(s.value),
+            num(s.range.0),
+            num(s.range.1),
+            s.miss_rate_left[0],
+            s.miss_rate_left[1],
+            if moved.is_empty() {
+                "none".to_owned()
+            } else {
+                moved.join("; ")
+            },
+            e.basis
+        );
+    }
+    p
+}
+
 fn iosup_page(r: &IosupResults) -> String {
     let mut p = String::new();
     let c = &r.churn;
@@ -399,9 +463,17 @@ each price-dependent claim is re-judged from the same counted steps at {} points
 others at the run's values). Each cell: the verdict at the range's low end / **at the run's value** / at the high \
 end (R reproduced, P partly, N not reproduced); *holds a–b*: the span around the run's value over which its \
 verdict holds, when narrower than the range. The claims not in the table (flushes, pool size, miss rate) do not \
-depend on any price.\n\n{}",
+depend on any price; the next table varies what they do depend on.\n\n{}",
         iosup::SENSITIVITY_POINTS,
         sensitivity_table(r)
+    );
+    let _ = writeln!(
+        p,
+        "\n## Sensitivity: every workload estimate over its range\n\nWhat the groups run that S3.5 does not fix \
+(its rates, the browser's memory and the loop's period are S3.5's). For each estimate the three groups are run \
+again at each end of its range, the others at the run's values, and every claim is judged again by its rule (R \
+reproduced, P partly, N not reproduced; claims whose verdict is the same at both ends are not listed).\n\n{}",
+        workload_table(r)
     );
     let shrink = &r.dynamic_shrink;
     let tables_per_process = {

@@ -204,6 +204,157 @@ pub struct ClaimSensitivity {
     pub holds: (u64, u64),
 }
 
+/// One workload estimate: what the groups run that neither S3.5 nor a source fixes.
+#[derive(Debug)]
+pub struct WorkloadEstimate {
+    /// Its name on the page.
+    pub name: &'static str,
+    /// What it is and why the run's value and range.
+    pub basis: &'static str,
+    /// Its plausible range.
+    pub range: (f64, f64),
+    /// Reads it from a workload.
+    pub get: fn(&Workload) -> f64,
+    /// Sets it in a workload.
+    pub set: fn(&mut Workload, f64),
+}
+
+/// Every workload estimate, with its range. The rates, the browser's memory and the
+/// loop's period are S3.5's; these are ours.
+#[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+pub const WORKLOAD_ESTIMATES: [WorkloadEstimate; 6] = [
+    WorkloadEstimate {
+        name: "lifetime_max_s",
+        basis: "the short-lived processes' longest lifetime, s (log-uniform from 0.05 s): S3.5 gives their rate, \
+not their lifetimes; from helpers that exit at once to processes that live a minute",
+        range: (1.0, 60.0),
+        get: |w| w.churn.lifetime_s.1,
+        set: |w, v| w.churn.lifetime_s.1 = v,
+    },
+    WorkloadEstimate {
+        name: "pte_pages_max",
+        basis: "PTE pages of a short-lived process, at most (uniform from 4): a small program's text, libraries, \
+heap and stack at 2 MiB per PTE page",
+        range: (6.0, 20.0),
+        get: |w| f64::from(w.churn.pte_pages.1),
+        set: |w, v| w.churn.pte_pages.1 = v.round() as u32,
+    },
+    WorkloadEstimate {
+        name: "browser_pte_per_2mib",
+        basis: "PTE pages per 2 MiB of the browser's memory: 1.0 when its mappings are dense, more when sparse",
+        range: (1.0, 1.5),
+        get: |w| w.churn.browser.as_ref().map_or(0.0, |b| b.pte_per_2mib),
+        set: |w, v| {
+            if let Some(b) = w.churn.browser.as_mut() {
+                b.pte_per_2mib = v;
+            }
+        },
+    },
+    WorkloadEstimate {
+        name: "rx_ring",
+        basis: "the NIC's receive ring, a page per buffer (S3.5 does not name the NIC): 256 is e1000e's and igb's \
+default, tg3's 200; raised rings reach 1024 and more",
+        range: (128.0, 1024.0),
+        get: |w| f64::from(w.churn.rx_ring),
+        set: |w, v| w.churn.rx_ring = v.round() as u32,
+    },
+    WorkloadEstimate {
+        name: "stable_within",
+        basis: "the dynamic group's rule for a stable counter (S3.5 gives none): the largest relative change of \
+Figure 6's counter between two minutes",
+        range: (0.02, 0.2),
+        get: |w| w.stable_within,
+        set: |w, v| w.stable_within = v,
+    },
+    WorkloadEstimate {
+        name: "shrink_total",
+        basis: "the dynamic group's shrink threshold on pages in use plus pooled (S3.5 tuned its own by trials and \
+published none; the proportion, 1, follows from its equation num_in_pool − num_in_use)",
+        range: (16.0, 512.0),
+        get: |w| w.shrink.total as f64,
+        set: |w, v| w.shrink.total = v.round() as u64,
+    },
+];
+
+/// One workload estimate's sensitivity: every claim at its range's ends.
+#[derive(Clone, Debug, Serialize)]
+pub struct WorkloadSensitivity {
+    /// The estimate ([`WORKLOAD_ESTIMATES`]).
+    pub estimate: &'static str,
+    /// Its value in the run.
+    pub value: f64,
+    /// Its plausible range.
+    pub range: (f64, f64),
+    /// Per claim, in the page's order: the verdicts at the low end, the run's value and the
+    /// high end.
+    pub claims: Vec<WorkloadClaim>,
+    /// The most pool pages (pre-enabled, dynamic) at the low and the high end.
+    pub pool_pages: [(u64, u64); 2],
+    /// The dynamic group's NIC miss rate over the disabled group's, at the low and the high
+    /// end.
+    pub miss_rate_left: [f64; 2],
+}
+
+/// One claim under one workload estimate's range.
+#[derive(Clone, Debug, Serialize)]
+pub struct WorkloadClaim {
+    /// The claim's id.
+    pub id: String,
+    /// Verdicts at the low end, the run's value, the high end.
+    pub verdicts: [Verdict; 3],
+}
+
+/// Reruns the groups at each end of every workload estimate's range and re-judges every
+/// claim there (the others at the run's values).
+fn workload_sensitivity(
+    w: &Workload,
+    quick: bool,
+    base: &[Claim],
+    progress: &mut dyn FnMut(&str, &str, u32) -> Result<(), super::ReproError>,
+) -> Result<Vec<WorkloadSensitivity>, Error> {
+    let mut out = Vec::with_capacity(WORKLOAD_ESTIMATES.len());
+    for e in &WORKLOAD_ESTIMATES {
+        let mut ends = Vec::with_capacity(2);
+        for (end, v) in [("low", e.range.0), ("high", e.range.1)] {
+            let mut at = w.clone();
+            (e.set)(&mut at, v);
+            let label = format!("{} at its {end} end", e.name);
+            ends.push(evaluate(&at, quick, &mut |group, minute| {
+                progress(&label, group, minute)
+            })?);
+        }
+        let verdict = |r: &IosupResults, id: &str| {
+            r.claims
+                .iter()
+                .find(|c| c.id == id)
+                .map_or(Verdict::Input, |c| c.verdict)
+        };
+        let left = |r: &IosupResults| {
+            r.groups[2].nic_iotlb_miss_rate / r.groups[0].nic_iotlb_miss_rate.max(f64::MIN_POSITIVE)
+        };
+        let pools = |r: &IosupResults| (r.groups[1].peak_pool_pages, r.groups[2].peak_pool_pages);
+        out.push(WorkloadSensitivity {
+            estimate: e.name,
+            value: (e.get)(w),
+            range: e.range,
+            claims: base
+                .iter()
+                .map(|c| WorkloadClaim {
+                    id: c.id.clone(),
+                    verdicts: [
+                        verdict(&ends[0], &c.id),
+                        c.verdict,
+                        verdict(&ends[1], &c.id),
+                    ],
+                })
+                .collect(),
+            pool_pages: [pools(&ends[0]), pools(&ends[1])],
+            miss_rate_left: [left(&ends[0]), left(&ends[1])],
+        });
+    }
+    Ok(out)
+}
+
 /// Everything the reproduction produced.
 #[derive(Clone, Debug, Serialize)]
 pub struct IosupResults {
@@ -244,6 +395,9 @@ pub struct IosupResults {
     pub claims: Vec<Claim>,
     /// Every estimated price's range and the verdicts over it.
     pub sensitivity: Vec<Sensitivity>,
+    /// Every workload estimate's range and every claim's verdicts at its ends (the three
+    /// groups rerun at each end).
+    pub workload_sensitivity: Vec<WorkloadSensitivity>,
     /// With a pool that keeps the pin too ([`PoolKeeps::Pin`], the other reading),
     /// the allocation and free changes at the same counts.
     pub pin_reading: (f64, f64),
@@ -301,13 +455,57 @@ pub fn churn(quick: bool) -> ChurnConfig {
     }
 }
 
-/// Runs the three groups.
+/// What the three groups run: the churn, the dynamic group's shrink rule and its stability
+/// rule. The run's values are [`Workload::of`]; the workload sensitivity varies them.
+#[derive(Clone, Debug)]
+pub struct Workload {
+    /// The churn common to the groups.
+    pub churn: ChurnConfig,
+    /// The dynamic group's shrink thresholds.
+    pub shrink: ShrinkConfig,
+    /// The dynamic group's stability rule.
+    pub stable_within: f64,
+}
+
+impl Workload {
+    /// The run's workload (the quick run's is shorter, on a smaller guest).
+    pub fn of(quick: bool) -> Self {
+        Self {
+            churn: churn(quick),
+            shrink: ShrinkConfig::default(),
+            stable_within: STABLE_WITHIN,
+        }
+    }
+}
+
+/// Runs the three groups, their claims and both sensitivity tables.
 pub fn run(opts: &ReproOptions<'_>) -> Result<IosupResults, Error> {
-    let churn = churn(opts.quick);
+    let w = Workload::of(opts.quick);
+    let runs_per_group = u64::from(w.churn.minutes) * (1 + 2 * WORKLOAD_ESTIMATES.len() as u64);
+    let mut steps = Steps::new(opts, GROUPS.len() as u64 * runs_per_group);
+    let mut r = evaluate(&w, opts.quick, &mut |group, minute| {
+        steps.start(|| format!("{group}, minute {}", minute + 1))
+    })?;
+    r.sensitivity = sensitivity(&r);
+    r.workload_sensitivity =
+        workload_sensitivity(&w, opts.quick, &r.claims, &mut |at, group, minute| {
+            steps.start(|| format!("{at}: {group}, minute {}", minute + 1))
+        })?;
+    steps.finish()?;
+    Ok(r)
+}
+
+/// Runs the three groups on `w` and judges the claims (no sensitivity tables); `progress`
+/// is told each group's minute before it runs.
+fn evaluate(
+    w: &Workload,
+    quick: bool,
+    progress: &mut dyn FnMut(&str, u32) -> Result<(), super::ReproError>,
+) -> Result<IosupResults, Error> {
+    let churn = w.churn.clone();
     let minutes = churn.minutes;
-    let dynamic_shrink = ShrinkConfig::default();
+    let dynamic_shrink = w.shrink;
     let setup = XenPvSetup::default();
-    let mut steps = Steps::new(opts, GROUPS.len() as u64 * u64::from(minutes));
     let mut results: Vec<(&str, ChurnResult, bool)> = Vec::new();
     for name in GROUPS {
         // S3.5 adds the freeing to the dynamic group only; the pre-enabled group's pools
@@ -317,7 +515,7 @@ pub fn run(opts: &ReproOptions<'_>) -> Result<IosupResults, Error> {
             "cache-pre-enabled" => (PoolMode::PreEnabled, None),
             _ => (
                 PoolMode::WhenStable {
-                    within: STABLE_WITHIN,
+                    within: w.stable_within,
                 },
                 Some(dynamic_shrink),
             ),
@@ -332,7 +530,7 @@ pub fn run(opts: &ReproOptions<'_>) -> Result<IosupResults, Error> {
         )
         .map_err(super::ReproError::from)?;
         for minute in 0..minutes {
-            steps.start(|| format!("{name}, minute {}", minute + 1))?;
+            progress(name, minute)?;
             g.run_minute().map_err(super::ReproError::from)?;
         }
         results.push((name, g.finish(), shrink.is_some()));
@@ -377,9 +575,8 @@ pub fn run(opts: &ReproOptions<'_>) -> Result<IosupResults, Error> {
         &c,
         PoolKeeps::Pin,
     );
-    steps.finish()?;
     let mut r = IosupResults {
-        quick: opts.quick,
+        quick,
         alloc_change: p.alloc_change,
         free_change: p.free_change,
         lmbench_pte_pages: LMBENCH_PTE_PAGES,
@@ -388,7 +585,7 @@ pub fn run(opts: &ReproOptions<'_>) -> Result<IosupResults, Error> {
         specint_bound: p.specint_bound,
         churn,
         dynamic_shrink,
-        stable_within: STABLE_WITHIN,
+        stable_within: w.stable_within,
         dynamic_minute,
         steady_from,
         runs,
@@ -396,12 +593,12 @@ pub fn run(opts: &ReproOptions<'_>) -> Result<IosupResults, Error> {
         netperf,
         claims: Vec::new(),
         sensitivity: Vec::new(),
+        workload_sensitivity: Vec::new(),
         pin_reading: (pin.alloc_change, pin.free_change),
         costs: c,
         paper: PAPER,
     };
     r.claims = claims::iosup::claims(&r);
-    r.sensitivity = sensitivity(&r);
     Ok(r)
 }
 
@@ -735,5 +932,33 @@ mod tests {
             .unwrap();
         assert_eq!(validate.claims[0].holds, (4, 13));
         assert_eq!(r.runs.len(), 3 * 5);
+        // Every workload estimate has a row, judged on reruns of the three groups at its
+        // ends. Mechanisms, not numbers: tables that live longer or are more numerous fill
+        // bigger pools; a shrink threshold above any pool never fires, so the dynamic
+        // group's pool grows to the pre-enabled one's; the stability rule moves no pool.
+        assert_eq!(r.workload_sensitivity.len(), WORKLOAD_ESTIMATES.len());
+        let row = |name: &str| {
+            r.workload_sensitivity
+                .iter()
+                .find(|w| w.estimate == name)
+                .unwrap()
+        };
+        for name in ["lifetime_max_s", "pte_pages_max", "browser_pte_per_2mib"] {
+            let [lo, hi] = row(name).pool_pages;
+            assert!(
+                lo.0 < pre.peak_pool_pages && pre.peak_pool_pages < hi.0,
+                "{name}"
+            );
+        }
+        let shrink = row("shrink_total");
+        assert_eq!(shrink.pool_pages[1], (325, 325));
+        assert!(shrink.pool_pages[0].1 < dynamic.peak_pool_pages);
+        assert_eq!(row("stable_within").pool_pages, [(325, 173); 2]);
+        let lifetime = &row("lifetime_max_s").claims;
+        let pool = lifetime.iter().find(|c| c.id == "pool-size").unwrap();
+        assert_eq!(
+            pool.verdicts.map(Verdict::as_str),
+            ["reproduced", "partly", "not reproduced"]
+        );
     }
 }
