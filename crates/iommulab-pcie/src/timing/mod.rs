@@ -25,7 +25,7 @@
 //! outstanding reads remove it, and [`completion_ceiling_gbps`] what limits receive then.
 //!
 //! Parameters the paper gives: 10 GbE, two paths, MTU 9000, PCIe Gen1 x8 at the bridge, 60 s
-//! runs, 1-3 hosts. Every other parameter is an estimate (see [`ExpEtherParams`]); none is
+//! runs, 1-3 hosts, the hosts' clocks (Table I, [`host_stack`]). Every other parameter is an estimate (see [`ExpEtherParams`]); none is
 //! fitted to the paper's figures.
 
 // Counts and sizes are validated (at most 256 reads, 1024 packets, 16 hosts, 8 paths) before
