@@ -7,6 +7,7 @@
 //! | [`arbiter`] | which VF the NIC serves next, with and without per-VF QoS |
 //! | [`sim`] | the event loop: DMA reads with N outstanding, posted writes, the wires |
 //! | [`tlp_path`] | the functional path every DMA takes: VF, bridge, frames, switch, host IOMMU |
+//! | [`host_stack`] | each stream's TCP work on one core at each end: per packet and per byte |
 //!
 //! ```text
 //!  client ══10 GbE══ NIC ══PCIe Gen1 x8══ I/O bridge ══2 × 10 GbE══ switch ══ host bridge ── host memory
@@ -24,7 +25,7 @@
 //! outstanding reads remove it, and [`completion_ceiling_gbps`] what limits receive then.
 //!
 //! Parameters the paper gives: 10 GbE, two paths, MTU 9000, PCIe Gen1 x8 at the bridge, 60 s
-//! runs, 1-3 hosts. Every other parameter is an estimate (see [`ExpEtherParams`]); none is
+//! runs, 1-3 hosts, the hosts' clocks (Table I, [`host_stack`]). Every other parameter is an estimate (see [`ExpEtherParams`]); none is
 //! fitted to the paper's figures.
 
 // Counts and sizes are validated (at most 256 reads, 1024 packets, 16 hosts, 8 paths) before
@@ -32,6 +33,7 @@
 #![allow(clippy::cast_possible_truncation)]
 
 pub mod arbiter;
+pub mod host_stack;
 pub mod link;
 pub mod sim;
 pub mod tlp_path;
@@ -81,6 +83,31 @@ pub struct ExpEtherParams {
     pub host_memory_ns: f64,
     /// Packets the NIC buffers on transmit and on receive (*estimate*: 4 jumbo frames).
     pub nic_buffer_packets: u32,
+    /// A TCP receiver's work per packet besides the copy: interrupt, driver (RxD, buffer
+    /// refill), IP and TCP input, an ACK every second packet, waking iperf and its
+    /// `recv` call, CPU cycles (*estimate*: 10 000, range 5 000-20 000; per-packet work
+    /// dominates 2.6-era Linux TCP receive, Menon and Zwaenepoel, USENIX ATC 2008; the range
+    /// is wide because their counts are for other CPUs and 1500-byte packets, and the low
+    /// end covers a driver aggregating packets before TCP).
+    pub rx_cycles_per_packet: f64,
+    /// A TCP receiver's copy to iperf's buffer, ns per payload byte (*estimate*: 0.25, that
+    /// is 4 GB/s, range 0.18-0.40, 5.5-2.5 GB/s): the NIC's data arrives by DMA, so the copy
+    /// reads it from memory through the Core 2's front-side bus (10.6 GB/s peak at 1333
+    /// MHz; one core reads under 6 GB/s in the reviews cited in docs/sources.md).
+    pub rx_ns_per_byte: f64,
+    /// A TCP sender's work per packet besides the copy: the `send` call, TCP and IP output,
+    /// the driver's descriptor and doorbell, freeing the sent buffer, the ACKs it takes in,
+    /// CPU cycles (*estimate*: 5 000, range 2 500-10 000; cheaper than receive, no wake-up,
+    /// ACKs one per two packets; the low end covers segmentation offload).
+    pub tx_cycles_per_packet: f64,
+    /// A TCP sender's copy from iperf's buffer (cache-warm: iperf sends the same buffer)
+    /// into new socket buffers, ns per payload byte (*estimate*: 0.15, range 0.08-0.25:
+    /// the destination's lines are fetched from memory before they are written).
+    pub tx_ns_per_byte: f64,
+    /// A stream's TCP window, bytes (*estimate*: 3 MiB, range 64 KiB-3 MiB: 2.6.18's
+    /// largest autotuned receive buffer, `tcp_rmem` 4 MiB, of which `tcp_adv_win_scale` = 2
+    /// advertises three quarters; the low end is the window before autotuning grows it).
+    pub tcp_window_bytes: u32,
 }
 
 impl Default for ExpEtherParams {
@@ -101,6 +128,11 @@ impl Default for ExpEtherParams {
             switch_ns: 500.0,
             host_memory_ns: 500.0,
             nic_buffer_packets: 4,
+            rx_cycles_per_packet: 10_000.0,
+            rx_ns_per_byte: 0.25,
+            tx_cycles_per_packet: 5_000.0,
+            tx_ns_per_byte: 0.15,
+            tcp_window_bytes: 3 << 20,
         }
     }
 }
@@ -202,7 +234,36 @@ impl ExpEtherParams {
                 "1..=1024",
             );
         }
+        for (name, v) in [
+            ("rx_cycles_per_packet", self.rx_cycles_per_packet),
+            ("tx_cycles_per_packet", self.tx_cycles_per_packet),
+        ] {
+            if !(0.0..1e8).contains(&v) {
+                return bad(name, v, "cycles in 0..1e8");
+            }
+        }
+        for (name, v) in [
+            ("rx_ns_per_byte", self.rx_ns_per_byte),
+            ("tx_ns_per_byte", self.tx_ns_per_byte),
+        ] {
+            if !(0.0..1000.0).contains(&v) {
+                return bad(name, v, "ns per byte in 0..1000");
+            }
+        }
+        let w = self.tcp_window_bytes / self.goodput_bytes_per_packet();
+        if !(1..=65_536).contains(&w) {
+            return bad(
+                "tcp_window_bytes",
+                f64::from(self.tcp_window_bytes),
+                "1 to 65536 packets' payload",
+            );
+        }
         Ok(())
+    }
+
+    /// A stream's TCP window in whole packets.
+    pub fn window_packets(&self) -> u32 {
+        (self.tcp_window_bytes / self.goodput_bytes_per_packet()).max(1)
     }
 
     /// Bytes the NIC moves by DMA per packet: the IP packet and its Ethernet header.

@@ -8,9 +8,14 @@
 //!   paths merge there), then the PCIe link to the NIC (the two paths merge; served in the
 //!   order trains left the switch: an approximation of at most a frame time);
 //! - a read done at the NIC (a slot of the N frees, the next read issues);
-//! - a packet leaving the NIC's transmit buffer (room to fetch another).
+//! - a packet leaving the NIC's transmit buffer (room to fetch another);
+//! - a host's sending core having made the packet the NIC waits for ([`host_stack`]).
 //!
-//! The event queue holds at most `N + buffer` entries, keys packed in a `u128` (time,
+//! Every stream has a core at each end ([`host_stack`]): the sender makes packets no faster
+//! than its core and its TCP window allow, the receiver consumes them no faster than its
+//! core; iperf counts a packet when the receiver has consumed it.
+//!
+//! The event queue holds at most `N + buffer + 1` entries, keys packed in a `u128` (time,
 //! kind, id): no allocation per event in steady state.
 
 use std::cmp::Reverse;
@@ -21,6 +26,7 @@ use serde::{Deserialize, Serialize};
 use iommulab_base::clock::saturating_u64;
 
 use crate::timing::arbiter::Arbiter;
+use crate::timing::host_stack::{self, CLIENT_GHZ, Next, Streams};
 use crate::timing::link::{Link, Ps, Train};
 use crate::timing::tlp_path::{BUFFER_IOVA, PathError, PathStats, TlpPath};
 use crate::timing::{ExpEtherParams, TimingError};
@@ -59,7 +65,7 @@ pub struct SimResult {
     pub per_host_gbps: Vec<f64>,
     /// Their sum.
     pub total_gbps: f64,
-    /// Packets delivered after the warm-up ([`WARM_UP`]).
+    /// Packets consumed by the receiving hosts' iperf after the warm-up ([`WARM_UP`]).
     pub packets: u64,
     /// DMA reads completed.
     pub reads: u64,
@@ -83,6 +89,7 @@ pub const WARM_UP: f64 = 0.1;
 const EV_CPL_AT_SWITCH: u128 = 0;
 const EV_READ_DONE: u128 = 1;
 const EV_PACKET_OUT: u128 = 2;
+const EV_HOST_READY: u128 = 3;
 
 #[derive(Clone, Copy, Debug, Default)]
 struct Read {
@@ -146,6 +153,12 @@ struct Sim<'p> {
     packets: Vec<Packet>,
     free_packets: Vec<u32>,
     fetching: Option<u32>,
+    /// The host the arbiter chose whose sender has not made the packet yet, and whether an
+    /// event will retry it.
+    waiting_for: Option<usize>,
+    retry_pending: bool,
+    /// Each host's streams: cores at both ends and the TCP window.
+    stacks: Vec<Streams>,
     next_path: usize,
     delivered: Vec<u64>,
     stats_packets: u64,
@@ -188,6 +201,7 @@ pub fn simulate(p: &ExpEtherParams, s: &Scenario) -> Result<SimResult, TimingErr
     let paths = usize::from(p.paths);
     let n = p.outstanding_reads as usize;
     let b = p.nic_buffer_packets as usize;
+    let stacks = stream_ends(p, s, &demand);
     let mut sim = Sim {
         p,
         dir: s.direction,
@@ -208,12 +222,15 @@ pub fn simulate(p: &ExpEtherParams, s: &Scenario) -> Result<SimResult, TimingErr
         path: TlpPath::new(hosts)?,
         error: None,
         arbiter: Arbiter::new(&demand, s.qos),
-        queue: BinaryHeap::with_capacity(n + b + 4),
+        queue: BinaryHeap::with_capacity(n + b + 5),
         reads: vec![Read::default(); n],
         free_reads: (0..n as u32).rev().collect(),
         packets: vec![Packet::default(); b],
         free_packets: (0..b as u32).rev().collect(),
         fetching: None,
+        waiting_for: None,
+        retry_pending: false,
+        stacks,
         next_path: 0,
         delivered: vec![0; hosts],
         stats_packets: 0,
@@ -230,6 +247,27 @@ pub fn simulate(p: &ExpEtherParams, s: &Scenario) -> Result<SimResult, TimingErr
         return Err(e.into());
     }
     Ok(sim.result(s.duration_s))
+}
+
+/// Each host's streams with the cores at their two ends: the client sends (send) or
+/// receives (receive); in inter-host traffic host 1 sends to the others.
+fn stream_ends(p: &ExpEtherParams, s: &Scenario, demand: &[u32]) -> Vec<Streams> {
+    let bytes = p.goodput_bytes_per_packet();
+    let tx = |ghz| host_stack::packet_cost_ps(p.tx_cycles_per_packet, ghz, p.tx_ns_per_byte, bytes);
+    let rx = |ghz| host_stack::packet_cost_ps(p.rx_cycles_per_packet, ghz, p.rx_ns_per_byte, bytes);
+    demand
+        .iter()
+        .enumerate()
+        .map(|(h, &streams)| {
+            let server = host_stack::server_ghz(h);
+            let (tx_cost, rx_cost) = match s.direction {
+                Direction::Send => (tx(CLIENT_GHZ), rx(server)),
+                Direction::Receive => (tx(server), rx(CLIENT_GHZ)),
+                Direction::InterHost => (tx(host_stack::server_ghz(0)), rx(server)),
+            };
+            Streams::new(streams, p.window_packets(), tx_cost, rx_cost)
+        })
+        .collect()
 }
 
 impl Sim<'_> {
@@ -293,15 +331,21 @@ impl Sim<'_> {
         let mut slot_free: Vec<Ps> = vec![0; b];
         let mut k = 0usize;
         while let Some(h) = self.arbiter.pick() {
-            // The client starts a packet once the NIC will have room for it.
-            let start = slot_free[k % b];
+            // The client's core makes the packet (every earlier one is consumed below, so
+            // the window is never unknown here); it goes on the wire once the NIC will have
+            // room for it.
+            let Next::At(made) = self.stacks[h].make() else {
+                break;
+            };
+            let start = slot_free[k % b].max(made);
             let arrived = self.wire.send(Train::at(start), 1, wire_bytes).last;
             if arrived > self.end {
                 break;
             }
             let (landed, left_nic) = self.write_packet(arrived, h, k as u64);
             slot_free[k % b] = left_nic;
-            if landed <= self.end && landed > self.warm {
+            let consumed = self.stacks[h].consume(landed);
+            if consumed <= self.end && consumed > self.warm {
                 self.delivered[h] += u64::from(self.p.goodput_bytes_per_packet());
                 self.stats_packets += 1;
             }
@@ -322,7 +366,11 @@ impl Sim<'_> {
             match (key >> 32) & 0xffff_ffff {
                 EV_CPL_AT_SWITCH => self.cpl_at_switch(id),
                 EV_READ_DONE => self.read_done(t, id),
-                _ => self.packet_out(t, id),
+                EV_PACKET_OUT => self.packet_out(t, id),
+                _ => {
+                    self.retry_pending = false;
+                    self.try_issue(t);
+                }
             }
         }
     }
@@ -337,9 +385,29 @@ impl Sim<'_> {
                     let Some(&pk) = self.free_packets.last() else {
                         return;
                     };
-                    let Some(h) = self.arbiter.pick() else {
+                    let Some(h) = self.waiting_for.take().or_else(|| self.arbiter.pick()) else {
                         return;
                     };
+                    // The host's sending core must have made the packet: wait for it (an
+                    // event when it will be made; a consumed packet when the window is
+                    // closed), holding the arbiter's choice.
+                    match self.stacks[h].peek() {
+                        Next::At(t) if t <= now => {
+                            self.stacks[h].make();
+                        }
+                        Next::At(t) => {
+                            self.waiting_for = Some(h);
+                            if !self.retry_pending {
+                                self.retry_pending = true;
+                                self.push(t, EV_HOST_READY, 0);
+                            }
+                            return;
+                        }
+                        Next::Blocked => {
+                            self.waiting_for = Some(h);
+                            return;
+                        }
+                    }
                     self.free_packets.pop();
                     let (src, dst) = match self.dir {
                         Direction::InterHost => (0, h),
@@ -446,7 +514,8 @@ impl Sim<'_> {
             Direction::InterHost => self.write_packet(now, packet.dst, u64::from(pk)).0,
             _ => now,
         };
-        if landed <= self.end && landed > self.warm {
+        let consumed = self.stacks[packet.dst].consume(landed);
+        if consumed <= self.end && consumed > self.warm {
             self.delivered[packet.dst] += u64::from(self.p.goodput_bytes_per_packet());
             self.stats_packets += 1;
         }

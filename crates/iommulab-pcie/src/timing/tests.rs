@@ -199,3 +199,53 @@ fn every_timed_dma_crossed_the_functional_path() {
     assert_eq!(tx.path.translations % 71, 0);
     assert_eq!(tx.path.tlps, tx.path.translations);
 }
+
+/// A stream's end whose core is slower than its share of the links sets the stream's rate:
+/// one packet's payload per core time (host_stack), and it binds only the stream it serves.
+#[test]
+fn a_stream_runs_no_faster_than_the_core_at_either_end() {
+    let p = ExpEtherParams {
+        rx_cycles_per_packet: 20_000.0,
+        rx_ns_per_byte: 0.4,
+        ..ExpEtherParams::default()
+    };
+    let bytes = p.goodput_bytes_per_packet();
+    let rx_cost =
+        |ghz| host_stack::packet_cost_ps(p.rx_cycles_per_packet, ghz, p.rx_ns_per_byte, bytes);
+    // Send, 1 host: server 1's receiving core (2.83 GHz), below the wire.
+    let server1 = host_stack::core_limit_gbps(bytes, rx_cost(host_stack::server_ghz(0)));
+    assert!(server1 < p.line_goodput_gbps() - 1.0, "{server1}");
+    let r = run(&p, Direction::Send, vec![1], false);
+    assert!(close(r.total_gbps, server1, 0.01), "{server1} {r:?}");
+    // Two hosts need half the wire each, within each core: the wire binds again.
+    let r = run(&p, Direction::Send, vec![1; 2], false);
+    assert!(close(r.total_gbps, p.line_goodput_gbps(), 0.01), "{r:?}");
+    // Receive with the read limit removed (N = 32): the client's receiving core (2.66 GHz).
+    let p32 = ExpEtherParams {
+        outstanding_reads: 32,
+        ..p.clone()
+    };
+    let client = host_stack::core_limit_gbps(bytes, rx_cost(host_stack::CLIENT_GHZ));
+    let r = run(&p32, Direction::Receive, vec![1], false);
+    assert!(close(r.total_gbps, client, 0.01), "{client} {r:?}");
+    assert!(client < server1);
+}
+
+/// A window of one packet makes a stream stop and wait: each packet is made, crosses the
+/// wire, the NIC and the bridges, and is consumed before the next is made.
+#[test]
+fn a_closed_window_holds_the_sender_back() {
+    let p = ExpEtherParams {
+        tcp_window_bytes: 8948,
+        ..ExpEtherParams::default()
+    };
+    assert_eq!(p.window_packets(), 1);
+    let r = run(&p, Direction::Send, vec![1], false);
+    let open = run(&ExpEtherParams::default(), Direction::Send, vec![1], false);
+    assert!(r.total_gbps < 0.5 * open.total_gbps, "{r:?}");
+    let r = run(&p, Direction::Receive, vec![1], false);
+    assert!(
+        r.total_gbps < 0.5 * open.total_gbps && r.total_gbps > 0.0,
+        "{r:?}"
+    );
+}

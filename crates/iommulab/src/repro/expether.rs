@@ -14,8 +14,10 @@
 //! bridge, 60 s) are used as given; the others (N, read and payload sizes, bridge, switch and
 //! memory latencies, buffers) are estimates with their ranges in
 //! [`crate::pcie::timing::ExpEtherParams`], chosen from what such hardware
-//! does and never fitted to the figures. What the model does not have (host CPUs and their
-//! TCP stacks, TCP's own dynamics, descriptor fetches, ACK traffic) is said on the page.
+//! does and never fitted to the figures. Each stream has a core at each end
+//! ([`crate::pcie::timing::host_stack`]: Table I's clocks, estimated prices per packet and per
+//! byte, a TCP window). What the model does not have (TCP's congestion control, descriptor
+//! fetches, ACK traffic) is said on the page.
 
 use serde::Serialize;
 
@@ -146,7 +148,7 @@ type Setter = fn(&mut ExpEtherParams, f64);
 /// gives; headers: 40 without the TCP timestamp option, 52 with it).
 // Values are whole numbers within u32 (the ranges below).
 #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
-pub const ESTIMATES: [(&str, f64, f64, Setter); 9] = [
+pub const ESTIMATES: [(&str, f64, f64, Setter); 14] = [
     ("outstanding_reads", 4.0, 16.0, |p, v| {
         p.outstanding_reads = v as u32
     }),
@@ -168,6 +170,25 @@ pub const ESTIMATES: [(&str, f64, f64, Setter); 9] = [
     ("tcpip_header_bytes", 40.0, 52.0, |p, v| {
         p.tcpip_header_bytes = v as u32
     }),
+    ("rx_cycles_per_packet", 5_000.0, 20_000.0, |p, v| {
+        p.rx_cycles_per_packet = v
+    }),
+    ("rx_ns_per_byte", 0.18, 0.40, |p, v| p.rx_ns_per_byte = v),
+    ("tx_cycles_per_packet", 2_500.0, 10_000.0, |p, v| {
+        p.tx_cycles_per_packet = v
+    }),
+    ("tx_ns_per_byte", 0.08, 0.25, |p, v| p.tx_ns_per_byte = v),
+    ("tcp_window_bytes", 65_536.0, 3_145_728.0, |p, v| {
+        p.tcp_window_bytes = v as u32
+    }),
+];
+
+/// The host prices of [`ESTIMATES`] (the cores at a stream's ends).
+pub const HOST_PRICES: [&str; 4] = [
+    "rx_cycles_per_packet",
+    "rx_ns_per_byte",
+    "tx_cycles_per_packet",
+    "tx_ns_per_byte",
 ];
 
 fn current(p: &ExpEtherParams, name: &str) -> f64 {
@@ -180,8 +201,72 @@ fn current(p: &ExpEtherParams, name: &str) -> f64 {
         "switch_ns" => p.switch_ns,
         "host_memory_ns" => p.host_memory_ns,
         "nic_buffer_packets" => f64::from(p.nic_buffer_packets),
+        "rx_cycles_per_packet" => p.rx_cycles_per_packet,
+        "rx_ns_per_byte" => p.rx_ns_per_byte,
+        "tx_cycles_per_packet" => p.tx_cycles_per_packet,
+        "tx_ns_per_byte" => p.tx_ns_per_byte,
+        "tcp_window_bytes" => f64::from(p.tcp_window_bytes),
         _ => f64::from(p.tcpip_header_bytes),
     }
+}
+
+/// One end of a stream and what its core sustains alone.
+#[derive(Clone, Debug, Serialize)]
+pub struct CoreLimit {
+    /// `send` (the client sends) or `receive` (the servers send).
+    pub direction: Direction,
+    /// The machine (Table I).
+    pub machine: &'static str,
+    /// `sender` or `receiver`.
+    pub end: &'static str,
+    /// Its clock, GHz (Table I).
+    pub ghz: f64,
+    /// Its time per packet at the estimates, ns.
+    pub ns_per_packet: f64,
+    /// One stream's goodput at that pace, Gb/s.
+    pub gbps: f64,
+}
+
+/// The hosts' own limit on one stream.
+#[derive(Clone, Debug, Serialize)]
+pub struct HostLimits {
+    /// Each end of each stream of Figure 9.
+    pub cores: Vec<CoreLimit>,
+    /// Send, 1 host, with all four host prices at the cheap and at the dear end of their
+    /// ranges at once, Gb/s.
+    pub send_1_host_over_ranges: (f64, f64),
+    /// Receive, 1 host, likewise, Gb/s.
+    pub receive_1_host_over_ranges: (f64, f64),
+}
+
+fn core_limits(p: &ExpEtherParams) -> Vec<CoreLimit> {
+    use timing::host_stack::{CLIENT_GHZ, SERVER_GHZ, core_limit_gbps, packet_cost_ps};
+    let bytes = p.goodput_bytes_per_packet();
+    let mut v = Vec::new();
+    let machines = [
+        ("server 1", SERVER_GHZ[0]),
+        ("server 2", SERVER_GHZ[1]),
+        ("server 3", SERVER_GHZ[2]),
+    ];
+    for direction in [Direction::Send, Direction::Receive] {
+        for (machine, ghz) in std::iter::once(("client", CLIENT_GHZ)).chain(machines) {
+            let sends = (machine == "client") == (direction == Direction::Send);
+            let cost = if sends {
+                packet_cost_ps(p.tx_cycles_per_packet, ghz, p.tx_ns_per_byte, bytes)
+            } else {
+                packet_cost_ps(p.rx_cycles_per_packet, ghz, p.rx_ns_per_byte, bytes)
+            };
+            v.push(CoreLimit {
+                direction,
+                machine,
+                end: if sends { "sender" } else { "receiver" },
+                ghz,
+                ns_per_packet: cost as f64 / 1000.0,
+                gbps: core_limit_gbps(bytes, cost),
+            });
+        }
+    }
+    v
 }
 
 /// Everything the reproduction produced.
@@ -199,6 +284,8 @@ pub struct ExpEtherResults {
     pub sweep: Vec<SweepPoint>,
     /// Every estimate at the ends of its range.
     pub sensitivity: Vec<Sensitivity>,
+    /// The hosts' cores: what each stream end sustains.
+    pub host_limits: HostLimits,
     /// Best aggregate (send or receive, paper's runs) over the 10 Gb/s the NIC has.
     pub efficiency: f64,
     /// The external wire's goodput over its rate at this MTU: the TCP/IP and Ethernet
@@ -292,7 +379,10 @@ pub fn run(opts: &ReproOptions<'_>) -> Result<ExpEtherResults, Error> {
     };
     let params = ExpEtherParams::default();
     let specs = specs();
-    let mut steps = Steps::new(opts, (specs.len() + SWEEP_N.len() + ESTIMATES.len()) as u64);
+    let mut steps = Steps::new(
+        opts,
+        (specs.len() + SWEEP_N.len() + ESTIMATES.len() + 1) as u64,
+    );
     let mut runs = Vec::with_capacity(specs.len());
     for s in specs {
         steps.start(|| {
@@ -405,6 +495,35 @@ pub fn run(opts: &ReproOptions<'_>) -> Result<ExpEtherResults, Error> {
             send_gbps: (at(lo, Direction::Send)?, at(hi, Direction::Send)?),
         });
     }
+    steps.start(|| "host prices: all cheap, all dear".to_string())?;
+    let over_ranges = |direction: Direction| -> Result<(f64, f64), Error> {
+        let mut ends = [0.0; 2];
+        for (end, pick_high) in ends.iter_mut().zip([false, true]) {
+            let mut p = params.clone();
+            for (name, lo, hi, set) in ESTIMATES {
+                if HOST_PRICES.contains(&name) {
+                    set(&mut p, if pick_high { hi } else { lo });
+                }
+            }
+            *end = simulate(
+                &p,
+                &Scenario {
+                    direction,
+                    streams: vec![1],
+                    qos: false,
+                    duration_s: sweep_s,
+                },
+            )
+            .map_err(ReproError::from)?
+            .total_gbps;
+        }
+        Ok((ends[0], ends[1]))
+    };
+    let host_limits = HostLimits {
+        cores: core_limits(&params),
+        send_1_host_over_ranges: over_ranges(Direction::Send)?,
+        receive_1_host_over_ranges: over_ranges(Direction::Receive)?,
+    };
     let best = runs
         .iter()
         .filter(|r| r.figure == "9")
@@ -445,6 +564,7 @@ pub fn run(opts: &ReproOptions<'_>) -> Result<ExpEtherResults, Error> {
         read_limit,
         sweep,
         sensitivity,
+        host_limits,
         paper: PAPER,
         claims: Vec::new(),
     };
@@ -522,7 +642,7 @@ mod tests {
         let (lo_n, hi_n, lo, hi) = r.receive_over_n_range;
         assert_eq!((lo_n, hi_n), (4, 16));
         assert!(
-            (3.4..3.5).contains(&lo) && (9.6..9.7).contains(&hi),
+            (3.4..3.5).contains(&lo) && (9.5..9.7).contains(&hi),
             "{lo} {hi}"
         );
         assert!(PAPER.receive_gbps.iter().all(|g| (lo..=hi).contains(g)));
@@ -542,5 +662,27 @@ mod tests {
         }
         let hdr = s("tcpip_header_bytes");
         assert!(hdr.send_gbps.0 > hdr.send_gbps.1, "{hdr:?}");
+        // The hosts: a core at each end of each stream; at the estimates every one is faster
+        // than the wire, so no Figure 9 run is bound by a host, and the dearer a host price,
+        // the lower 1-host send once a core is slower than the wire.
+        let h = &r.host_limits;
+        assert_eq!(h.cores.len(), 8);
+        let line = r.read_limit.line_goodput_gbps;
+        assert!(h.cores.iter().all(|c| c.gbps > line), "{h:?}");
+        for price in HOST_PRICES {
+            let x = s(price);
+            assert!(x.send_gbps.1 <= x.send_gbps.0 + 0.02, "{x:?}");
+        }
+        let (cheap, dear) = h.send_1_host_over_ranges;
+        assert!(dear < cheap - 1.0, "{h:?}");
+        // Server 1's receiving core is the slowest end of a send stream; alone at the dear
+        // ends it sets 1-host send.
+        let slowest = h
+            .cores
+            .iter()
+            .filter(|c| c.direction == Direction::Send)
+            .min_by(|a, b| a.gbps.total_cmp(&b.gbps))
+            .unwrap();
+        assert_eq!((slowest.machine, slowest.end), ("server 1", "receiver"));
     }
 }

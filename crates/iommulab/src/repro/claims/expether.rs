@@ -41,6 +41,15 @@ pub fn claims(r: &ExpEtherResults) -> Vec<Claim> {
             "holds by construction whenever a send run is wire-bound",
         ),
     ];
+    // The slowest end of a send stream (the client sending, a server receiving).
+    let (slow_machine, slow_end, slow) = r
+        .host_limits
+        .cores
+        .iter()
+        .filter(|c| c.direction == Direction::Send)
+        .min_by(|a, b| a.gbps.total_cmp(&b.gbps))
+        .map_or(("?", "?", f64::NAN), |c| (c.machine, c.end, c.gbps));
+    let (cheap, dear) = r.host_limits.send_1_host_over_ranges;
     const SEND: [&str; 3] = ["send-1-host", "send-2-hosts", "send-3-hosts"];
     const RECEIVE: [&str; 3] = ["receive-1-host", "receive-2-hosts", "receive-3-hosts"];
     for ((i, id), hosts) in SEND.into_iter().enumerate().zip(1u32..) {
@@ -62,11 +71,16 @@ pub fn claims(r: &ExpEtherResults) -> Vec<Claim> {
             format!("{paper} Gb/s"),
             format!("{ours:.2} Gb/s"),
             if wire_bound {
-                "posted writes need no round trip: nothing in the modeled path limits send below the wire (the model \
-has no host CPU)"
-                    .to_string()
+                format!(
+                    "posted writes need no round trip, and each stream's slowest core ({slow_machine}'s {slow_end}, \
+{slow:.2} Gb/s alone at the estimates) is above its share of the wire; with every host price at the dear end of \
+its range 1-host send is {dear:.2} Gb/s"
+                )
             } else {
-                "below the wire: a link of the modeled path limits it".to_string()
+                format!(
+                    "below the wire: {slow_machine}'s {slow_end} core sustains {slow:.2} Gb/s per stream at the \
+estimates (1-host send over the host prices' ranges: {dear:.2}–{cheap:.2} Gb/s)"
+                )
             },
         ));
     }
