@@ -24,21 +24,27 @@
 //! is the paper's critical marker of its quota, and the sums are its β.)
 //!
 //! Each page's place in LRU order is a *slot*, renumbered when the slots run out (as in
-//! `iommulab-trace`'s stack-distance counter). A segment tree over the slots keeps, per
-//! node, the sum of w, its least suffix sum (for z) and its least marker; each page keeps
-//! its markers in a leftist heap (merged into y's, least taken). So a map costs
-//! O(log D) for D distinct pages, and memory is proportional to D, not to the maps: about
-//! 13 bytes per page, 4 per marker and 14 per slot (2 to 4 slots per page).
+//! `iommulab-trace`'s stack-distance counter). Each slot holds its page's w and least
+//! marker; a segment tree over blocks of 32 slots keeps, per block and node, the sum of w,
+//! its least suffix sum (for z) and its least marker, and a block's slots are scanned (a
+//! tree over single slots was slower: its lower levels miss the cache on every walk). Each
+//! page keeps its markers in a leftist heap (merged into y's, least taken), and the page
+//! whose heap a marker tops is recorded, so the least marker's page is found without a
+//! search. A map costs O(log D + 32) for D distinct pages, and memory is proportional to D,
+//! not to the maps: about 16 bytes per page, 13 per marker and 12 per slot (2 to 4 slots
+//! per page).
 
 /// "None": no heap, no marker, no slot.
 const NIL: u32 = u32::MAX;
+/// Slots per block of the tree's leaves.
+const BLOCK: usize = 32;
 
-/// A segment-tree node over slots `[l, r)`.
+/// A segment-tree node over the slots of a range of blocks.
 #[derive(Clone, Copy, Debug)]
 struct Node {
     /// Sum of w over the live slots.
     sum: i32,
-    /// Least sum of w over `[t, r)`, for t in `[l, r)`.
+    /// Least sum of w from a slot of the range to the range's end.
     min_suffix: i32,
     /// Least marker held by a page in `[l, r)`, or [`NIL`].
     min_marker: u32,
@@ -71,6 +77,9 @@ pub(super) struct OptMarkers {
     root: Vec<u32>,
     /// Per page: how many markers it holds.
     held: Vec<u32>,
+    /// Per marker at the root of a page's heap: that page (so the page holding the least
+    /// marker of a range is found without walking the tree down to it).
+    root_of: Vec<u32>,
     /// Per marker: its heap children.
     kids: Vec<[u32; 2]>,
     /// Per marker: its leftist rank (the shortest path to a missing child).
@@ -79,9 +88,16 @@ pub(super) struct OptMarkers {
     page_at: Vec<u32>,
     /// Live slots, one bit each.
     live: Vec<u64>,
-    /// The segment tree: node 1 is the root, node `size + t` is slot t.
+    /// Per slot: w of its page (0 if dead).
+    w: Vec<i32>,
+    /// Per slot: the least marker of its page, or [`NIL`].
+    mk: Vec<u32>,
+    /// The segment tree over blocks of [`BLOCK`] slots: node 1 is the root, node
+    /// `blocks + b` is block b (small enough to stay in cache).
     tree: Vec<Node>,
-    /// Slots (a power of two).
+    /// Blocks (a power of two).
+    blocks: usize,
+    /// Slots (`blocks` × [`BLOCK`]).
     size: usize,
     /// Slots used.
     next: usize,
@@ -110,8 +126,9 @@ impl OptMarkers {
             self.distinct += 1;
             self.kids.push([NIL, NIL]);
             self.rank.push(1);
+            self.root_of.push(NIL);
             if k > 0 {
-                self.root[xi] = k;
+                self.set_root(xi, k);
                 self.held[xi] = 1;
             }
             self.push_slot(x);
@@ -126,51 +143,123 @@ impl OptMarkers {
         let y = self.page_at[y_slot] as usize;
         // The deepest zero-sum boundary above y is the first slot after y's whose suffix
         // sums to zero (slots past the last used are empty, so one always does).
-        let z = self
-            .first_zero(1, 0, self.size, y_slot + 1, 0)
-            .unwrap_or(self.size);
-        let (m, owner_slot) = self.min_marker(z);
+        let z = self.first_zero(y_slot + 1);
+        let m = self.min_marker(z);
         debug_assert!(m != NIL, "a marker lies at or below z");
-        let owner = self.page_at[owner_slot] as usize;
-        // The marker leaves its page (it is that page's least) ...
+        // The least marker of a page is its heap's root.
+        let owner = self.root_of[m as usize] as usize;
+        let owner_slot = self.slot[owner] as usize;
+        // The marker leaves its page ...
         let [a, b] = self.kids[m as usize];
-        self.root[owner] = self.merge(a, b);
+        let rest = self.merge(a, b);
+        self.set_root(owner, rest);
         self.held[owner] -= 1;
         // ... x's others go to its predecessor, and x takes the marker alone.
-        self.root[y] = self.merge(self.root[y], self.root[xi]);
+        let joined = self.merge(self.root[y], self.root[xi]);
+        self.set_root(y, joined);
         self.held[y] += self.held[xi];
         self.kids[m as usize] = [NIL, NIL];
         self.rank[m as usize] = 1;
-        self.root[xi] = m;
+        self.set_root(xi, m);
         self.held[xi] = 1;
         self.live[s / 64] &= !(1u64 << (s % 64));
-        self.set_leaf(s, EMPTY);
-        self.set_leaf(y_slot, self.leaf(y));
-        if owner != y && owner != xi {
-            self.set_leaf(owner_slot, self.leaf(owner));
-        }
+        self.set_slot(y_slot, y);
+        self.set_slot(owner_slot, owner);
+        // (Last: the owner may be x, whose slot s is now dead.)
+        (self.w[s], self.mk[s]) = (0, NIL);
         self.slot[xi] = NIL;
-        self.push_slot(x);
+        if self.next == self.size {
+            // Renumbering rebuilds every block.
+            self.push_slot(x);
+        } else {
+            let t = self.next;
+            self.next += 1;
+            self.slot[xi] = t as u32;
+            self.page_at[t] = x;
+            self.live[t / 64] |= 1u64 << (t % 64);
+            self.set_slot(t, xi);
+            // The four blocks' paths to the root share their upper nodes: one walk.
+            let mut at = [s / BLOCK, y_slot / BLOCK, owner_slot / BLOCK, t / BLOCK];
+            at.sort_unstable();
+            self.refresh_all(at);
+        }
         Some(m + 1)
     }
 
-    /// The leaf of a live page.
-    // Markers held are below 2^31.
-    #[allow(clippy::cast_possible_wrap)]
+    /// Makes heap `h` page `p`'s markers.
     #[inline]
-    fn leaf(&self, p: usize) -> Node {
-        let w = self.held[p] as i32 - 1;
-        Node {
-            sum: w,
-            min_suffix: w,
-            min_marker: self.root[p],
+    fn set_root(&mut self, p: usize, h: u32) {
+        self.root[p] = h;
+        if h != NIL {
+            // Page numbers are below 2^30.
+            #[allow(clippy::cast_possible_truncation)]
+            let pu = p as u32;
+            self.root_of[h as usize] = pu;
         }
     }
 
+    /// Writes page `p`'s w and least marker at its slot `t` (its block is refreshed by the
+    /// caller).
+    // Markers held are below 2^31.
+    #[allow(clippy::cast_possible_wrap)]
     #[inline]
-    fn set_leaf(&mut self, t: usize, n: Node) {
-        let mut i = self.size + t;
-        self.tree[i] = n;
+    fn set_slot(&mut self, t: usize, p: usize) {
+        self.w[t] = self.held[p] as i32 - 1;
+        self.mk[t] = self.root[p];
+    }
+
+    /// Block b's node, from its slots.
+    #[inline]
+    fn block_node(&self, b: usize) -> Node {
+        let r = b * BLOCK..(b + 1) * BLOCK;
+        let (mut sum, mut min_suffix) = (0i32, i32::MAX);
+        for &w in self.w[r.clone()].iter().rev() {
+            sum += w;
+            min_suffix = min_suffix.min(sum);
+        }
+        let min_marker = self.mk[r].iter().copied().min().unwrap_or(NIL);
+        Node {
+            sum,
+            min_suffix,
+            min_marker,
+        }
+    }
+
+    /// Recomputes the nodes of blocks `at` (sorted) and their ancestors, each once.
+    #[inline]
+    fn refresh_all(&mut self, mut at: [usize; 4]) {
+        let mut k = 0;
+        for j in 0..4 {
+            if j == 0 || at[j] != at[k - 1] {
+                at[k] = at[j];
+                k += 1;
+            }
+        }
+        for a in &mut at[..k] {
+            self.tree[self.blocks + *a] = self.block_node(*a);
+            *a += self.blocks;
+        }
+        while at[0] > 1 {
+            let mut n = 0;
+            for j in 0..k {
+                let i = at[j] / 2;
+                if n == 0 || at[n - 1] != i {
+                    at[n] = i;
+                    n += 1;
+                }
+            }
+            k = n;
+            for &i in &at[..k] {
+                self.tree[i] = Node::join(self.tree[2 * i], self.tree[2 * i + 1]);
+            }
+        }
+    }
+
+    /// Recomputes block b's node and its ancestors.
+    #[inline]
+    fn refresh(&mut self, b: usize) {
+        let mut i = self.blocks + b;
+        self.tree[i] = self.block_node(b);
         while i > 1 {
             i /= 2;
             self.tree[i] = Node::join(self.tree[2 * i], self.tree[2 * i + 1]);
@@ -188,7 +277,8 @@ impl OptMarkers {
         self.slot[x as usize] = t as u32;
         self.page_at[t] = x;
         self.live[t / 64] |= 1u64 << (t % 64);
-        self.set_leaf(t, self.leaf(x as usize));
+        self.set_slot(t, x as usize);
+        self.refresh(t / BLOCK);
     }
 
     /// Renumbers the live slots `0..d` in order and rebuilds the tree with room for as many
@@ -209,6 +299,7 @@ impl OptMarkers {
             }
         }
         self.size = (2 * d + 1024).next_power_of_two();
+        self.blocks = self.size / BLOCK;
         self.next = d;
         self.page_at.resize(self.size, NIL);
         self.live.clear();
@@ -216,12 +307,19 @@ impl OptMarkers {
         for t in 0..d {
             self.live[t / 64] |= 1u64 << (t % 64);
         }
-        self.tree.clear();
-        self.tree.resize(2 * self.size, EMPTY);
+        self.w.clear();
+        self.w.resize(self.size, 0);
+        self.mk.clear();
+        self.mk.resize(self.size, NIL);
         for t in 0..d {
-            self.tree[self.size + t] = self.leaf(self.page_at[t] as usize);
+            self.set_slot(t, self.page_at[t] as usize);
         }
-        for i in (1..self.size).rev() {
+        self.tree.clear();
+        self.tree.resize(2 * self.blocks, EMPTY);
+        for b in 0..self.blocks {
+            self.tree[self.blocks + b] = self.block_node(b);
+        }
+        for i in (1..self.blocks).rev() {
             self.tree[i] = Node::join(self.tree[2 * i], self.tree[2 * i + 1]);
         }
     }
@@ -238,57 +336,101 @@ impl OptMarkers {
         w * 64 + bits.trailing_zeros() as usize
     }
 
-    /// The first slot t in node `i` (slots `[l, r)`), t ≥ `lo`, whose suffix sums to zero
-    /// (`right`: the sum of the slots after r). Sums are never negative, so a node wholly
-    /// at or after `lo` whose least suffix is positive is skipped, and one whose least
-    /// suffix is zero holds the answer: O(log slots).
-    fn first_zero(&self, i: usize, l: usize, r: usize, lo: usize, right: i32) -> Option<usize> {
-        if r <= lo || (lo <= l && self.tree[i].min_suffix + right > 0) {
-            return None;
+    /// The first slot t ≥ `lo` whose suffix (the slots from t on) sums to zero, or `size`
+    /// if none: in lo's block, else in the first later block whose least suffix is zero.
+    fn first_zero(&self, lo: usize) -> usize {
+        if lo >= self.size {
+            return self.size;
         }
-        if r - l == 1 {
-            return Some(l);
+        let b = lo / BLOCK;
+        // The sum of the blocks after b.
+        let (mut i, mut right) = (self.blocks + b, 0);
+        while i > 1 {
+            if i % 2 == 0 {
+                right += self.tree[i + 1].sum;
+            }
+            i /= 2;
         }
-        let mid = (l + r) / 2;
-        let rsum = self.tree[2 * i + 1].sum;
-        self.first_zero(2 * i, l, mid, lo, right + rsum)
-            .or_else(|| self.first_zero(2 * i + 1, mid, r, lo, right))
+        let end = (b + 1) * BLOCK;
+        let from_lo: i32 = self.w[lo..end].iter().sum();
+        if let Some(t) = self.scan_zero(lo, end, from_lo + right) {
+            return t;
+        }
+        // The first later block with a zero suffix: up from block b + 1 to the largest
+        // nodes starting there, then down (`pre`: the sum of the blocks before node i).
+        let total = self.tree[1].sum;
+        let mut pre = total - right;
+        let mut i = self.blocks + b + 1;
+        if i.is_power_of_two() {
+            return self.size;
+        }
+        while i % 2 == 0 {
+            i /= 2;
+        }
+        loop {
+            if self.tree[i].min_suffix + (total - pre - self.tree[i].sum) <= 0 {
+                break;
+            }
+            pre += self.tree[i].sum;
+            i += 1;
+            if i.is_power_of_two() {
+                return self.size;
+            }
+            while i % 2 == 0 {
+                i /= 2;
+            }
+        }
+        while i < self.blocks {
+            let l = 2 * i;
+            let n = self.tree[l];
+            if n.min_suffix + (total - pre - n.sum) <= 0 {
+                i = l;
+            } else {
+                pre += n.sum;
+                i = l + 1;
+            }
+        }
+        let start = (i - self.blocks) * BLOCK;
+        self.scan_zero(start, start + BLOCK, total - pre)
+            .unwrap_or(self.size)
     }
 
-    /// The least marker held in slots `[0, hi)` and its slot, or [`NIL`]: the least of
-    /// the nodes that tile `[0, hi)`, then down that node to its leaf (markers are held
-    /// once, so inside the node the child holding it is the one whose least it is).
-    fn min_marker(&self, hi: usize) -> (u32, usize) {
-        let (mut i, mut l, mut r) = (1, 0, self.size);
-        let (mut best, mut at) = (NIL, 0);
-        while l < hi {
-            if hi >= r {
-                if self.tree[i].min_marker < best {
-                    (best, at) = (self.tree[i].min_marker, i);
-                }
+    /// The first slot t in `[from, end)` whose suffix is zero, `suffix` being that of `from`.
+    #[inline]
+    fn scan_zero(&self, from: usize, end: usize, mut suffix: i32) -> Option<usize> {
+        for t in from..end {
+            if suffix <= 0 {
+                return Some(t);
+            }
+            suffix -= self.w[t];
+        }
+        None
+    }
+
+    /// The least marker held in slots `[0, hi)`, or [`NIL`]: the least of the blocks that
+    /// tile `[0, hi)` (from the nodes that tile them), then of the slots of the last one.
+    fn min_marker(&self, hi: usize) -> u32 {
+        let hb = hi / BLOCK;
+        let (mut i, mut l, mut r) = (1, 0, self.blocks);
+        let mut best = NIL;
+        while l < hb {
+            if hb >= r {
+                best = best.min(self.tree[i].min_marker);
                 break;
             }
             let mid = (l + r) / 2;
-            if hi > mid && self.tree[2 * i].min_marker < best {
-                (best, at) = (self.tree[2 * i].min_marker, 2 * i);
-            }
-            (i, l, r) = if hi <= mid {
+            (i, l, r) = if hb <= mid {
                 (2 * i, l, mid)
             } else {
+                best = best.min(self.tree[2 * i].min_marker);
                 (2 * i + 1, mid, r)
             };
         }
-        if best == NIL {
-            return (NIL, 0);
+        let start = hb * BLOCK;
+        if hi > start {
+            best = best.min(self.mk[start..hi].iter().copied().min().unwrap_or(NIL));
         }
-        while at < self.size {
-            at = if self.tree[2 * at].min_marker == best {
-                2 * at
-            } else {
-                2 * at + 1
-            };
-        }
-        (best, at - self.size)
+        best
     }
 
     fn rank_of(&self, h: u32) -> u8 {
