@@ -25,19 +25,19 @@
 //!
 //! Each page's place in LRU order is a *slot*, renumbered when the slots run out (as in
 //! `iommulab-trace`'s stack-distance counter). Each slot holds its page's w and least
-//! marker; a segment tree over blocks of 32 slots keeps, per block and node, the sum of w,
+//! marker; a segment tree over blocks of 16 slots keeps, per block and node, the sum of w,
 //! its least suffix sum (for z) and its least marker, and a block's slots are scanned (a
 //! tree over single slots was slower: its lower levels miss the cache on every walk). Each
 //! page keeps its markers in a leftist heap (merged into y's, least taken), and the page
 //! whose heap a marker tops is recorded, so the least marker's page is found without a
-//! search. A map costs O(log D + 32) for D distinct pages, and memory is proportional to D,
+//! search. A map costs O(log D + 16) for D distinct pages, and memory is proportional to D,
 //! not to the maps: about 16 bytes per page, 13 per marker and 12 per slot (2 to 4 slots
 //! per page).
 
 /// "None": no heap, no marker, no slot.
 const NIL: u32 = u32::MAX;
 /// Slots per block of the tree's leaves.
-const BLOCK: usize = 32;
+const BLOCK: usize = 16;
 
 /// A segment-tree node over the slots of a range of blocks.
 #[derive(Clone, Copy, Debug)]
@@ -46,7 +46,7 @@ struct Node {
     sum: i32,
     /// Least sum of w from a slot of the range to the range's end.
     min_suffix: i32,
-    /// Least marker held by a page in `[l, r)`, or [`NIL`].
+    /// Least marker held by a page of the range, or [`NIL`].
     min_marker: u32,
 }
 
