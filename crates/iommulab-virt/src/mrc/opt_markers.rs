@@ -346,7 +346,7 @@ impl OptMarkers {
         // The sum of the blocks after b.
         let (mut i, mut right) = (self.blocks + b, 0);
         while i > 1 {
-            if i % 2 == 0 {
+            if i.is_multiple_of(2) {
                 right += self.tree[i + 1].sum;
             }
             i /= 2;
@@ -364,7 +364,7 @@ impl OptMarkers {
         if i.is_power_of_two() {
             return self.size;
         }
-        while i % 2 == 0 {
+        while i.is_multiple_of(2) {
             i /= 2;
         }
         loop {
@@ -376,7 +376,7 @@ impl OptMarkers {
             if i.is_power_of_two() {
                 return self.size;
             }
-            while i % 2 == 0 {
+            while i.is_multiple_of(2) {
                 i /= 2;
             }
         }
