@@ -16,8 +16,10 @@
 //!   top q entries of the stack *are* OPT's cache of size q, and nothing below depth M
 //!   affects the top M — so the time is O(N · min(d, M)) with a branch-light linear scan,
 //!   and memory O(N) for the next uses (8 bytes per map) plus 12 bytes per stack entry.
-//!   (Bilardi, Ekanadham and Pattnaik, 2011, give an O(N log N) algorithm for OPT stack
-//!   distances; not implemented.)
+//!   The streamed curve of a trace (module `stream`, every quota) takes the critical
+//!   markers of Bilardi, Ekanadham and Pattnaik (2017) instead: O(log D) per map for D
+//!   distinct pages, no next uses (module `opt_markers`); Mattson's stack with block
+//!   maxima (module `opt_stack`) is kept as the tests' reference.
 //!
 //! **Exactness.** The map cache equals these stack algorithms only when no page other than
 //! the one being mapped is pinned at any map ("no pinning": each DMA is unmapped before the
@@ -37,6 +39,8 @@
 
 mod belady;
 pub mod curve;
+mod opt_markers;
+#[cfg(test)]
 mod opt_stack;
 mod stream;
 

@@ -22,9 +22,10 @@
 //! - **LRU** is a stack algorithm: each map's stack distance, from the workspace's one
 //!   counter ([`StackDistance`], `iommulab-trace`), goes into a histogram as the trace is
 //!   read; memory is proportional to the distinct pages, not to the maps;
-//! - **OPT** is one too (Mattson et al. 1970): the pass keeps each map's page number, a
-//!   backward pass adds its next use (8 bytes per map in all), and one forward pass over
-//!   Mattson's priority stack gives every map's depth (module `opt_stack`);
+//! - **OPT** is one too (Mattson et al. 1970), and a map's OPT depth depends only on the
+//!   maps before it: each map's depth goes into a histogram as the trace is read, from the
+//!   critical markers of Bilardi, Ekanadham and Pattnaik (module `opt_markers`, O(log D)
+//!   per map for D distinct pages); memory is proportional to the distinct pages;
 //! - **FIFO** is not a stack algorithm (Belady's anomaly: a larger FIFO cache can hit less),
 //!   so no single pass gives every quota: the pass keeps each map's page number (4 bytes)
 //!   and FIFO is simulated once per quota over that one array, O(maps) time per quota
@@ -41,7 +42,7 @@
 
 use super::belady::{belady_hits, next_uses};
 use super::curve::{HitRateCurve, Quotas, resolve_quotas};
-use super::opt_stack::opt_histogram;
+use super::opt_markers::OptMarkers;
 use super::{CurveError, CurveRequest, MrcMethod};
 use crate::{EvictionConfig, PageRun};
 use iommulab_trace::page_ids::{ID_CHUNK, PageIds};
@@ -239,10 +240,12 @@ enum Caches {
     Lru(Vec<LruCache>),
     /// FIFO at a few quotas: a cache per positive quota.
     Fifo(Vec<FifoCache>),
-    /// OPT, and FIFO at many quotas: each map's page number, until the end.
+    /// OPT at a few quotas, and FIFO at many: each map's page number, until the end.
     Seq(Vec<u32>),
     /// LRU at every quota: `hist[d]` maps at stack depth d (1-based).
     LruAll { sd: StackDistance, hist: Vec<u64> },
+    /// OPT at every quota: `hist[d]` maps at OPT stack depth d (1-based).
+    OptAll { m: OptMarkers, hist: Vec<u64> },
 }
 
 /// What a streamed curve is fed.
@@ -347,6 +350,10 @@ impl StreamedCurve {
                 sd: StackDistance::default(),
                 hist: Vec::new(),
             },
+            EvictionConfig::Opt(_) if !few => Caches::OptAll {
+                m: OptMarkers::default(),
+                hist: Vec::new(),
+            },
             _ => Caches::Seq(Vec::new()),
         };
         Self {
@@ -408,7 +415,7 @@ impl StreamedCurve {
             match &mut self.caches {
                 Caches::Lru(cs) => cs.iter_mut().for_each(|c| c.grow(ids)),
                 Caches::Fifo(cs) => cs.iter_mut().for_each(|c| c.grow(ids)),
-                Caches::Seq(_) | Caches::LruAll { .. } => {}
+                Caches::Seq(_) | Caches::LruAll { .. } | Caches::OptAll { .. } => {}
             }
         }
         let ids = run.base + run.lo..run.base + run.hi;
@@ -423,6 +430,17 @@ impl StreamedCurve {
                     // Below the distinct pages, which are below 2^30.
                     #[allow(clippy::cast_possible_truncation)]
                     let d = d as usize + 1;
+                    if d >= hist.len() {
+                        hist.resize((d + 1).next_power_of_two(), 0);
+                    }
+                    hist[d] += 1;
+                }
+            }),
+            Caches::OptAll { m, hist } => ids.for_each(|id| {
+                pins.map(id);
+                // Depth d: a hit at every quota ≥ d.
+                if let Some(d) = m.access(id) {
+                    let d = d as usize;
                     if d >= hist.len() {
                         hist.resize((d + 1).next_power_of_two(), 0);
                     }
@@ -446,8 +464,8 @@ impl StreamedCurve {
     /// The curve, as [`hit_rate_curve`](super::hit_rate_curve) gives it.
     ///
     /// # Errors
-    /// [`CurveError::TooLarge`] past [`MAX_PAGES`] page numbers or, for OPT, [`MAX_MAPS`] page
-    /// maps.
+    /// [`CurveError::TooLarge`] past [`MAX_PAGES`] page numbers or, for OPT at a few quotas
+    /// and FIFO at many, [`MAX_MAPS`] page maps.
     pub(super) fn finish(self) -> Result<HitRateCurve, CurveError> {
         if let Some(what) = self.overflow {
             let limit = if what == PAGE_MAPS {
@@ -482,25 +500,22 @@ impl StreamedCurve {
                 MrcMethod::Simulation,
                 cs.iter().map(QuotaCache::hits).collect(),
             ),
-            Caches::LruAll { hist, .. } => (MrcMethod::StackDistance, cumulative(&hist, effective)),
+            Caches::LruAll { hist, .. } | Caches::OptAll { hist, .. } => {
+                (MrcMethod::StackDistance, cumulative(&hist, effective))
+            }
             Caches::Seq(seq) if fifo => (
                 MrcMethod::Simulation,
                 effective.map(|q| fifo_hits(&seq, numbered, q)).collect(),
             ),
             Caches::Seq(seq) => {
+                // OPT at a few quotas: Belady per quota, over the next uses.
                 let next = next_uses(&seq, numbered);
-                if few_quotas(self.req.quotas.as_ref()) {
-                    (
-                        MrcMethod::Simulation,
-                        effective
-                            .map(|q| belady_hits(&seq, &next, numbered, q))
-                            .collect(),
-                    )
-                } else {
-                    let hist = opt_histogram(&seq, &next, numbered);
-                    drop((seq, next));
-                    (MrcMethod::StackDistance, cumulative(&hist, effective))
-                }
+                (
+                    MrcMethod::Simulation,
+                    effective
+                        .map(|q| belady_hits(&seq, &next, numbered, q))
+                        .collect(),
+                )
             }
         };
         positive.reverse();
