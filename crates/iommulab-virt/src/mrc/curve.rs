@@ -217,6 +217,11 @@ pub fn requests_hit_rate_curve(
 /// What the reading thread hands the computing one.
 trait Feed: Copy + Send {
     fn feed(self, c: &mut StreamedCurve);
+    /// A whole batch, in order.
+    #[inline]
+    fn feed_all(batch: &[Self], c: &mut StreamedCurve) {
+        batch.iter().for_each(|&r| r.feed(c));
+    }
 }
 
 impl Feed for PageRun {
@@ -234,6 +239,11 @@ impl Feed for Request {
     #[inline]
     fn feed(self, c: &mut StreamedCurve) {
         c.request(self.0);
+    }
+
+    #[inline]
+    fn feed_all(batch: &[Self], c: &mut StreamedCurve) {
+        c.requests(batch.iter().map(|r| r.0));
     }
 }
 
@@ -290,7 +300,7 @@ fn streamed<T: Feed, E>(
         let sim = scope.spawn(move || {
             let mut curve = curve;
             for mut batch in full_rx {
-                batch.iter().for_each(|&r| r.feed(&mut curve));
+                T::feed_all(&batch, &mut curve);
                 batch.clear();
                 // The reader may have finished: a batch it no longer takes is dropped.
                 let _ = empty_tx.try_send(batch);

@@ -101,6 +101,35 @@ fn map_each<C: QuotaCache>(cs: &mut [C], pins: &mut Pins, ids: std::ops::Range<u
     });
 }
 
+/// The limit [`PageIds`] can refuse.
+const TOO_MANY_PAGES: &str = "page numbers (16 per 64 KiB chunk touched)";
+
+/// Requests of pages `pages` (each mapped and unmapped at once) through the pins and every
+/// quota's cache: [`StreamedCurve::request`]'s work with the caches' type known.
+#[inline]
+fn request_each<C: QuotaCache>(
+    ids: &mut PageIds,
+    pins: &mut Pins,
+    cs: &mut [C],
+    pages: impl Iterator<Item = u64>,
+    overflow: &mut Option<&'static str>,
+) {
+    for page in pages {
+        let Ok(run) = ids.run(page, page + 1) else {
+            *overflow = Some(TOO_MANY_PAGES);
+            continue;
+        };
+        let id = run.base + run.lo;
+        if run.fresh {
+            let n = ids.len();
+            pins.in_flight.resize(n, 0);
+            cs.iter_mut().for_each(|c| c.grow(n));
+        }
+        let fresh = pins.map(id);
+        cs.iter_mut().for_each(|c| c.access(id, fresh));
+    }
+}
+
 /// One LRU cache of page numbers.
 #[derive(Debug)]
 struct LruCache {
@@ -402,11 +431,27 @@ impl StreamedCurve {
         self.map_part(page, page + 1);
     }
 
+    /// Requests of pages `pages`, in order, each as [`Self::request`]; LRU and FIFO at a few
+    /// quotas choose their caches once for the whole batch, not per request.
+    #[inline]
+    pub(super) fn requests(&mut self, pages: impl Iterator<Item = u64>) {
+        if !matches!(self.caches, Caches::Lru(_) | Caches::Fifo(_)) {
+            pages.for_each(|p| self.request(p));
+            return;
+        }
+        let (ids, pins, overflow) = (&mut self.ids, &mut self.pins, &mut self.overflow);
+        match &mut self.caches {
+            Caches::Lru(cs) => request_each(ids, pins, cs, pages, overflow),
+            Caches::Fifo(cs) => request_each(ids, pins, cs, pages, overflow),
+            Caches::Seq(_) | Caches::LruAll { .. } | Caches::OptAll { .. } => {}
+        }
+    }
+
     /// The maps of pages `page..end` (inside one chunk); `false` once a limit is passed.
     #[inline]
     fn map_part(&mut self, page: u64, end: u64) -> bool {
         let Ok(run) = self.ids.run(page, end) else {
-            self.overflow = Some("page numbers (16 per 64 KiB chunk touched)");
+            self.overflow = Some(TOO_MANY_PAGES);
             return false;
         };
         if run.fresh {
