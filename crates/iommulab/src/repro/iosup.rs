@@ -6,7 +6,8 @@
 //! rule, S3.5). Per minute: `flush_iotlb_qi` calls (Figure 6), page-table allocation and free
 //! time per level from their counted steps (Figure 7), pool sizes (Figures 8–9), and the
 //! NIC's IOTLB misses; then lmbench's fork+exit, SPECint's bound and the netperf claim, each
-//! verdict computed by a stated rule, and every estimated price's sensitivity.
+//! verdict computed by a stated rule; every estimated price's sensitivity, and every workload
+//! estimate's (the groups run again at each end of its range).
 
 use serde::Serialize;
 
