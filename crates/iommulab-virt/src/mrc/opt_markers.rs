@@ -482,24 +482,8 @@ pub(super) fn opt_histogram(seq: &[u32]) -> Vec<u64> {
 #[cfg(test)]
 mod tests {
     use super::super::belady::{belady_hits, next_uses};
-    use super::super::opt_stack;
+    use super::super::opt_stack::{self, sequence};
     use super::*;
-
-    fn sequence(seed: u64, len: usize, span: u64, skew: bool) -> Vec<u32> {
-        let mut x = seed | 1;
-        (0..len)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                let r = x % span;
-                // Below span (a few thousand).
-                #[allow(clippy::cast_possible_truncation)]
-                let v = if skew { r * r / span } else { r } as u32;
-                v
-            })
-            .collect()
-    }
 
     /// The priority stack's histogram (the next uses known) and Belady's hits at sampled
     /// quotas, on uniform and skewed streams: pages mapped once (never again: the ties of

@@ -183,6 +183,25 @@ pub(super) fn opt_histogram(seq: &[u32], next: &[u32], numbered: usize) -> Vec<u
     hist
 }
 
+/// A test stream of `len` page numbers below `span` (xorshift from `seed`), uniform or
+/// skewed towards the low pages (`skew`): the reference tests' input here and in
+/// `opt_markers`.
+pub(super) fn sequence(seed: u64, len: usize, span: u64, skew: bool) -> Vec<u32> {
+    let mut x = seed | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let r = x % span;
+            // Below span (a few thousand).
+            #[allow(clippy::cast_possible_truncation)]
+            let v = if skew { r * r / span } else { r } as u32;
+            v
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::belady::{belady_hits, next_uses};
@@ -221,22 +240,6 @@ mod tests {
         }
         hist.resize(pages.len() + 1, 0);
         hist
-    }
-
-    fn sequence(seed: u64, len: usize, span: u64, skew: bool) -> Vec<u32> {
-        let mut x = seed | 1;
-        (0..len)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                let r = x % span;
-                // Below span (a few thousand).
-                #[allow(clippy::cast_possible_truncation)]
-                let v = if skew { r * r / span } else { r } as u32;
-                v
-            })
-            .collect()
     }
 
     /// Uniform and skewed streams over more pages than a super-block (4,096), so block and

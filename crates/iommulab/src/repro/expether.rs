@@ -469,23 +469,27 @@ pub fn run(opts: &ReproOptions<'_>) -> Result<ExpEtherResults, Error> {
             mean_read_rtt_ns: r.mean_read_rtt_ns,
         });
     }
+    // One host's aggregate under `p`, the sweep's duration.
+    let one_host = |p: &ExpEtherParams, direction: Direction| -> Result<f64, Error> {
+        let r = simulate(
+            p,
+            &Scenario {
+                direction,
+                streams: vec![1],
+                qos: false,
+                duration_s: sweep_s,
+            },
+        )
+        .map_err(ReproError::from)?;
+        Ok(r.total_gbps)
+    };
     let mut sensitivity = Vec::with_capacity(ESTIMATES.len());
     for (name, lo, hi, set) in ESTIMATES {
         steps.start(|| format!("sensitivity: {name} {lo}..{hi}"))?;
         let at = |v: f64, direction: Direction| -> Result<f64, Error> {
             let mut p = params.clone();
             set(&mut p, v);
-            let r = simulate(
-                &p,
-                &Scenario {
-                    direction,
-                    streams: vec![1],
-                    qos: false,
-                    duration_s: sweep_s,
-                },
-            )
-            .map_err(ReproError::from)?;
-            Ok(r.total_gbps)
+            one_host(&p, direction)
         };
         sensitivity.push(Sensitivity {
             parameter: name,
@@ -505,17 +509,7 @@ pub fn run(opts: &ReproOptions<'_>) -> Result<ExpEtherResults, Error> {
                     set(&mut p, if pick_high { hi } else { lo });
                 }
             }
-            *end = simulate(
-                &p,
-                &Scenario {
-                    direction,
-                    streams: vec![1],
-                    qos: false,
-                    duration_s: sweep_s,
-                },
-            )
-            .map_err(ReproError::from)?
-            .total_gbps;
+            *end = one_host(&p, direction)?;
         }
         Ok((ends[0], ends[1]))
     };
