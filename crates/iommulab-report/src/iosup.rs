@@ -277,6 +277,16 @@ the PGD is a PAE L3 of 4 entries):\n\n| level | allocation from the allocator | 
     p
 }
 
+/// A verdict's letter in the sensitivity tables.
+fn short(v: iommulab::repro::claims::Verdict) -> &'static str {
+    match v.as_str() {
+        "reproduced" => "R",
+        "partly" => "P",
+        "not reproduced" => "N",
+        _ => "I",
+    }
+}
+
 /// Every estimated price's range and the price-dependent claims' verdicts over it.
 fn sensitivity_table(r: &IosupResults) -> String {
     let mut p = String::from("| price | run's value | range |");
@@ -288,12 +298,6 @@ fn sensitivity_table(r: &IosupResults) -> String {
         p.push_str("---|");
     }
     p.push('\n');
-    let short = |v: iommulab::repro::claims::Verdict| match v.as_str() {
-        "reproduced" => "R",
-        "partly" => "P",
-        "not reproduced" => "N",
-        _ => "I",
-    };
     for s in &r.sensitivity {
         let _ = write!(
             p,
@@ -328,12 +332,6 @@ dynamic miss rate over disabled (low; **run**; high) | Figure 6's climb: disable
 its steady rate (low; **run**; high) | verdicts that move (low / **run** / high) | basis |\n\
 |---|---:|---|---|---|---|---|---|\n",
     );
-    let short = |v: iommulab::repro::claims::Verdict| match v.as_str() {
-        "reproduced" => "R",
-        "partly" => "P",
-        "not reproduced" => "N",
-        _ => "I",
-    };
     let num = |x: f64| {
         if x.fract() == 0.0 {
             format!("{x:.0}")
