@@ -251,6 +251,23 @@ pub(crate) fn steps(pinned: u64, ws: u64) -> u64 {
     (series().len() * points(pinned, ws).len()) as u64
 }
 
+/// The minimal quota's run (no caching: single-use, quota 0) with `batching` at `cost`, the
+/// rest as `base`: the point the CPU claims are judged at.
+pub(crate) fn no_caching(
+    base: &GuestConfig,
+    batching: Batching,
+    cost: crate::hw::CostModel,
+) -> GuestConfig {
+    GuestConfig {
+        strategy: Strategy::SingleUse,
+        quota: 0,
+        batching,
+        cost,
+        protection_oracle: false,
+        ..base.clone()
+    }
+}
+
 /// Every series' curve for `w`.
 pub(crate) fn curves(
     w: &impl CpuWorkload,
@@ -361,15 +378,7 @@ pub(crate) fn sensitivity(
         };
         let mut run = |name: &str, batching, m| -> Result<GuestResult, Error> {
             steps.start(|| format!("{}: sensitivity {name}, call bookkeeping {hc}", w.label()))?;
-            let cfg = GuestConfig {
-                strategy: Strategy::SingleUse,
-                quota: 0,
-                batching,
-                cost,
-                protection_oracle: false,
-                ..base.clone()
-            };
-            w.run_cpu(&cfg, m)
+            w.run_cpu(&no_caching(&base, batching, cost), m)
         };
         let lru = run("lru", Batching::None, DriverMapping::PerFragment)?;
         let pig = run("piggyback", Batching::Piggyback, DriverMapping::PerFragment)?;

@@ -143,9 +143,9 @@ pub fn sweep(r: &Results) -> Result<Vec<SensitivityRow>, Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::repro::yassour2010::cpu::{CpuWorkload, DriverMapping};
+    use crate::repro::yassour2010::cpu::{CpuWorkload, DriverMapping, no_caching};
     use crate::repro::yassour2010::{Spec, guest_base};
-    use crate::virt::{Batching, GuestConfig, Strategy};
+    use crate::virt::{Batching, Strategy};
     use crate::workload::NetperfSendConfig;
 
     /// Pricing a curve again from its counts gives what a rerun at the new prices gives:
@@ -173,15 +173,7 @@ mod tests {
             (Batching::MapUnmap, DriverMapping::PerPacket),
         ] {
             let at = |cost: CostModel| {
-                let cfg = GuestConfig {
-                    strategy: Strategy::SingleUse,
-                    quota: 0,
-                    batching,
-                    cost,
-                    protection_oracle: false,
-                    ..base.clone()
-                };
-                let r = spec.run_cpu(&cfg, m).unwrap();
+                let r = spec.run_cpu(&no_caching(&base, batching, cost), m).unwrap();
                 let mut c = CpuCurve::empty("s", "lru", "b", "m");
                 c.push(Strategy::SingleUse, 0, 1, &r);
                 c
