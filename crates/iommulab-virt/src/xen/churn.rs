@@ -7,7 +7,9 @@
 //! Page-table pages change type (writable ↔ page table), which Xen mirrors in the I/O page
 //! tables ([`IoProtection`]): unmap + IOTLB invalidation on the way in, remap on the way out.
 //! With the IOSUP pool ([`PtPool`]) freed tables keep their type. Every allocation and free
-//! is counted step by step ([`StepCounts`]), so its time is counts × prices.
+//! is counted step by step ([`StepCounts`]), so its time is counts × prices, and each step
+//! where Linux 3.2 runs it: in the allocation and free functions S3.5 times, or in the
+//! mm-wide pin at fork and exec and unpin at exit ([`pt_work`](super::pt_work)'s docs).
 //!
 //! Figure 6's counter is a call counter in Xen's `flush_iotlb_qi` (S3.5 "a global counter is
 //! placed into the function body"): Xen calls it for the unmap of a type change to a table
@@ -38,7 +40,7 @@ use super::XenError;
 use super::coupling::IoProtection;
 use super::iosup::{PtLevel, PtPool, ShrinkConfig};
 use super::page_type::{PageType, PageTypes};
-use super::pt_work::{PoolKeeps, StepCounts, alloc_steps, free_steps};
+use super::pt_work::{PoolKeeps, StepCounts, alloc_steps_at, free_steps, free_steps_at_exit};
 use super::{XenPvCosts, XenPvSetup};
 
 /// When the pool is on (S3.5's groups).
@@ -177,14 +179,21 @@ pub struct MinuteStats {
     pub iotlb_flushes: u64,
     /// IOTLB invalidations the hardware performed (the unmaps').
     pub invalidations: u64,
-    /// Page-table allocation time per level (PGD, PMD, PTE), ns (Fig. 7).
+    /// Time in the page-table allocation functions per level (PGD, PMD, PTE), ns (Fig. 7).
     pub alloc_ns: [f64; 3],
-    /// Page-table free time per level, ns (Fig. 7).
+    /// Time in the free functions per level, ns (Fig. 7).
     pub free_ns: [f64; 3],
-    /// Allocation steps per level.
+    /// Allocation steps run in the allocation functions, per level.
     pub alloc_steps: [StepCounts; 3],
-    /// Free steps per level.
+    /// Free steps run in the free functions, per level.
     pub free_steps: [StepCounts; 3],
+    /// Allocation steps run when the whole mm is pinned (`xen_dup_mmap`,
+    /// `xen_activate_mm`), per level of the table they are for.
+    #[serde(default)]
+    pub pin_steps: [StepCounts; 3],
+    /// Free steps run when the exiting mm is unpinned (`xen_exit_mmap`), per level.
+    #[serde(default)]
+    pub unpin_steps: [StepCounts; 3],
     /// Pages in each level's pool at the end of the minute (Figs. 8–9).
     pub pooled: [u64; 3],
     /// The most pages in all pools at once during the minute.
@@ -406,8 +415,14 @@ impl<U: RemapUnit> PvChurn<U> {
 
     /// A new page table of `level`: from the pool (still typed) or from the page allocator
     /// (zeroed, made read-only, validated and pinned by Xen, its I/O PTE cleared and
-    /// invalidated).
-    fn alloc_table(&mut self, level: PtLevel, m: &mut MinuteStats) -> Result<Pfn<Gpa>, XenError> {
+    /// invalidated). `mm_pinned`: allocated into a running process's pinned mm, so the
+    /// pinning is the allocation's own (`pt_work::alloc_steps_at`).
+    fn alloc_table(
+        &mut self,
+        level: PtLevel,
+        mm_pinned: bool,
+        m: &mut MinuteStats,
+    ) -> Result<Pfn<Gpa>, XenError> {
         let i = level.index();
         m.allocs[i] += 1;
         let keeps = self.cfg.pool_keeps;
@@ -418,7 +433,9 @@ impl<U: RemapUnit> PvChurn<U> {
                 let change = self.types.pin_table(f, level.page_type(), &[])?;
                 debug_assert!(change.is_none());
             }
-            m.alloc_steps[i].add(&alloc_steps(level, true, keeps));
+            let (in_fn, at_pin) = alloc_steps_at(level, true, keeps, mm_pinned);
+            m.alloc_steps[i].add(&in_fn);
+            m.pin_steps[i].add(&at_pin);
             return Ok(f);
         }
         self.stats.buddy_allocs += 1;
@@ -426,13 +443,16 @@ impl<U: RemapUnit> PvChurn<U> {
         // A new table points inside the guest (its entries are filled later by the
         // guest's mmu_update hypercalls): validation sees only valid entries.
         let change = self.types.pin_table(f, level.page_type(), &[])?;
-        let mut steps = alloc_steps(level, false, keeps);
+        let (in_fn, mut at_pin) = alloc_steps_at(level, false, keeps, mm_pinned);
+        let mut in_fn = in_fn;
         if let Some(ch) = change {
             self.mirror(ch, m)?;
         } else {
-            steps.iommu_unmap = 0;
+            in_fn.iommu_unmap = 0;
+            at_pin.iommu_unmap = 0;
         }
-        m.alloc_steps[i].add(&steps);
+        m.alloc_steps[i].add(&in_fn);
+        m.pin_steps[i].add(&at_pin);
         Ok(f)
     }
 
@@ -464,7 +484,9 @@ impl<U: RemapUnit> PvChurn<U> {
             if keeps == PoolKeeps::Type {
                 self.types.unpin(f)?;
             }
-            m.free_steps[i].add(&free_steps(level, true, keeps));
+            let (in_fn, at_exit) = free_steps_at_exit(level, true, keeps);
+            m.free_steps[i].add(&in_fn);
+            m.unpin_steps[i].add(&at_exit);
             let mut out = std::mem::take(&mut self.shrunk);
             out.clear();
             self.pool.shrink(level, &mut out);
@@ -494,7 +516,9 @@ impl<U: RemapUnit> PvChurn<U> {
         }
         self.types.unpin(f)?;
         self.release(f, m)?;
-        m.free_steps[i].add(&free_steps(level, false, keeps));
+        let (in_fn, at_exit) = free_steps_at_exit(level, false, keeps);
+        m.free_steps[i].add(&in_fn);
+        m.unpin_steps[i].add(&at_exit);
         Ok(())
     }
 
@@ -519,12 +543,14 @@ impl<U: RemapUnit> PvChurn<U> {
         };
         let mut tables = std::mem::take(&mut self.procs[slot].tables);
         tables.clear();
-        tables.push((PtLevel::Pgd, self.alloc_table(PtLevel::Pgd, m)?));
+        // `pgd_alloc` takes the PGD and its PMDs, and exec its first stack page, before the
+        // mm is pinned; the other PTE pages come at faults, into the pinned mm.
+        tables.push((PtLevel::Pgd, self.alloc_table(PtLevel::Pgd, false, m)?));
         for _ in 0..4 {
-            tables.push((PtLevel::Pmd, self.alloc_table(PtLevel::Pmd, m)?));
+            tables.push((PtLevel::Pmd, self.alloc_table(PtLevel::Pmd, false, m)?));
         }
-        for _ in 0..ptes {
-            tables.push((PtLevel::Pte, self.alloc_table(PtLevel::Pte, m)?));
+        for k in 0..ptes {
+            tables.push((PtLevel::Pte, self.alloc_table(PtLevel::Pte, k > 0, m)?));
         }
         self.procs[slot].tables = tables;
         m.forks += 1;
@@ -545,7 +571,7 @@ impl<U: RemapUnit> PvChurn<U> {
     /// The browser grows one PTE page (a tab's memory).
     fn grow_browser(&mut self, m: &mut MinuteStats) -> Result<(), XenError> {
         if let Some(slot) = self.browser.slot {
-            let f = self.alloc_table(PtLevel::Pte, m)?;
+            let f = self.alloc_table(PtLevel::Pte, true, m)?;
             self.procs[slot].tables.push((PtLevel::Pte, f));
         }
         Ok(())
@@ -841,7 +867,16 @@ mod tests {
         let c = XenPvCosts::default();
         let priced: u64 = m
             .iter()
-            .flat_map(|m| PtLevel::ALL.map(|l| (m.alloc_steps[l.index()], m.free_steps[l.index()])))
+            .flat_map(|m| {
+                PtLevel::ALL.map(|l| {
+                    let i = l.index();
+                    let mut a = m.alloc_steps[i];
+                    a.add(&m.pin_steps[i]);
+                    let mut f = m.free_steps[i];
+                    f.add(&m.unpin_steps[i]);
+                    (a, f)
+                })
+            })
             .map(|(a, f)| a.iommu_unmap * c.iommu_unmap + f.iommu_remap * c.iommu_remap)
             .sum();
         assert!(priced > 0);

@@ -133,6 +133,9 @@ pub struct XenPvCosts {
     pub zero_page: u64,
     /// `pgd_ctor` and the kernel PMD's copy: paid whether the page comes from the pool or not.
     pub pgd_ctor: u64,
+    /// `pgd_dtor` (`pgd_list_del` under `pgd_lock`) in `pgd_free`: paid whether the page goes
+    /// to the pool or not, as its constructor is.
+    pub pgd_dtor: u64,
     /// A pin or unpin hypercall's trap into Xen and back (`MMUEXT_(UN)PIN_*`).
     pub hypercall: u64,
     /// Xen's validation (or devalidation) of one entry of a table.
@@ -161,6 +164,7 @@ impl Default for XenPvCosts {
             page_free: 250,
             zero_page: 1000,
             pgd_ctor: 1500,
+            pgd_dtor: 200,
             hypercall: 1000,
             validate_entry: 8,
             kernel_remap: 500,
@@ -186,6 +190,7 @@ impl XenPvCosts {
             "page_free" => self.page_free,
             "zero_page" => self.zero_page,
             "pgd_ctor" => self.pgd_ctor,
+            "pgd_dtor" => self.pgd_dtor,
             "hypercall" => self.hypercall,
             "validate_entry" => self.validate_entry,
             "kernel_remap" => self.kernel_remap,
@@ -205,6 +210,7 @@ impl XenPvCosts {
             "page_free" => &mut self.page_free,
             "zero_page" => &mut self.zero_page,
             "pgd_ctor" => &mut self.pgd_ctor,
+            "pgd_dtor" => &mut self.pgd_dtor,
             "hypercall" => &mut self.hypercall,
             "validate_entry" => &mut self.validate_entry,
             "kernel_remap" => &mut self.kernel_remap,

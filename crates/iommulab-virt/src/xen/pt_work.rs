@@ -18,7 +18,8 @@
 //! devalidation walk (`__put_page_type` clears `PGT_validated` at type count 0 and calls
 //! `free_page_type`), the direct map made writable again (`update_va_mapping` →
 //! `get_page_type(writable)` → `iommu_map_page`, whose `flush_iotlb_qi` call returns at once:
-//! a non-present entry is not cached without caching mode), the page freed.
+//! a non-present entry is not cached without caching mode), the page freed (a PGD first runs
+//! `pgd_dtor`, pool or not).
 //!
 //! With the IOSUP pool (S3.4) a freed table keeps its type: the page is never made writable,
 //! so no type change, no I/O unmap or remap, no allocator and no clearing (its entries were
@@ -28,6 +29,24 @@
 //! Linux unpins a process's tables in `xen_exit_mmap` before its free functions run.
 //! [`PoolKeeps::Pin`] is the other reading (a pool that also keeps the pin and so the
 //! validation), for the page's comparison.
+//!
+//! **Where each step runs.** S3.5 times the allocation and free *functions* (`pgd_alloc()`,
+//! `pgd_free()` and their kin), and Linux 3.2 does much of a table's Xen work elsewhere:
+//!
+//! - `pgd_alloc` takes the PGD and its four PMDs (`preallocate_pmds`) before the new mm is
+//!   pinned, and so does `copy_page_range` at fork and exec's first stack page
+//!   (`get_arg_page`): those tables are made read-only, pinned and validated later, when
+//!   `xen_dup_mmap` or `xen_activate_mm` pins the whole tree (`xen_pgd_pin`). A PTE page
+//!   allocated once the mm is pinned (a fault in a running process) is pinned at once by the
+//!   allocation's own hook (`__pte_alloc` → `xen_alloc_pte` → `xen_alloc_ptpage`).
+//! - `exit_mmap` calls `arch_exit_mmap` → `xen_exit_mmap` → `xen_pgd_unpin` *before*
+//!   `free_pgtables` and `pgd_free`: the unpin, Xen's devalidation and the direct map made
+//!   writable again (with its I/O remap) all happen there, so at exit the free functions
+//!   find the table unpinned (`xen_release_ptpage` does nothing) and only free it.
+//!
+//! [`alloc_steps_at`] and [`free_steps_at_exit`] split a table's steps between the
+//! functions and those mm-wide passes; the pool's own shrink, inside the free path, stays
+//! in the functions.
 
 use serde::{Deserialize, Serialize};
 
@@ -76,6 +95,9 @@ pub struct StepCounts {
     pub make_writable: u64,
     /// I/O PTEs set back (`flush_iotlb_qi` called, returning at once).
     pub iommu_remap: u64,
+    /// PGD destructors (paid into the pool too).
+    #[serde(default)]
+    pub pgd_dtor: u64,
     /// Pages given back to the page allocator.
     pub page_free: u64,
     /// Tables put into a pool.
@@ -101,6 +123,7 @@ impl StepCounts {
             + self.devalidated_entries * c.validate_entry
             + self.make_writable * c.kernel_remap
             + self.iommu_remap * c.iommu_remap
+            + self.pgd_dtor * c.pgd_dtor
             + self.page_free * c.page_free
             + self.pool_push * c.pool_op
     }
@@ -119,6 +142,7 @@ impl StepCounts {
         self.devalidated_entries += o.devalidated_entries;
         self.make_writable += o.make_writable;
         self.iommu_remap += o.iommu_remap;
+        self.pgd_dtor += o.pgd_dtor;
         self.page_free += o.page_free;
         self.pool_push += o.pool_push;
     }
@@ -168,7 +192,10 @@ pub fn alloc_steps(level: PtLevel, hit: bool, keeps: PoolKeeps) -> StepCounts {
 /// The steps of freeing one table of `level`, into the pool (`pooled`) or not.
 pub fn free_steps(level: PtLevel, pooled: bool, keeps: PoolKeeps) -> StepCounts {
     let pin = u64::from(pinned_alone(level));
-    let mut s = StepCounts::default();
+    let mut s = StepCounts {
+        pgd_dtor: u64::from(level == PtLevel::Pgd),
+        ..StepCounts::default()
+    };
     if pooled {
         s.pool_push = 1;
         if keeps == PoolKeeps::Type {
@@ -185,8 +212,81 @@ pub fn free_steps(level: PtLevel, pooled: bool, keeps: PoolKeeps) -> StepCounts 
     s
 }
 
+/// The steps of allocating one table of `level` split by where Linux 3.2 runs them (module
+/// docs): `(in the allocation functions, in the mm-wide pin)`. `mm_pinned`: the table is
+/// allocated into an mm already pinned, which only a PTE page of a running process is
+/// (`xen_alloc_ptpage` pins it then); the PGD and its PMDs come before the pin.
+pub fn alloc_steps_at(
+    level: PtLevel,
+    hit: bool,
+    keeps: PoolKeeps,
+    mm_pinned: bool,
+) -> (StepCounts, StepCounts) {
+    let all = alloc_steps(level, hit, keeps);
+    if mm_pinned && level == PtLevel::Pte {
+        return (all, StepCounts::default());
+    }
+    let at_pin = StepCounts {
+        make_readonly: all.make_readonly,
+        pin: all.pin,
+        validated_entries: all.validated_entries,
+        iommu_unmap: all.iommu_unmap,
+        ..StepCounts::default()
+    };
+    let in_function = StepCounts {
+        make_readonly: 0,
+        pin: 0,
+        validated_entries: 0,
+        iommu_unmap: 0,
+        ..all
+    };
+    (in_function, at_pin)
+}
+
+/// The steps of freeing one table of `level` when its process exits, split by where Linux
+/// 3.2 runs them (module docs): `(in the free functions, in xen_exit_mmap)`.
+pub fn free_steps_at_exit(
+    level: PtLevel,
+    pooled: bool,
+    keeps: PoolKeeps,
+) -> (StepCounts, StepCounts) {
+    let all = free_steps(level, pooled, keeps);
+    let at_exit = StepCounts {
+        unpin: all.unpin,
+        devalidated_entries: all.devalidated_entries,
+        make_writable: all.make_writable,
+        iommu_remap: all.iommu_remap,
+        ..StepCounts::default()
+    };
+    let in_function = StepCounts {
+        unpin: 0,
+        devalidated_entries: 0,
+        make_writable: 0,
+        iommu_remap: 0,
+        ..all
+    };
+    (in_function, at_exit)
+}
+
+/// `steps` with the pins and validations of tables taken from the pool removed (the
+/// [`PoolKeeps::Pin`] reading, applied to counts kept under [`PoolKeeps::Type`]): a table
+/// from the allocator is made read-only where it is pinned, so the pins left are one per
+/// read-only change.
+pub fn without_pooled_pins(steps: &mut StepCounts, level: PtLevel) {
+    steps.pin = steps.make_readonly * u64::from(pinned_alone(level));
+    steps.validated_entries = steps.make_readonly * entries(level);
+}
+
+/// `steps` with the unpins and devalidations of tables put into the pool removed (as
+/// [`without_pooled_pins`]): a table freed at exit to the allocator is made writable where
+/// it is unpinned.
+pub fn without_pooled_unpins(steps: &mut StepCounts, level: PtLevel) {
+    steps.unpin = steps.make_writable * u64::from(pinned_alone(level));
+    steps.devalidated_entries = steps.make_writable * entries(level);
+}
+
 /// Where each price of [`XenPvCosts`] comes from; `range` is the sensitivity table's.
-pub const XEN_PV_PRICES: [PriceSource; 12] = [
+pub const XEN_PV_PRICES: [PriceSource; 13] = [
     PriceSource {
         field: "page_alloc",
         source: "estimate: Linux's per-CPU free-list fast path (`buffered_rmqueue`), a few hundred cycles",
@@ -206,6 +306,11 @@ pub const XEN_PV_PRICES: [PriceSource; 12] = [
         field: "pgd_ctor",
         source: "estimate: `pgd_ctor` (kernel entries, `pgd_list_add` under `pgd_lock`) and `pgd_prepopulate_pmd`'s copy of the kernel PMD (4 KiB)",
         range: Some((500, 3000)),
+    },
+    PriceSource {
+        field: "pgd_dtor",
+        source: "estimate: `pgd_dtor` in `pgd_free` (`pgd_list_del` under `pgd_lock` with interrupts off; Xen PV does not share the kernel PMD, so it runs)",
+        range: Some((100, 600)),
     },
     PriceSource {
         field: "hypercall",
@@ -283,6 +388,56 @@ mod tests {
             (0, 0),
             "alloc and free steps are priced apart"
         );
+    }
+
+    /// A table's steps split between the functions and the mm-wide passes add up to all of
+    /// them; only a PTE page allocated into a pinned mm is pinned by its allocation, and at
+    /// exit the free functions only give the page back (to the allocator or the pool).
+    #[test]
+    fn steps_split_by_where_linux_runs_them() {
+        for level in PtLevel::ALL {
+            for (hit, pinned) in [(false, false), (false, true), (true, false), (true, true)] {
+                let (f, p) = alloc_steps_at(level, hit, PoolKeeps::Type, pinned);
+                let mut sum = f;
+                sum.add(&p);
+                assert_eq!(sum, alloc_steps(level, hit, PoolKeeps::Type));
+                let own = pinned && level == PtLevel::Pte;
+                assert_eq!(
+                    f.validated_entries > 0,
+                    own,
+                    "{level:?} hit {hit} pinned {pinned}"
+                );
+                assert_eq!(p == StepCounts::default(), own);
+            }
+            for pooled in [false, true] {
+                let (f, x) = free_steps_at_exit(level, pooled, PoolKeeps::Type);
+                let mut sum = f;
+                sum.add(&x);
+                assert_eq!(sum, free_steps(level, pooled, PoolKeeps::Type));
+                let pgd = u64::from(level == PtLevel::Pgd);
+                let expect = StepCounts {
+                    page_free: u64::from(!pooled),
+                    pool_push: u64::from(pooled),
+                    pgd_dtor: pgd,
+                    ..StepCounts::default()
+                };
+                assert_eq!(f, expect);
+                assert_eq!(x.devalidated_entries, entries(level));
+            }
+        }
+        // The pin reading drops exactly the pooled tables' pins: two misses and a hit.
+        let mut s = StepCounts::default();
+        for hit in [false, false, true] {
+            s.add(&alloc_steps(PtLevel::Pte, hit, PoolKeeps::Type));
+        }
+        without_pooled_pins(&mut s, PtLevel::Pte);
+        assert_eq!((s.pin, s.validated_entries), (2, 1024));
+        let mut s = StepCounts::default();
+        for pooled in [false, true, true] {
+            s.add(&free_steps(PtLevel::Pgd, pooled, PoolKeeps::Type));
+        }
+        without_pooled_unpins(&mut s, PtLevel::Pgd);
+        assert_eq!((s.unpin, s.devalidated_entries), (1, 4));
     }
 
     /// Every estimated price of `XenPvCosts` has a source and its default lies in its range.
