@@ -121,6 +121,11 @@ pub struct ChurnConfig {
     /// PTE pages per short-lived process, uniform in this range (ours: 4–10, a small
     /// program's text, libraries, heap and stack at 2 MiB per PTE page).
     pub pte_pages: (u32, u32),
+    /// Of a process's PTE pages, how many are allocated before its mm is pinned (ours: 1,
+    /// exec's first stack page, `get_arg_page`, before `xen_activate_mm`; a fork's copied
+    /// tables, `copy_page_range` before `xen_dup_mmap`, would add more). Their pinning runs
+    /// in the mm-wide pin, the others' in their allocation (`pt_work::alloc_steps_at`).
+    pub pte_before_pin: u32,
     /// The browser loop; `None`: short-lived processes only.
     pub browser: Option<BrowserLoop>,
     /// The pool.
@@ -151,6 +156,7 @@ impl Default for ChurnConfig {
             forks_per_minute: 542.14,
             lifetime_s: (0.05, 5.0),
             pte_pages: (4, 10),
+            pte_before_pin: 1,
             browser: Some(BrowserLoop::default()),
             pool: PoolMode::Disabled,
             pool_keeps: PoolKeeps::Type,
@@ -550,7 +556,8 @@ impl<U: RemapUnit> PvChurn<U> {
             tables.push((PtLevel::Pmd, self.alloc_table(PtLevel::Pmd, false, m)?));
         }
         for k in 0..ptes {
-            tables.push((PtLevel::Pte, self.alloc_table(PtLevel::Pte, k > 0, m)?));
+            let pinned = k >= self.cfg.pte_before_pin;
+            tables.push((PtLevel::Pte, self.alloc_table(PtLevel::Pte, pinned, m)?));
         }
         self.procs[slot].tables = tables;
         m.forks += 1;
