@@ -449,8 +449,7 @@ impl<U: RemapUnit> PvChurn<U> {
         // A new table points inside the guest (its entries are filled later by the
         // guest's mmu_update hypercalls): validation sees only valid entries.
         let change = self.types.pin_table(f, level.page_type(), &[])?;
-        let (in_fn, mut at_pin) = alloc_steps_at(level, false, keeps, mm_pinned);
-        let mut in_fn = in_fn;
+        let (mut in_fn, mut at_pin) = alloc_steps_at(level, false, keeps, mm_pinned);
         if let Some(ch) = change {
             self.mirror(ch, m)?;
         } else {
