@@ -30,7 +30,7 @@
 //! markers in a leftist heap (merged into y's, least taken), and the page whose heap a
 //! marker tops is recorded, so the least marker's page is found without a search. A map
 //! costs O(log D) for D distinct pages (passes over 16 lanes), and memory is proportional
-//! to D, not to the maps: 16 bytes per page, 16 per marker and about 13 per slot (2 to 4
+//! to D, not to the maps: 16 bytes per page, 16 per marker and about 13 per slot (1.5 to 3
 //! slots per page).
 
 use super::slot_tree::{NONE, SlotTree};
@@ -215,8 +215,10 @@ impl OptMarkers {
         self.set_slot(t, x as usize);
     }
 
-    /// Renumbers the live slots `0..d` in order and rebuilds the tree with room for as many
-    /// again (so renumbering costs O(1) per map, amortized).
+    /// Renumbers the live slots `0..d` in order and rebuilds the tree with room for at least
+    /// half as many again (so renumbering costs O(1) per map, amortized). Not more: at 65,536
+    /// pages, 131,072 slots (renumbered every 65,536 maps or more) took 7-10% less time per
+    /// map than 262,144, whose slots fall out of the cache.
     #[allow(clippy::cast_possible_truncation)]
     fn compact(&mut self) {
         let mut d = 0usize;
@@ -232,7 +234,7 @@ impl OptMarkers {
                 bits &= bits - 1;
             }
         }
-        let size = (2 * d + 1024).next_power_of_two();
+        let size = (d + d / 2 + 1024).next_power_of_two();
         self.next = d;
         self.page_at.resize(size, NIL);
         self.live.clear();

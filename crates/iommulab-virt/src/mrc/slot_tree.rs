@@ -205,9 +205,11 @@ impl SlotTree {
             // The earlier siblings gain d, then each node's own least suffix, from its
             // children (after every add: an add may cross another change's lane).
             for &(j, d) in &e[..n] {
-                let nd = &mut self.nodes[l][j / W];
-                add_below(&mut nd.s, j % W + 1, d);
-                add_below(&mut nd.g, j % W, d);
+                if d != 0 {
+                    let nd = &mut self.nodes[l][j / W];
+                    add_below(&mut nd.s, j % W + 1, d);
+                    add_below(&mut nd.g, j % W, d);
+                }
             }
             let mut m = 0;
             for i in 0..n {
