@@ -277,8 +277,7 @@ impl SlotTree {
         let mut acc = 0;
         for l in (1..=top).rev() {
             let j = lo >> (LOG_W * l);
-            // The later siblings of lo's node at level l: its local suffix less its sum.
-            acc += self.nodes[l - 1][j / W].s[j % W] - self.s_of(l - 1, j)[0];
+            acc += later(&self.nodes[l - 1][j / W].s, j % W);
             after[l - 1] = acc;
         }
         // Up from lo's group: at each level, the first later sibling holding a zero suffix;
@@ -293,7 +292,7 @@ impl SlotTree {
             let mut off = after_l;
             for d in (0..l).rev() {
                 // The sum after node's group of children: off plus node's later siblings.
-                off += self.s_of(d + 1, node / W)[node % W] - self.s_of(d, node)[0];
+                off += later(self.s_of(d + 1, node / W), node % W);
                 let c = first_at_most(self.g_of(d, node), 0, -off)
                     .expect("a node whose least suffix is zero has a child whose is");
                 node = node * W + c;
@@ -321,6 +320,14 @@ impl SlotTree {
         }
         best
     }
+}
+
+/// The sum of the siblings after lane `k` (the next lane's local suffix; none after the
+/// last), read from k's own group rather than from k's children.
+#[inline]
+fn later(s: &Lanes, k: usize) -> i32 {
+    let next = s[(k + 1) % W];
+    if k + 1 < W { next } else { 0 }
 }
 
 /// `BELOW[k]`: lanes `0..k` all ones, the others zero (masks for a pass over k lanes).
