@@ -397,7 +397,9 @@ mod tests {
 
     /// The tree against a plain array of (w, marker) slots: random changes of one to three
     /// slots at a time (some cancelling), markers set and cleared, every answer compared,
-    /// at sizes with one to three levels of nodes (16: none) and after rebuilds.
+    /// at sizes with no level of nodes to three (16 slots to 8,192), the top group full or
+    /// not, and after rebuilds; after each round every node is compared with a tree built
+    /// afresh.
     #[test]
     fn answers_as_a_plain_scan_does() {
         let mut x = 0x2545_F491_4F6C_DD1Du64;
@@ -407,7 +409,7 @@ mod tests {
             x ^= x << 17;
             usize::try_from(x % n as u64).unwrap()
         };
-        for size in [16, 32, 256, 4096] {
+        for size in [16, 32, 256, 512, 4096, 8192] {
             let mut plain: Vec<(i32, i32)> = (0..size / 2)
                 .map(|t| (i32::try_from(t % 3).unwrap() - 1, NONE))
                 .collect();
