@@ -217,8 +217,8 @@ impl OptMarkers {
 
     /// Renumbers the live slots `0..d` in order and rebuilds the tree with room for at least
     /// half as many again (so renumbering costs O(1) per map, amortized). Not more: at 65,536
-    /// pages, 131,072 slots (renumbered every 65,536 maps or more) took 7-10% less time per
-    /// map than 262,144, whose slots fall out of the cache.
+    /// pages, 131,072 slots (renumbered every 65,536 maps or more) took less time per map
+    /// than 262,144, whose slots fall out of the cache.
     #[allow(clippy::cast_possible_truncation)]
     fn compact(&mut self) {
         let mut d = 0usize;
