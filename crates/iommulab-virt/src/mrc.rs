@@ -42,6 +42,7 @@ pub mod curve;
 mod opt_markers;
 #[cfg(test)]
 mod opt_stack;
+mod slot_tree;
 mod stream;
 
 pub use curve::{

@@ -25,80 +25,69 @@
 //!
 //! Each page's place in LRU order is a *slot*, renumbered when the slots run out (as in
 //! `iommulab-trace`'s stack-distance counter). Each slot holds its page's w and least
-//! marker; a segment tree over blocks of 16 slots keeps, per block and node, the sum of w,
-//! its least suffix sum (for z) and its least marker, and a block's slots are scanned (a
-//! tree over single slots was slower: its lower levels miss the cache on every walk). Each
-//! page keeps its markers in a leftist heap (merged into y's, least taken), and the page
-//! whose heap a marker tops is recorded, so the least marker's page is found without a
-//! search. A map costs O(log D + 16) for D distinct pages, and memory is proportional to D,
-//! not to the maps: about 16 bytes per page, 13 per marker and 12 per slot (2 to 4 slots
-//! per page).
+//! marker in a tree of fan-out 16 (module `slot_tree`) that finds z and the least marker
+//! below it, and takes the three slots a map changes in one pass up. Each page keeps its
+//! markers in a leftist heap (merged into y's, least taken), and the page whose heap a
+//! marker tops is recorded, so the least marker's page is found without a search. A map
+//! costs O(log D) for D distinct pages (passes over 16 lanes), and memory is proportional
+//! to D, not to the maps: 16 bytes per page, 16 per marker and about 13 per slot (1.5 to 3
+//! slots per page).
+
+use super::slot_tree::{NONE, SlotTree};
 
 /// "None": no heap, no marker, no slot.
 const NIL: u32 = u32::MAX;
-/// Slots per block of the tree's leaves.
-const BLOCK: usize = 16;
 
-/// A segment-tree node over the slots of a range of blocks.
+/// A page's state, in one 16-byte cell (a map reads all of it for x, y and the owner).
 #[derive(Clone, Copy, Debug)]
-struct Node {
-    /// Sum of w over the live slots.
-    sum: i32,
-    /// Least sum of w from a slot of the range to the range's end.
-    min_suffix: i32,
-    /// Least marker held by a page of the range, or [`NIL`].
-    min_marker: u32,
+#[repr(C, align(16))]
+struct Page {
+    /// Its slot, or [`NIL`] before its first map.
+    slot: u32,
+    /// The root (least marker) of its heap of markers, or [`NIL`].
+    root: u32,
+    /// How many markers it holds.
+    held: u32,
 }
 
-/// A dead slot (or one beyond the last used).
-const EMPTY: Node = Node {
-    sum: 0,
-    min_suffix: 0,
-    min_marker: NIL,
+const UNSEEN: Page = Page {
+    slot: NIL,
+    root: NIL,
+    held: 0,
 };
 
-impl Node {
-    #[inline]
-    fn join(l: Node, r: Node) -> Node {
-        Node {
-            sum: l.sum + r.sum,
-            min_suffix: (l.min_suffix + r.sum).min(r.min_suffix),
-            min_marker: l.min_marker.min(r.min_marker),
-        }
-    }
+/// A marker's place in its page's leftist heap, in one 16-byte cell.
+#[derive(Clone, Copy, Debug)]
+#[repr(C, align(16))]
+struct Marker {
+    /// Its heap children.
+    kids: [u32; 2],
+    /// At the root of a page's heap: that page (so the page holding the least marker of a
+    /// range is found without a search).
+    root_of: u32,
+    /// Its leftist rank (the shortest path to a missing child).
+    rank: u32,
 }
+
+const ALONE: Marker = Marker {
+    kids: [NIL, NIL],
+    root_of: NIL,
+    rank: 1,
+};
 
 /// The critical-marker state (module docs).
 #[derive(Debug, Default)]
 pub(super) struct OptMarkers {
-    /// Per page: its slot, or [`NIL`] before its first map.
-    slot: Vec<u32>,
-    /// Per page: the root (least marker) of its heap of markers, or [`NIL`].
-    root: Vec<u32>,
-    /// Per page: how many markers it holds.
-    held: Vec<u32>,
-    /// Per marker at the root of a page's heap: that page (so the page holding the least
-    /// marker of a range is found without walking the tree down to it).
-    root_of: Vec<u32>,
-    /// Per marker: its heap children.
-    kids: Vec<[u32; 2]>,
-    /// Per marker: its leftist rank (the shortest path to a missing child).
-    rank: Vec<u8>,
+    /// Per page number.
+    pages: Vec<Page>,
+    /// Per marker.
+    markers: Vec<Marker>,
     /// Per slot: the page at it (valid for live slots).
     page_at: Vec<u32>,
     /// Live slots, one bit each.
     live: Vec<u64>,
-    /// Per slot: w of its page (0 if dead).
-    w: Vec<i32>,
-    /// Per slot: the least marker of its page, or [`NIL`].
-    mk: Vec<u32>,
-    /// The segment tree over blocks of [`BLOCK`] slots: node 1 is the root, node
-    /// `blocks + b` is block b (small enough to stay in cache).
-    tree: Vec<Node>,
-    /// Blocks (a power of two).
-    blocks: usize,
-    /// Slots (`blocks` × [`BLOCK`]).
-    size: usize,
+    /// Per slot: its page's w and least marker (module `slot_tree`).
+    tree: SlotTree,
     /// Slots used.
     next: usize,
     /// Distinct pages mapped (= markers handed out, counting the first page's none).
@@ -112,24 +101,19 @@ impl OptMarkers {
     #[allow(clippy::cast_possible_truncation)]
     pub(super) fn access(&mut self, x: u32) -> Option<u32> {
         let xi = x as usize;
-        if xi >= self.slot.len() {
-            let n = (xi + 1).next_power_of_two();
-            self.slot.resize(n, NIL);
-            self.root.resize(n, NIL);
-            self.held.resize(n, 0);
+        if xi >= self.pages.len() {
+            self.pages.resize((xi + 1).next_power_of_two(), UNSEEN);
         }
-        let s = self.slot[xi];
+        let s = self.pages[xi].slot;
         if s == NIL {
             // A new page brings the marker of one more quota (the first page none: one page
             // is always a miss at quota 0, which has no marker).
             let k = self.distinct;
             self.distinct += 1;
-            self.kids.push([NIL, NIL]);
-            self.rank.push(1);
-            self.root_of.push(NIL);
+            self.markers.push(ALONE);
             if k > 0 {
                 self.set_root(xi, k);
-                self.held[xi] = 1;
+                self.pages[xi].held = 1;
             }
             self.push_slot(x);
             return None;
@@ -143,146 +127,98 @@ impl OptMarkers {
         let y = self.page_at[y_slot] as usize;
         // The deepest zero-sum boundary above y is the first slot after y's whose suffix
         // sums to zero (slots past the last used are empty, so one always does).
-        let z = self.first_zero(y_slot + 1);
-        let m = self.min_marker(z);
-        debug_assert!(m != NIL, "a marker lies at or below z");
+        let z = self.tree.first_zero(y_slot + 1);
+        let m = self.tree.min_marker(z);
+        debug_assert!(m != NONE, "a marker lies at or below z");
+        let m = m as u32;
         // The least marker of a page is its heap's root.
-        let owner = self.root_of[m as usize] as usize;
-        let owner_slot = self.slot[owner] as usize;
+        let owner = self.markers[m as usize].root_of as usize;
+        let owner_slot = self.pages[owner].slot as usize;
         // The marker leaves its page ...
-        let [a, b] = self.kids[m as usize];
+        let [a, b] = self.markers[m as usize].kids;
         let rest = self.merge(a, b);
         self.set_root(owner, rest);
-        self.held[owner] -= 1;
+        self.pages[owner].held -= 1;
         // ... x's others go to its predecessor, and x takes the marker alone.
-        let joined = self.merge(self.root[y], self.root[xi]);
+        let joined = self.merge(self.pages[y].root, self.pages[xi].root);
         self.set_root(y, joined);
-        self.held[y] += self.held[xi];
-        self.kids[m as usize] = [NIL, NIL];
-        self.rank[m as usize] = 1;
+        self.pages[y].held += self.pages[xi].held;
+        self.markers[m as usize] = ALONE;
         self.set_root(xi, m);
-        self.held[xi] = 1;
+        self.pages[xi].held = 1;
         self.live[s / 64] &= !(1u64 << (s % 64));
-        self.set_slot(y_slot, y);
-        self.set_slot(owner_slot, owner);
-        // (Last: the owner may be x, whose slot s is now dead.)
-        (self.w[s], self.mk[s]) = (0, NIL);
-        self.slot[xi] = NIL;
-        if self.next == self.size {
-            // Renumbering rebuilds every block.
-            self.push_slot(x);
-        } else {
-            let t = self.next;
-            self.next += 1;
-            self.slot[xi] = t as u32;
-            self.page_at[t] = x;
-            self.live[t / 64] |= 1u64 << (t % 64);
-            self.set_slot(t, xi);
-            // The four blocks' paths to the root share their upper nodes: one walk.
-            let mut at = [s / BLOCK, y_slot / BLOCK, owner_slot / BLOCK, t / BLOCK];
-            at.sort_unstable();
-            self.refresh_all(at);
+        // Three slots change: y's, the owner's (unless it is y or x) and x's, now dead.
+        let (wy, my) = Self::slot_of(self.pages[y]);
+        let (wo, mo) = Self::slot_of(self.pages[owner]);
+        let owner_apart = owner_slot != y_slot && owner_slot != s;
+        let tree = &mut self.tree;
+        tree.add_ws([
+            (y_slot, wy - tree.w(y_slot)),
+            (s, -tree.w(s)),
+            if owner_apart {
+                (owner_slot, wo - tree.w(owner_slot))
+            } else {
+                (owner_slot, 0)
+            },
+        ]);
+        tree.set_marker(y_slot, my);
+        if owner_apart {
+            tree.set_marker(owner_slot, mo);
         }
+        tree.set_marker(s, NONE);
+        self.pages[xi].slot = NIL;
+        self.push_slot(x);
         Some(m + 1)
     }
 
     /// Makes heap `h` page `p`'s markers.
     #[inline]
     fn set_root(&mut self, p: usize, h: u32) {
-        self.root[p] = h;
+        self.pages[p].root = h;
         if h != NIL {
             // Page numbers are below 2^30.
             #[allow(clippy::cast_possible_truncation)]
             let pu = p as u32;
-            self.root_of[h as usize] = pu;
+            self.markers[h as usize].root_of = pu;
         }
     }
 
-    /// Writes page `p`'s w and least marker at its slot `t` (its block is refreshed by the
-    /// caller).
-    // Markers held are below 2^31.
-    #[allow(clippy::cast_possible_wrap)]
+    /// Writes page `p`'s w and least marker at its slot `t`.
     #[inline]
     fn set_slot(&mut self, t: usize, p: usize) {
-        self.w[t] = self.held[p] as i32 - 1;
-        self.mk[t] = self.root[p];
+        let (w, mk) = Self::slot_of(self.pages[p]);
+        let d = w - self.tree.w(t);
+        self.tree.add_ws([(t, d), (t, 0), (t, 0)]);
+        self.tree.set_marker(t, mk);
     }
 
-    /// Block b's node, from its slots.
+    /// A page's w and least marker as the tree holds them.
+    // Markers held and marker numbers are below 2^31.
+    #[allow(clippy::cast_possible_wrap)]
     #[inline]
-    fn block_node(&self, b: usize) -> Node {
-        let r = b * BLOCK..(b + 1) * BLOCK;
-        let (mut sum, mut min_suffix) = (0i32, i32::MAX);
-        for &w in self.w[r.clone()].iter().rev() {
-            sum += w;
-            min_suffix = min_suffix.min(sum);
-        }
-        let min_marker = self.mk[r].iter().copied().min().unwrap_or(NIL);
-        Node {
-            sum,
-            min_suffix,
-            min_marker,
-        }
-    }
-
-    /// Recomputes the nodes of blocks `at` (sorted) and their ancestors, each once.
-    #[inline]
-    fn refresh_all(&mut self, mut at: [usize; 4]) {
-        let mut k = 0;
-        for j in 0..4 {
-            if j == 0 || at[j] != at[k - 1] {
-                at[k] = at[j];
-                k += 1;
-            }
-        }
-        for a in &mut at[..k] {
-            self.tree[self.blocks + *a] = self.block_node(*a);
-            *a += self.blocks;
-        }
-        while at[0] > 1 {
-            let mut n = 0;
-            for j in 0..k {
-                let i = at[j] / 2;
-                if n == 0 || at[n - 1] != i {
-                    at[n] = i;
-                    n += 1;
-                }
-            }
-            k = n;
-            for &i in &at[..k] {
-                self.tree[i] = Node::join(self.tree[2 * i], self.tree[2 * i + 1]);
-            }
-        }
-    }
-
-    /// Recomputes block b's node and its ancestors.
-    #[inline]
-    fn refresh(&mut self, b: usize) {
-        let mut i = self.blocks + b;
-        self.tree[i] = self.block_node(b);
-        while i > 1 {
-            i /= 2;
-            self.tree[i] = Node::join(self.tree[2 * i], self.tree[2 * i + 1]);
-        }
+    fn slot_of(p: Page) -> (i32, i32) {
+        let mk = if p.root == NIL { NONE } else { p.root as i32 };
+        (p.held as i32 - 1, mk)
     }
 
     /// Gives page `x` the next slot (the most recent), renumbering first if none is left.
     #[allow(clippy::cast_possible_truncation)]
     fn push_slot(&mut self, x: u32) {
-        if self.next == self.size {
+        if self.next == self.tree.size() {
             self.compact();
         }
         let t = self.next;
         self.next += 1;
-        self.slot[x as usize] = t as u32;
+        self.pages[x as usize].slot = t as u32;
         self.page_at[t] = x;
         self.live[t / 64] |= 1u64 << (t % 64);
         self.set_slot(t, x as usize);
-        self.refresh(t / BLOCK);
     }
 
-    /// Renumbers the live slots `0..d` in order and rebuilds the tree with room for as many
-    /// again (so renumbering costs O(1) per map, amortized).
+    /// Renumbers the live slots `0..d` in order and rebuilds the tree with room for at least
+    /// half as many again (so renumbering costs O(1) per map, amortized). Not more: at 65,536
+    /// pages, 131,072 slots (renumbered every 65,536 maps or more) took less time per map
+    /// than 262,144, whose slots fall out of the cache.
     #[allow(clippy::cast_possible_truncation)]
     fn compact(&mut self) {
         let mut d = 0usize;
@@ -293,35 +229,26 @@ impl OptMarkers {
                 // d ≤ t: reading page_at[t] before writing page_at[d] keeps it in place.
                 let p = self.page_at[t];
                 self.page_at[d] = p;
-                self.slot[p as usize] = d as u32;
+                self.pages[p as usize].slot = d as u32;
                 d += 1;
                 bits &= bits - 1;
             }
         }
-        self.size = (2 * d + 1024).next_power_of_two();
-        self.blocks = self.size / BLOCK;
+        let size = (d + d / 2 + 1024).next_power_of_two();
         self.next = d;
-        self.page_at.resize(self.size, NIL);
+        self.page_at.resize(size, NIL);
         self.live.clear();
-        self.live.resize(self.size / 64, 0);
+        self.live.resize(size / 64, 0);
         for t in 0..d {
             self.live[t / 64] |= 1u64 << (t % 64);
         }
-        self.w.clear();
-        self.w.resize(self.size, 0);
-        self.mk.clear();
-        self.mk.resize(self.size, NIL);
-        for t in 0..d {
-            self.set_slot(t, self.page_at[t] as usize);
-        }
-        self.tree.clear();
-        self.tree.resize(2 * self.blocks, EMPTY);
-        for b in 0..self.blocks {
-            self.tree[self.blocks + b] = self.block_node(b);
-        }
-        for i in (1..self.blocks).rev() {
-            self.tree[i] = Node::join(self.tree[2 * i], self.tree[2 * i + 1]);
-        }
+        let pages = &self.pages;
+        self.tree.rebuild(
+            size,
+            self.page_at[..d]
+                .iter()
+                .map(|&p| Self::slot_of(pages[p as usize])),
+        );
     }
 
     /// The first live slot at or after `t` (one exists: the most recent).
@@ -336,105 +263,12 @@ impl OptMarkers {
         w * 64 + bits.trailing_zeros() as usize
     }
 
-    /// The first slot t ≥ `lo` whose suffix (the slots from t on) sums to zero, or `size`
-    /// if none: in lo's block, else in the first later block whose least suffix is zero.
-    fn first_zero(&self, lo: usize) -> usize {
-        if lo >= self.size {
-            return self.size;
+    fn rank_of(&self, h: u32) -> u32 {
+        if h == NIL {
+            0
+        } else {
+            self.markers[h as usize].rank
         }
-        let b = lo / BLOCK;
-        // The sum of the blocks after b.
-        let (mut i, mut right) = (self.blocks + b, 0);
-        while i > 1 {
-            if i.is_multiple_of(2) {
-                right += self.tree[i + 1].sum;
-            }
-            i /= 2;
-        }
-        let end = (b + 1) * BLOCK;
-        let from_lo: i32 = self.w[lo..end].iter().sum();
-        if let Some(t) = self.scan_zero(lo, end, from_lo + right) {
-            return t;
-        }
-        // The first later block with a zero suffix: up from block b + 1 to the largest
-        // nodes starting there, then down (`pre`: the sum of the blocks before node i).
-        let total = self.tree[1].sum;
-        let mut pre = total - right;
-        let mut i = self.blocks + b + 1;
-        if i.is_power_of_two() {
-            return self.size;
-        }
-        while i.is_multiple_of(2) {
-            i /= 2;
-        }
-        loop {
-            if self.tree[i].min_suffix + (total - pre - self.tree[i].sum) <= 0 {
-                break;
-            }
-            pre += self.tree[i].sum;
-            i += 1;
-            if i.is_power_of_two() {
-                return self.size;
-            }
-            while i.is_multiple_of(2) {
-                i /= 2;
-            }
-        }
-        while i < self.blocks {
-            let l = 2 * i;
-            let n = self.tree[l];
-            if n.min_suffix + (total - pre - n.sum) <= 0 {
-                i = l;
-            } else {
-                pre += n.sum;
-                i = l + 1;
-            }
-        }
-        let start = (i - self.blocks) * BLOCK;
-        self.scan_zero(start, start + BLOCK, total - pre)
-            .unwrap_or(self.size)
-    }
-
-    /// The first slot t in `[from, end)` whose suffix is zero, `suffix` being that of `from`.
-    #[inline]
-    fn scan_zero(&self, from: usize, end: usize, mut suffix: i32) -> Option<usize> {
-        for t in from..end {
-            if suffix <= 0 {
-                return Some(t);
-            }
-            suffix -= self.w[t];
-        }
-        None
-    }
-
-    /// The least marker held in slots `[0, hi)`, or [`NIL`]: the least of the blocks that
-    /// tile `[0, hi)` (from the nodes that tile them), then of the slots of the last one.
-    fn min_marker(&self, hi: usize) -> u32 {
-        let hb = hi / BLOCK;
-        let (mut i, mut l, mut r) = (1, 0, self.blocks);
-        let mut best = NIL;
-        while l < hb {
-            if hb >= r {
-                best = best.min(self.tree[i].min_marker);
-                break;
-            }
-            let mid = (l + r) / 2;
-            (i, l, r) = if hb <= mid {
-                (2 * i, l, mid)
-            } else {
-                best = best.min(self.tree[2 * i].min_marker);
-                (2 * i + 1, mid, r)
-            };
-        }
-        let start = hb * BLOCK;
-        if hi > start {
-            best = best.min(self.mk[start..hi].iter().copied().min().unwrap_or(NIL));
-        }
-        best
-    }
-
-    fn rank_of(&self, h: u32) -> u8 {
-        if h == NIL { 0 } else { self.rank[h as usize] }
     }
 
     /// The union of two leftist heaps of markers (least on top).
@@ -447,15 +281,15 @@ impl OptMarkers {
         }
         let (a, b) = if a < b { (a, b) } else { (b, a) };
         let ai = a as usize;
-        let r = self.merge(self.kids[ai][1], b);
-        let l = self.kids[ai][0];
+        let r = self.merge(self.markers[ai].kids[1], b);
+        let l = self.markers[ai].kids[0];
         let (l, r) = if self.rank_of(l) < self.rank_of(r) {
             (r, l)
         } else {
             (l, r)
         };
-        self.kids[ai] = [l, r];
-        self.rank[ai] = self.rank_of(r) + 1;
+        self.markers[ai].kids = [l, r];
+        self.markers[ai].rank = self.rank_of(r) + 1;
         a
     }
 }
