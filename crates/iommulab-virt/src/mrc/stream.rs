@@ -53,9 +53,12 @@ use iommulab_trace::stack_distance::StackDistance;
 pub(super) const STREAM_MAX_QUOTAS: usize = 8;
 
 /// "No page" in the LRU list links.
-const NIL: u32 = u32::MAX;
-/// "Not cached" in the LRU `next` links (distinct from [`NIL`], the tail's next).
+const NIL: u32 = u32::MAX - 2;
+/// "Not cached" in the LRU `next` links (distinct from [`NIL`], the tail's next): a page
+/// is cached while its `next` link is below this.
 const OUT: u32 = u32::MAX - 1;
+/// "Never requested" in the LRU `next` links: not cached, and a miss is the page's first.
+const NEW: u32 = u32::MAX;
 /// The "mapped at least once" bit of a page's in-flight count (maps in flight stay far
 /// below 2^31: each needs a live buffer).
 const SEEN: u32 = 1 << 31;
@@ -86,8 +89,9 @@ fn few_quotas(quotas: Option<&Quotas>) -> bool {
 trait QuotaCache {
     /// Room for page numbers below `ids`.
     fn grow(&mut self, ids: usize);
-    /// A map of page `id` (`fresh`: first seen, so surely a miss).
-    fn access(&mut self, id: u32, fresh: bool);
+    /// A map of page `id`; whether it is the page's first (known on a miss alone, so a
+    /// hit costs nothing more).
+    fn access(&mut self, id: u32) -> bool;
     /// Hits so far.
     fn hits(&self) -> u64;
 }
@@ -96,38 +100,48 @@ trait QuotaCache {
 #[inline]
 fn map_each<C: QuotaCache>(cs: &mut [C], pins: &mut Pins, ids: std::ops::Range<u32>) {
     ids.for_each(|id| {
-        let fresh = pins.map(id);
-        cs.iter_mut().for_each(|c| c.access(id, fresh));
+        pins.map(id);
+        cs.iter_mut().for_each(|c| {
+            c.access(id);
+        });
     });
 }
 
 /// The limit [`PageIds`] can refuse.
 const TOO_MANY_PAGES: &str = "page numbers (16 per 64 KiB chunk touched)";
 
-/// Requests of pages `pages` (each mapped and unmapped at once) through the pins and every
-/// quota's cache: [`StreamedCurve::request`]'s work with the caches' type known.
+/// Requests of pages `pages` (each mapped and unmapped at once) through every quota's cache
+/// (at least one): [`StreamedCurve::request`]'s work with the caches' type known and without
+/// the pins (nothing is pinned); the caches tell a page's first request on a miss. Returns
+/// the requests and the pages first requested.
 #[inline]
 fn request_each<C: QuotaCache>(
     ids: &mut PageIds,
-    pins: &mut Pins,
     cs: &mut [C],
     pages: impl Iterator<Item = u64>,
     overflow: &mut Option<&'static str>,
-) {
+) -> (u64, usize) {
+    let (mut requests, mut distinct) = (0u64, 0usize);
     for page in pages {
-        let Ok(run) = ids.run(page, page + 1) else {
-            *overflow = Some(TOO_MANY_PAGES);
-            continue;
+        let id = match ids.id(page) {
+            Some(id) => id,
+            None => {
+                let Ok(run) = ids.run(page, page + 1) else {
+                    *overflow = Some(TOO_MANY_PAGES);
+                    continue;
+                };
+                let n = ids.len();
+                cs.iter_mut().for_each(|c| c.grow(n));
+                run.base + run.lo
+            }
         };
-        let id = run.base + run.lo;
-        if run.fresh {
-            let n = ids.len();
-            pins.in_flight.resize(n, 0);
-            cs.iter_mut().for_each(|c| c.grow(n));
-        }
-        let fresh = pins.map(id);
-        cs.iter_mut().for_each(|c| c.access(id, fresh));
+        requests += 1;
+        // Every cache sees every request: each tells the same first requests.
+        let mut first = false;
+        cs.iter_mut().for_each(|c| first = c.access(id));
+        distinct += usize::from(first);
     }
+    (requests, distinct)
 }
 
 /// One LRU cache of page numbers.
@@ -186,18 +200,19 @@ impl LruCache {
 
 impl QuotaCache for LruCache {
     fn grow(&mut self, ids: usize) {
-        self.links.resize(ids, [NIL, OUT]);
+        self.links.resize(ids, [NIL, NEW]);
     }
 
     #[inline]
-    fn access(&mut self, id: u32, fresh: bool) {
-        if !fresh && self.links[id as usize][1] != OUT {
+    fn access(&mut self, id: u32) -> bool {
+        let next = self.links[id as usize][1];
+        if next < OUT {
             self.hits += 1;
             if self.head != id {
                 self.unlink(id);
                 self.push_front(id);
             }
-            return;
+            return false;
         }
         if self.len == self.cap {
             let victim = self.tail;
@@ -207,6 +222,7 @@ impl QuotaCache for LruCache {
             self.len += 1;
         }
         self.push_front(id);
+        next == NEW
     }
 
     fn hits(&self) -> u64 {
@@ -222,6 +238,8 @@ struct FifoCache {
     queue: std::collections::VecDeque<u32>,
     /// One bit per page: cached.
     cached: Vec<u64>,
+    /// One bit per page: requested before (read on a miss alone).
+    seen: Vec<u64>,
     hits: u64,
 }
 
@@ -231,6 +249,7 @@ impl FifoCache {
             cap: cap as usize,
             queue: std::collections::VecDeque::new(),
             cached: Vec::new(),
+            seen: Vec::new(),
             hits: 0,
         }
     }
@@ -239,14 +258,15 @@ impl FifoCache {
 impl QuotaCache for FifoCache {
     fn grow(&mut self, ids: usize) {
         self.cached.resize(ids.div_ceil(64), 0);
+        self.seen.resize(ids.div_ceil(64), 0);
     }
 
     #[inline]
-    fn access(&mut self, id: u32, fresh: bool) {
+    fn access(&mut self, id: u32) -> bool {
         let (w, bit) = (id as usize / 64, 1u64 << (id % 64));
-        if !fresh && self.cached[w] & bit != 0 {
+        if self.cached[w] & bit != 0 {
             self.hits += 1;
-            return;
+            return false;
         }
         if self.queue.len() == self.cap
             && let Some(old) = self.queue.pop_front()
@@ -255,6 +275,9 @@ impl QuotaCache for FifoCache {
         }
         self.queue.push_back(id);
         self.cached[w] |= bit;
+        let first = self.seen[w] & bit == 0;
+        self.seen[w] |= bit;
+        first
     }
 
     fn hits(&self) -> u64 {
@@ -435,16 +458,18 @@ impl StreamedCurve {
     /// quotas choose their caches once for the whole batch, not per request.
     #[inline]
     pub(super) fn requests(&mut self, pages: impl Iterator<Item = u64>) {
-        if !matches!(self.caches, Caches::Lru(_) | Caches::Fifo(_)) {
-            pages.for_each(|p| self.request(p));
-            return;
-        }
-        let (ids, pins, overflow) = (&mut self.ids, &mut self.pins, &mut self.overflow);
-        match &mut self.caches {
-            Caches::Lru(cs) => request_each(ids, pins, cs, pages, overflow),
-            Caches::Fifo(cs) => request_each(ids, pins, cs, pages, overflow),
-            Caches::Seq(_) | Caches::LruAll { .. } | Caches::OptAll { .. } => {}
-        }
+        let (ids, overflow) = (&mut self.ids, &mut self.overflow);
+        let (requests, distinct) = match &mut self.caches {
+            Caches::Lru(cs) if !cs.is_empty() => request_each(ids, cs, pages, overflow),
+            Caches::Fifo(cs) if !cs.is_empty() => request_each(ids, cs, pages, overflow),
+            _ => {
+                pages.for_each(|p| self.request(p));
+                return;
+            }
+        };
+        // The pins of such a curve count nothing else (nothing is pinned).
+        self.pins.maps += requests;
+        self.pins.distinct += distinct;
     }
 
     /// The maps of pages `page..end` (inside one chunk); `false` once a limit is passed.
@@ -623,7 +648,9 @@ fn cumulative(hist: &[u64], quotas: impl Iterator<Item = usize>) -> Vec<u64> {
 fn fifo_hits(seq: &[u32], numbered: usize, q: usize) -> u64 {
     let mut c = FifoCache::new(q as u32);
     c.grow(numbered);
-    seq.iter().for_each(|&id| c.access(id, false));
+    seq.iter().for_each(|&id| {
+        c.access(id);
+    });
     c.hits()
 }
 
