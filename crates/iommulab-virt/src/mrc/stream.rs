@@ -5,14 +5,16 @@
 //!
 //! Here pages are numbered as they are first mapped (16 consecutive pages at a time,
 //! `iommulab-trace`'s `PageIds`), so per-page state lives in flat arrays; one thread reads
-//! the trace while another computes ([`trace_hit_rate_curve`](super::trace_hit_rate_curve)).
+//! the trace while another computes ([`trace_hit_rate_curve`](super::trace_hit_rate_curve));
+//! a trace of requests, cheap to read, is read and computed on one thread.
 //!
 //! At up to 8 listed quotas (`--quotas Q`) each quota keeps a cache of page numbers:
 //!
 //! - **LRU**: a doubly linked recency list, a pair of `u32` links per page number (a hit
-//!   unlinks and relinks at the head, a miss on a full cache drops the tail);
+//!   unlinks and relinks at the head, a miss on a full cache drops the tail; a page never
+//!   requested has a `next` link of its own, so a miss tells a page's first request);
 //! - **FIFO**: a ring of page numbers in insertion order and a membership bit per page (a hit
-//!   changes nothing);
+//!   changes nothing), and a bit per page requested before, read on a miss;
 //! - **OPT** (Belady's MIN; S1.3): needs the future, so the pass keeps each map's page number
 //!   (4 bytes), a backward pass adds each map's next use (4 bytes), and each quota runs over
 //!   them with a max-heap keyed by next use (module `belady`).
@@ -658,7 +660,7 @@ fn fifo_hits(seq: &[u32], numbered: usize, q: usize) -> u64 {
 mod tests {
     use super::*;
     use crate::mrc::hit_rate_curve;
-    use crate::{FifoConfig, LruConfig, OptConfig};
+    use crate::{FifoConfig, LruConfig, OptConfig, PageRef};
     use iommulab_base::addr::{Gpa, Pfn};
 
     fn p(g: u64) -> Pfn<Gpa> {
@@ -753,6 +755,45 @@ mod tests {
                         MrcMethod::StackDistance
                     };
                     assert_eq!(s.method, expected, "{policy:?}, quotas {quotas:?}");
+                }
+            }
+        }
+    }
+
+    /// Requests (`.oracleGeneral`), fed in batches of uneven size, give the curve of the
+    /// same pages each mapped and unmapped at once: the caches' own count of first requests
+    /// (LRU's and FIFO's request path keeps no pins) is the distinct pages.
+    #[test]
+    fn requests_equal_the_whole_trace_curve() {
+        for seed in 1..4u64 {
+            let pages: Vec<u64> = stream(seed * 0x51_7CC1, 3000, 200 + seed * 100)
+                .iter()
+                .filter(|r| !r.unmap)
+                .map(|r| r.first.get() + u64::from(r.pages) - 1)
+                .collect();
+            let refs: Vec<_> = pages
+                .iter()
+                .flat_map(|&g| [PageRef::Map(p(g)), PageRef::Unmap(p(g))])
+                .collect();
+            for policy in [
+                EvictionConfig::Lru(LruConfig::default()),
+                EvictionConfig::Fifo(FifoConfig::default()),
+                EvictionConfig::Opt(OptConfig::default()),
+            ] {
+                for quotas in [vec![0, 5, 40, 10_000], vec![17], vec![0]] {
+                    let req = CurveRequest {
+                        policy: policy.clone(),
+                        pinning: false,
+                        quotas: Some(Quotas::List(quotas.clone())),
+                    };
+                    let mut s = StreamedCurve::new(&req, Feeding::Requests);
+                    pages.chunks(97).for_each(|b| s.requests(b.iter().copied()));
+                    let s = s.finish().unwrap();
+                    let mut whole = hit_rate_curve(&refs, &req).unwrap();
+                    whole.method = s.method;
+                    assert_eq!(s, whole, "seed {seed}, {policy:?}, quotas {quotas:?}");
+                    assert!(s.distinct_pages > 50 && s.distinct_pages < pages.len());
+                    assert!(s.hits.iter().any(|&h| h > 0) || quotas == [0]);
                 }
             }
         }
