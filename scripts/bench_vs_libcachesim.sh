@@ -8,7 +8,7 @@
 # times each, and prints the medians of iommulab's whole process and of the time libCacheSim
 # spends inside `process_trace` alone (its process also starts Python, imports the binding and
 # counts the trace's objects), each as wall-clock and CPU seconds (user + system; both of
-# iommulab's threads), and their ratios (`loop / iommulab`). On a shared, loaded machine a
+# iommulab's threads for an .iot; /usr/bin/time's, so ours is rounded to 10 ms), and their ratios (`loop / iommulab`). On a shared, loaded machine a
 # process waits for a CPU most of its wall time: compare the CPU ratios there. Both print the
 # same hits (checked).
 #

@@ -38,8 +38,11 @@ use crate::stats::Log2Histogram;
 /// Bytes per request.
 pub const RECORD_BYTES: usize = 24;
 
-/// Requests per [`OracleGeneralReader::read_requests`] batch (1.5 MB of records).
-const BATCH: usize = 1 << 16;
+/// Requests per [`OracleGeneralReader::read_records`] batch: 96 KiB of records, read where
+/// they are parsed while still in the core's cache. The kernel's copy into the buffer costs
+/// about what a memory mapping of the file costs (page-table entries per 4 KiB page) at any
+/// batch of 1,024–65,536 requests (BENCHMARKS.md), so the file is read, not mapped.
+const BATCH: usize = 1 << 12;
 
 /// What a request holds, for messages.
 const RECORD: &str = "a 24-byte oracleGeneral request (u32 clock_time, u64 obj_id, u32 \
@@ -52,7 +55,7 @@ pub fn is_oracle_general(path: &Path) -> bool {
     name.ends_with(".oraclegeneral") || name.ends_with(".oraclegeneral.bin")
 }
 
-/// A binary oracleGeneral trace, read a batch of object ids at a time.
+/// A binary oracleGeneral trace, read a batch of requests at a time.
 pub struct OracleGeneralReader {
     inner: Box<dyn BufRead>,
     path: PathBuf,
@@ -69,6 +72,14 @@ impl std::fmt::Debug for OracleGeneralReader {
             .field("offset", &self.offset)
             .finish_non_exhaustive()
     }
+}
+
+/// The object id of one request (`record`: [`RECORD_BYTES`] bytes).
+#[inline]
+pub fn record_obj_id(record: &[u8]) -> u64 {
+    let mut id = [0u8; 8];
+    id.copy_from_slice(&record[4..12]);
+    u64::from_le_bytes(id)
 }
 
 impl OracleGeneralReader {
@@ -101,16 +112,15 @@ impl OracleGeneralReader {
         self.offset / RECORD_BYTES as u64
     }
 
-    /// Replaces `out`'s contents with the object ids of the next requests (up to 65,536),
-    /// returning how many: 0 only at the end.
+    /// The next requests (up to 4,096), [`RECORD_BYTES`] bytes each ([`record_obj_id`]
+    /// reads one's object id): empty only at the end.
     ///
     /// # Errors
     /// [`TraceError::Truncated`] for a file that ends inside a request (the offset where that
     /// request starts), [`TraceError::Io`] for a read that fails (a damaged `.gz`/`.zst`).
-    pub fn read_requests(&mut self, out: &mut Vec<u64>) -> Result<usize, TraceError> {
-        out.clear();
+    pub fn read_records(&mut self) -> Result<&[u8], TraceError> {
         if self.done {
-            return Ok(0);
+            return Ok(&[]);
         }
         let mut got = 0;
         while got < self.buf.len() {
@@ -127,23 +137,34 @@ impl OracleGeneralReader {
                 }
             }
         }
-        let whole = got / RECORD_BYTES * RECORD_BYTES;
-        out.extend(self.buf[..whole].chunks_exact(RECORD_BYTES).map(|r| {
-            let mut id = [0u8; 8];
-            id.copy_from_slice(&r[4..12]);
-            u64::from_le_bytes(id)
-        }));
+        let (bytes, full) = (&self.buf[..got], got == self.buf.len());
+        let whole = bytes.len() / RECORD_BYTES * RECORD_BYTES;
         self.offset += whole as u64;
-        if got < self.buf.len() {
+        if !full {
             self.done = true;
-            if got > whole {
+            if bytes.len() > whole {
                 return Err(TraceError::Truncated {
                     path: self.path.clone(),
                     offset: self.offset,
-                    what: format!("{RECORD}: the file ends {} bytes into it", got - whole),
+                    what: format!(
+                        "{RECORD}: the file ends {} bytes into it",
+                        bytes.len() - whole
+                    ),
                 });
             }
         }
+        Ok(&bytes[..whole])
+    }
+
+    /// Replaces `out`'s contents with the object ids of the next requests (up to 4,096),
+    /// returning how many: 0 only at the end.
+    ///
+    /// # Errors
+    /// As [`read_records`](Self::read_records).
+    pub fn read_requests(&mut self, out: &mut Vec<u64>) -> Result<usize, TraceError> {
+        out.clear();
+        let records = self.read_records()?;
+        out.extend(records.chunks_exact(RECORD_BYTES).map(record_obj_id));
         Ok(out.len())
     }
 }

@@ -107,6 +107,18 @@ impl PageIds {
         Ok(b)
     }
 
+    /// The id of page `page`, if its chunk has been numbered (a look-up alone: [`run`]
+    /// numbers a new chunk).
+    ///
+    /// [`run`]: Self::run
+    // In-chunk offsets are below 16.
+    #[allow(clippy::cast_possible_truncation)]
+    #[inline]
+    pub fn id(&self, page: u64) -> Option<u32> {
+        self.chunk_base(page)
+            .map(|b| b + (page & (ID_CHUNK - 1)) as u32)
+    }
+
     /// The id of the first page of `page`'s chunk, if the chunk has been numbered.
     #[inline]
     pub fn chunk_base(&self, page: u64) -> Option<u32> {

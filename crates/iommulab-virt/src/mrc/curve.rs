@@ -33,8 +33,8 @@ use super::{
 };
 use crate::{CacheOnly, EvictionConfig, PageRef, PageRun, guest_page_refs};
 use iommulab_base::addr::Pfn;
-use iommulab_trace::oracle_general::OracleGeneralReader;
-use iommulab_trace::{EventSource, TraceError};
+use iommulab_trace::EventSource;
+use iommulab_trace::oracle_general::{OracleGeneralReader, RECORD_BYTES, record_obj_id};
 use iommulab_workload::{InGuest, TraceWorkload};
 use iommulab_workload::{ParamError, WorkloadError};
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
@@ -202,16 +202,19 @@ pub fn requests_hit_rate_curve(
         }
         return hit_rate_curve(&refs, req);
     }
-    streamed(req, Feeding::Requests, |out| {
-        while reader.read_requests(&mut ids)? > 0 {
-            ids.iter().for_each(|&p| out.push(Request(p)));
+    // One thread: a batch of requests is read in place (a mapped file), so reading costs
+    // a few instructions a request and handing batches to a second thread would cost more
+    // than it saves.
+    resolve_quotas(req.quotas.as_ref(), 0)?;
+    let mut curve = StreamedCurve::new(req, Feeding::Requests);
+    loop {
+        let records = reader.read_records().map_err(WorkloadError::from)?;
+        if records.is_empty() {
+            break;
         }
-        Ok::<(), TraceError>(())
-    })
-    .map_err(|e| match e {
-        StreamError::Curve(c) => c,
-        StreamError::Read(t) => CurveError::Workload(t.into()),
-    })
+        curve.requests(records.chunks_exact(RECORD_BYTES).map(record_obj_id));
+    }
+    curve.finish()
 }
 
 /// What the reading thread hands the computing one.
@@ -228,22 +231,6 @@ impl Feed for PageRun {
     #[inline]
     fn feed(self, c: &mut StreamedCurve) {
         c.run(self);
-    }
-}
-
-/// A page request of a trace of requests.
-#[derive(Clone, Copy)]
-struct Request(u64);
-
-impl Feed for Request {
-    #[inline]
-    fn feed(self, c: &mut StreamedCurve) {
-        c.request(self.0);
-    }
-
-    #[inline]
-    fn feed_all(batch: &[Self], c: &mut StreamedCurve) {
-        c.requests(batch.iter().map(|r| r.0));
     }
 }
 

@@ -5,14 +5,16 @@
 //!
 //! Here pages are numbered as they are first mapped (16 consecutive pages at a time,
 //! `iommulab-trace`'s `PageIds`), so per-page state lives in flat arrays; one thread reads
-//! the trace while another computes ([`trace_hit_rate_curve`](super::trace_hit_rate_curve)).
+//! the trace while another computes ([`trace_hit_rate_curve`](super::trace_hit_rate_curve));
+//! a trace of requests, cheap to read, is read and computed on one thread.
 //!
 //! At up to 8 listed quotas (`--quotas Q`) each quota keeps a cache of page numbers:
 //!
 //! - **LRU**: a doubly linked recency list, a pair of `u32` links per page number (a hit
-//!   unlinks and relinks at the head, a miss on a full cache drops the tail);
+//!   unlinks and relinks at the head, a miss on a full cache drops the tail; a page never
+//!   requested has a `next` link of its own, so a miss tells a page's first request);
 //! - **FIFO**: a ring of page numbers in insertion order and a membership bit per page (a hit
-//!   changes nothing);
+//!   changes nothing), and a bit per page requested before, read on a miss;
 //! - **OPT** (Belady's MIN; S1.3): needs the future, so the pass keeps each map's page number
 //!   (4 bytes), a backward pass adds each map's next use (4 bytes), and each quota runs over
 //!   them with a max-heap keyed by next use (module `belady`).
@@ -53,9 +55,12 @@ use iommulab_trace::stack_distance::StackDistance;
 pub(super) const STREAM_MAX_QUOTAS: usize = 8;
 
 /// "No page" in the LRU list links.
-const NIL: u32 = u32::MAX;
-/// "Not cached" in the LRU `next` links (distinct from [`NIL`], the tail's next).
+const NIL: u32 = u32::MAX - 2;
+/// "Not cached" in the LRU `next` links (distinct from [`NIL`], the tail's next): a page
+/// is cached while its `next` link is below this.
 const OUT: u32 = u32::MAX - 1;
+/// "Never requested" in the LRU `next` links: not cached, and a miss is the page's first.
+const NEW: u32 = u32::MAX;
 /// The "mapped at least once" bit of a page's in-flight count (maps in flight stay far
 /// below 2^31: each needs a live buffer).
 const SEEN: u32 = 1 << 31;
@@ -86,8 +91,9 @@ fn few_quotas(quotas: Option<&Quotas>) -> bool {
 trait QuotaCache {
     /// Room for page numbers below `ids`.
     fn grow(&mut self, ids: usize);
-    /// A map of page `id` (`fresh`: first seen, so surely a miss).
-    fn access(&mut self, id: u32, fresh: bool);
+    /// A map of page `id`; whether it is the page's first (known on a miss alone, so a
+    /// hit costs nothing more).
+    fn access(&mut self, id: u32) -> bool;
     /// Hits so far.
     fn hits(&self) -> u64;
 }
@@ -96,38 +102,48 @@ trait QuotaCache {
 #[inline]
 fn map_each<C: QuotaCache>(cs: &mut [C], pins: &mut Pins, ids: std::ops::Range<u32>) {
     ids.for_each(|id| {
-        let fresh = pins.map(id);
-        cs.iter_mut().for_each(|c| c.access(id, fresh));
+        pins.map(id);
+        cs.iter_mut().for_each(|c| {
+            c.access(id);
+        });
     });
 }
 
 /// The limit [`PageIds`] can refuse.
 const TOO_MANY_PAGES: &str = "page numbers (16 per 64 KiB chunk touched)";
 
-/// Requests of pages `pages` (each mapped and unmapped at once) through the pins and every
-/// quota's cache: [`StreamedCurve::request`]'s work with the caches' type known.
+/// Requests of pages `pages` (each mapped and unmapped at once) through every quota's cache
+/// (at least one): [`StreamedCurve::request`]'s work with the caches' type known and without
+/// the pins (nothing is pinned); the caches tell a page's first request on a miss. Returns
+/// the requests and the pages first requested.
 #[inline]
 fn request_each<C: QuotaCache>(
     ids: &mut PageIds,
-    pins: &mut Pins,
     cs: &mut [C],
     pages: impl Iterator<Item = u64>,
     overflow: &mut Option<&'static str>,
-) {
+) -> (u64, usize) {
+    let (mut requests, mut distinct) = (0u64, 0usize);
     for page in pages {
-        let Ok(run) = ids.run(page, page + 1) else {
-            *overflow = Some(TOO_MANY_PAGES);
-            continue;
+        let id = match ids.id(page) {
+            Some(id) => id,
+            None => {
+                let Ok(run) = ids.run(page, page + 1) else {
+                    *overflow = Some(TOO_MANY_PAGES);
+                    continue;
+                };
+                let n = ids.len();
+                cs.iter_mut().for_each(|c| c.grow(n));
+                run.base + run.lo
+            }
         };
-        let id = run.base + run.lo;
-        if run.fresh {
-            let n = ids.len();
-            pins.in_flight.resize(n, 0);
-            cs.iter_mut().for_each(|c| c.grow(n));
-        }
-        let fresh = pins.map(id);
-        cs.iter_mut().for_each(|c| c.access(id, fresh));
+        requests += 1;
+        // Every cache sees every request: each tells the same first requests.
+        let mut first = false;
+        cs.iter_mut().for_each(|c| first = c.access(id));
+        distinct += usize::from(first);
     }
+    (requests, distinct)
 }
 
 /// One LRU cache of page numbers.
@@ -186,18 +202,19 @@ impl LruCache {
 
 impl QuotaCache for LruCache {
     fn grow(&mut self, ids: usize) {
-        self.links.resize(ids, [NIL, OUT]);
+        self.links.resize(ids, [NIL, NEW]);
     }
 
     #[inline]
-    fn access(&mut self, id: u32, fresh: bool) {
-        if !fresh && self.links[id as usize][1] != OUT {
+    fn access(&mut self, id: u32) -> bool {
+        let next = self.links[id as usize][1];
+        if next < OUT {
             self.hits += 1;
             if self.head != id {
                 self.unlink(id);
                 self.push_front(id);
             }
-            return;
+            return false;
         }
         if self.len == self.cap {
             let victim = self.tail;
@@ -207,6 +224,7 @@ impl QuotaCache for LruCache {
             self.len += 1;
         }
         self.push_front(id);
+        next == NEW
     }
 
     fn hits(&self) -> u64 {
@@ -222,6 +240,8 @@ struct FifoCache {
     queue: std::collections::VecDeque<u32>,
     /// One bit per page: cached.
     cached: Vec<u64>,
+    /// One bit per page: requested before (read on a miss alone).
+    seen: Vec<u64>,
     hits: u64,
 }
 
@@ -231,6 +251,7 @@ impl FifoCache {
             cap: cap as usize,
             queue: std::collections::VecDeque::new(),
             cached: Vec::new(),
+            seen: Vec::new(),
             hits: 0,
         }
     }
@@ -239,14 +260,15 @@ impl FifoCache {
 impl QuotaCache for FifoCache {
     fn grow(&mut self, ids: usize) {
         self.cached.resize(ids.div_ceil(64), 0);
+        self.seen.resize(ids.div_ceil(64), 0);
     }
 
     #[inline]
-    fn access(&mut self, id: u32, fresh: bool) {
+    fn access(&mut self, id: u32) -> bool {
         let (w, bit) = (id as usize / 64, 1u64 << (id % 64));
-        if !fresh && self.cached[w] & bit != 0 {
+        if self.cached[w] & bit != 0 {
             self.hits += 1;
-            return;
+            return false;
         }
         if self.queue.len() == self.cap
             && let Some(old) = self.queue.pop_front()
@@ -255,6 +277,9 @@ impl QuotaCache for FifoCache {
         }
         self.queue.push_back(id);
         self.cached[w] |= bit;
+        let first = self.seen[w] & bit == 0;
+        self.seen[w] |= bit;
+        first
     }
 
     fn hits(&self) -> u64 {
@@ -435,16 +460,18 @@ impl StreamedCurve {
     /// quotas choose their caches once for the whole batch, not per request.
     #[inline]
     pub(super) fn requests(&mut self, pages: impl Iterator<Item = u64>) {
-        if !matches!(self.caches, Caches::Lru(_) | Caches::Fifo(_)) {
-            pages.for_each(|p| self.request(p));
-            return;
-        }
-        let (ids, pins, overflow) = (&mut self.ids, &mut self.pins, &mut self.overflow);
-        match &mut self.caches {
-            Caches::Lru(cs) => request_each(ids, pins, cs, pages, overflow),
-            Caches::Fifo(cs) => request_each(ids, pins, cs, pages, overflow),
-            Caches::Seq(_) | Caches::LruAll { .. } | Caches::OptAll { .. } => {}
-        }
+        let (ids, overflow) = (&mut self.ids, &mut self.overflow);
+        let (requests, distinct) = match &mut self.caches {
+            Caches::Lru(cs) if !cs.is_empty() => request_each(ids, cs, pages, overflow),
+            Caches::Fifo(cs) if !cs.is_empty() => request_each(ids, cs, pages, overflow),
+            _ => {
+                pages.for_each(|p| self.request(p));
+                return;
+            }
+        };
+        // The pins of such a curve count nothing else (nothing is pinned).
+        self.pins.maps += requests;
+        self.pins.distinct += distinct;
     }
 
     /// The maps of pages `page..end` (inside one chunk); `false` once a limit is passed.
@@ -623,7 +650,9 @@ fn cumulative(hist: &[u64], quotas: impl Iterator<Item = usize>) -> Vec<u64> {
 fn fifo_hits(seq: &[u32], numbered: usize, q: usize) -> u64 {
     let mut c = FifoCache::new(q as u32);
     c.grow(numbered);
-    seq.iter().for_each(|&id| c.access(id, false));
+    seq.iter().for_each(|&id| {
+        c.access(id);
+    });
     c.hits()
 }
 
@@ -631,7 +660,7 @@ fn fifo_hits(seq: &[u32], numbered: usize, q: usize) -> u64 {
 mod tests {
     use super::*;
     use crate::mrc::hit_rate_curve;
-    use crate::{FifoConfig, LruConfig, OptConfig};
+    use crate::{FifoConfig, LruConfig, OptConfig, PageRef};
     use iommulab_base::addr::{Gpa, Pfn};
 
     fn p(g: u64) -> Pfn<Gpa> {
@@ -726,6 +755,45 @@ mod tests {
                         MrcMethod::StackDistance
                     };
                     assert_eq!(s.method, expected, "{policy:?}, quotas {quotas:?}");
+                }
+            }
+        }
+    }
+
+    /// Requests (`.oracleGeneral`), fed in batches of uneven size, give the curve of the
+    /// same pages each mapped and unmapped at once: the caches' own count of first requests
+    /// (LRU's and FIFO's request path keeps no pins) is the distinct pages.
+    #[test]
+    fn requests_equal_the_whole_trace_curve() {
+        for seed in 1..4u64 {
+            let pages: Vec<u64> = stream(seed * 0x51_7CC1, 3000, 200 + seed * 100)
+                .iter()
+                .filter(|r| !r.unmap)
+                .map(|r| r.first.get() + u64::from(r.pages) - 1)
+                .collect();
+            let refs: Vec<_> = pages
+                .iter()
+                .flat_map(|&g| [PageRef::Map(p(g)), PageRef::Unmap(p(g))])
+                .collect();
+            for policy in [
+                EvictionConfig::Lru(LruConfig::default()),
+                EvictionConfig::Fifo(FifoConfig::default()),
+                EvictionConfig::Opt(OptConfig::default()),
+            ] {
+                for quotas in [vec![0, 5, 40, 10_000], vec![17], vec![0]] {
+                    let req = CurveRequest {
+                        policy: policy.clone(),
+                        pinning: false,
+                        quotas: Some(Quotas::List(quotas.clone())),
+                    };
+                    let mut s = StreamedCurve::new(&req, Feeding::Requests);
+                    pages.chunks(97).for_each(|b| s.requests(b.iter().copied()));
+                    let s = s.finish().unwrap();
+                    let mut whole = hit_rate_curve(&refs, &req).unwrap();
+                    whole.method = s.method;
+                    assert_eq!(s, whole, "seed {seed}, {policy:?}, quotas {quotas:?}");
+                    assert!(s.distinct_pages > 50 && s.distinct_pages < pages.len());
+                    assert!(s.hits.iter().any(|&h| h > 0) || quotas == [0]);
                 }
             }
         }
