@@ -202,9 +202,9 @@ pub fn requests_hit_rate_curve(
         }
         return hit_rate_curve(&refs, req);
     }
-    // One thread: a batch of requests is parsed in the read buffer where it lands, so reading costs
-    // a few instructions a request and handing batches to a second thread would cost more
-    // than it saves.
+    // One thread: a batch of requests is parsed in the read buffer where it lands, so
+    // reading costs a few instructions a request and handing batches to a second thread
+    // would cost more than it saves.
     resolve_quotas(req.quotas.as_ref(), 0)?;
     let mut curve = StreamedCurve::new(req, Feeding::Requests);
     loop {
