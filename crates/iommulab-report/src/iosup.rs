@@ -610,6 +610,23 @@ received rate is an input and not the verdict: the verdict compares the per-pack
         100.0 * n.throughput_change_bound,
         n.packet_ns,
     );
+    if let Some([off_c, pre_c, dynamic_c]) = r.coarse_miss_rates {
+        let _ = writeln!(
+            p,
+            "- **IOTLB miss rate (the abstract).** S3.3's Xen invalidates page by page, so a type change takes only \
+that frame's translation: the NIC loses an entry only when a table takes a frame of its RX ring, and its miss rate \
+is set by the ring thrashing the IOTLB, with the pool or without ({:.4} / {:.4} dynamic / {:.4} pre-enabled). \
+Rerun on a unit that performs page requests domain-wide (Xen's fallback where `CAP.PSI` is clear; VT-d lets a unit \
+invalidate more than asked): {:.4} without the pool, {:.4} dynamic, {:.4} pre-enabled. There every type change \
+takes the NIC's translations with it, and the pool, by ending the type changes, gives them back.",
+            off.nic_iotlb_miss_rate,
+            dynamic.nic_iotlb_miss_rate,
+            pre.nic_iotlb_miss_rate,
+            off_c,
+            dynamic_c,
+            pre_c,
+        );
+    }
     let _ = writeln!(
         p,
         "\n![Figure 7, per level](figure7_levels.svg)\n\n![Figure 7, allocation](figure7_alloc.svg)\n\n![Figure 7, free](figure7_free.svg)\n\n\

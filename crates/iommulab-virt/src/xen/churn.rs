@@ -311,11 +311,12 @@ const NIC: Bdf = match Bdf::new(0, 3, 0) {
 };
 
 impl PvChurn<Vtd> {
-    /// A guest on the VT-d unit of `setup` (queued invalidation, page-selective, S3.2).
+    /// A guest on the VT-d unit of `setup` (S3.2–S3.3: queued, page-selective invalidation).
     pub fn new(cfg: ChurnConfig, setup: &XenPvSetup) -> Result<Self, XenError> {
         let unit = Vtd::new(VtdConfig {
             cost: setup.cost,
             invalidation: setup.invalidation,
+            page_selective_invalidation: setup.page_selective_invalidation,
             ..VtdConfig::default()
         })?;
         Self::with_unit(cfg, unit)
@@ -861,6 +862,37 @@ mod tests {
         let alloc = |r: &ChurnResult| r.minutes[2].alloc_ns.iter().sum::<f64>();
         assert!(alloc(&on) < alloc(&off));
         assert!(on.minutes[2].packets > 400_000 && on.minutes[2].iotlb_lookups > 0);
+    }
+
+    /// A page-selective request (S3.3) takes only the type-changed frame's translation; a unit
+    /// that performs it domain-wide takes the NIC's too, so without the pool the NIC misses
+    /// more, and the pool, which ends the type changes, takes the difference away.
+    #[test]
+    fn domain_wide_invalidation_takes_the_nics_translations() {
+        let coarse = XenPvSetup {
+            page_selective_invalidation: false,
+            ..XenPvSetup::default()
+        };
+        let miss = |pool, setup: &XenPvSetup| {
+            let r = PvChurn::new(small(pool), setup).unwrap().run().unwrap();
+            let m = &r.minutes[2];
+            (
+                m.iotlb_misses as f64 / m.iotlb_lookups as f64,
+                m.invalidations,
+            )
+        };
+        let fine = XenPvSetup::default();
+        let (off_fine, inv) = miss(PoolMode::Disabled, &fine);
+        let (off_coarse, inv_coarse) = miss(PoolMode::Disabled, &coarse);
+        let (on_fine, _) = miss(PoolMode::PreEnabled, &fine);
+        let (on_coarse, _) = miss(PoolMode::PreEnabled, &coarse);
+        assert_eq!(inv, inv_coarse, "the same requests, performed wider");
+        assert!(off_coarse > off_fine + 0.05, "{off_coarse} vs {off_fine}");
+        assert!(on_coarse < off_coarse - 0.05, "{on_coarse} vs {off_coarse}");
+        assert!(
+            (on_coarse - on_fine).abs() < 0.02,
+            "{on_coarse} vs {on_fine}"
+        );
     }
 
     /// The IOMMU steps priced from the counts are what the VT-d unit charged: the type

@@ -234,6 +234,11 @@ pub struct XenPvSetup {
     pub cost: CostModel,
     /// How invalidations are submitted (S3.3: queued).
     pub invalidation: InvalidationInterface,
+    /// Whether a page request invalidates that page alone (S3.3: "several page-based
+    /// invalidations"). False models hardware that performs it domain-wide: Xen's
+    /// `iommu_flush_iotlb_psi` falls back to a domain-selective flush where `CAP.PSI` is
+    /// clear, and VT-d lets a unit invalidate more than a request asks.
+    pub page_selective_invalidation: bool,
 }
 
 impl Default for XenPvSetup {
@@ -241,6 +246,7 @@ impl Default for XenPvSetup {
         Self {
             cost: CostModel::MODERN,
             invalidation: InvalidationInterface::Queued,
+            page_selective_invalidation: true,
         }
     }
 }
