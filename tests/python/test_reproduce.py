@@ -106,7 +106,7 @@ def test_yassour_results_are_the_golden_ones(quick_all: tuple[Path, dict[str, io
     assert r.results == {k: v for k, v in golden.items() if k != "claims"}
     assert list(r.claims["verdict"]) == [c["verdict"] for c in golden["claims"]]
     netperf = next(w for w in r.results["workloads"] if w["workload"] == "netperf-send")
-    assert netperf["working_set_pages"] == 70
+    assert netperf["working_set_pages"] == 69
     for name in ("hit_rate", "cpu"):
         csv = pd.read_csv(GOLDEN / "yassour2010" / f"{name}.csv")
         df = r.tables[name]
