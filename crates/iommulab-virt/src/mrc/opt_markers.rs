@@ -99,6 +99,7 @@ impl OptMarkers {
     /// a hit at every quota ≥ the depth), or `None` at its first map.
     // Slots, markers and pages are below 2^31 (page numbers are below 2^30).
     #[allow(clippy::cast_possible_truncation)]
+    #[inline(always)]
     pub(super) fn access(&mut self, x: u32) -> Option<u32> {
         let xi = x as usize;
         if xi >= self.pages.len() {
@@ -172,7 +173,7 @@ impl OptMarkers {
     }
 
     /// Makes heap `h` page `p`'s markers.
-    #[inline]
+    #[inline(always)]
     fn set_root(&mut self, p: usize, h: u32) {
         self.pages[p].root = h;
         if h != NIL {
@@ -184,7 +185,7 @@ impl OptMarkers {
     }
 
     /// Writes page `p`'s w and least marker at its slot `t`.
-    #[inline]
+    #[inline(always)]
     fn set_slot(&mut self, t: usize, p: usize) {
         let (w, mk) = Self::slot_of(self.pages[p]);
         let d = w - self.tree.w(t);
@@ -195,7 +196,7 @@ impl OptMarkers {
     /// A page's w and least marker as the tree holds them.
     // Markers held and marker numbers are below 2^31.
     #[allow(clippy::cast_possible_wrap)]
-    #[inline]
+    #[inline(always)]
     fn slot_of(p: Page) -> (i32, i32) {
         let mk = if p.root == NIL { NONE } else { p.root as i32 };
         (p.held as i32 - 1, mk)
@@ -203,6 +204,7 @@ impl OptMarkers {
 
     /// Gives page `x` the next slot (the most recent), renumbering first if none is left.
     #[allow(clippy::cast_possible_truncation)]
+    #[inline(always)]
     fn push_slot(&mut self, x: u32) {
         if self.next == self.tree.size() {
             self.compact();
@@ -220,6 +222,8 @@ impl OptMarkers {
     /// pages, 131,072 slots (renumbered every 65,536 maps or more) took less time per map
     /// than 262,144, whose slots fall out of the cache.
     #[allow(clippy::cast_possible_truncation)]
+    #[cold]
+    #[inline(never)]
     fn compact(&mut self) {
         let mut d = 0usize;
         for w in 0..self.live.len() {
@@ -252,7 +256,7 @@ impl OptMarkers {
     }
 
     /// The first live slot at or after `t` (one exists: the most recent).
-    #[inline]
+    #[inline(always)]
     fn next_live(&self, t: usize) -> usize {
         let mut w = t / 64;
         let mut bits = self.live[w] & (u64::MAX << (t % 64));
@@ -263,6 +267,7 @@ impl OptMarkers {
         w * 64 + bits.trailing_zeros() as usize
     }
 
+    #[inline(always)]
     fn rank_of(&self, h: u32) -> u32 {
         if h == NIL {
             0
