@@ -100,6 +100,21 @@ fn run_avx2<K: Kernel>(k: K) -> K::Output {
     k.run()
 }
 
+/// Asks the CPU to bring `r`'s cache line into its caches (a hint: no fault, no wait), for
+/// state a loop will read a few steps later at an address it knows now.
+#[inline(always)]
+pub fn prefetch<T>(r: &T) {
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse"))]
+    // SAFETY: `_mm_prefetch` needs SSE, which this target has (the cfg above: every x86-64
+    // CPU); it reads nothing and cannot fault, and `r` is a valid reference anyway.
+    unsafe {
+        use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+        _mm_prefetch::<_MM_HINT_T0>(std::ptr::from_ref(r).cast());
+    }
+    #[cfg(not(all(target_arch = "x86_64", target_feature = "sse")))]
+    let _ = r;
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

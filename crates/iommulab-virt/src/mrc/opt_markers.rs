@@ -34,6 +34,7 @@
 //! slots per page).
 
 use super::slot_tree::{NONE, SlotTree};
+use isa_dispatch::prefetch;
 
 /// "None": no heap, no marker, no slot.
 const NIL: u32 = u32::MAX;
@@ -170,6 +171,21 @@ impl OptMarkers {
         self.pages[xi].slot = NIL;
         self.push_slot(x);
         Some(m + 1)
+    }
+
+    /// A few maps before one of page `x`: its cell is read now, and the slots its map reads
+    /// first (the next live one's group and page) are asked of the cache, so that those
+    /// misses overlap the maps between. A hint: the slots may move before the map.
+    #[inline(always)]
+    pub(super) fn prefetch(&self, x: u32) {
+        if let Some(p) = self.pages.get(x as usize) {
+            // Past the slots (no prefetch) before its first map.
+            let t = p.slot as usize + 1;
+            if let Some(a) = self.page_at.get(t) {
+                prefetch(a);
+                self.tree.prefetch(t);
+            }
+        }
     }
 
     /// Makes heap `h` page `p`'s markers.

@@ -154,6 +154,15 @@ impl SlotTree {
         }
     }
 
+    /// Asks the cache for slot `t`'s group (its local suffixes and least markers).
+    #[inline(always)]
+    pub(super) fn prefetch(&self, t: usize) {
+        if let Some(g) = self.slots.get(t / W) {
+            isa_dispatch::prefetch(&g.s);
+            isa_dispatch::prefetch(&g.m);
+        }
+    }
+
     /// w of slot `t`.
     #[inline(always)]
     pub(super) fn w(&self, t: usize) -> i32 {
