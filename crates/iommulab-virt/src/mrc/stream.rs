@@ -397,6 +397,23 @@ struct Runs<'a> {
     batch: &'a [PageRun],
 }
 
+/// A batch of requests (`.oracleGeneral`) through a curve, compiled once per instruction
+/// set ([`StreamedCurve::requests`]).
+struct Requests<'a, I> {
+    curve: &'a mut StreamedCurve,
+    pages: I,
+}
+
+impl<I: Iterator<Item = u64>> Kernel for Requests<'_, I> {
+    type Output = ();
+    #[inline(always)]
+    fn run(self) {
+        for p in self.pages {
+            self.curve.request(p);
+        }
+    }
+}
+
 impl Kernel for Runs<'_> {
     type Output = ();
     #[inline(always)]
@@ -496,7 +513,7 @@ impl StreamedCurve {
 
     /// A request of page `page` in a trace of requests (`.oracleGeneral`): mapped and
     /// unmapped at once, as the page sequence takes every map.
-    #[inline]
+    #[inline(always)]
     pub(super) fn request(&mut self, page: u64) {
         self.map_part(page, page + 1);
     }
@@ -510,7 +527,8 @@ impl StreamedCurve {
             Caches::Lru(cs) if !cs.is_empty() => request_each(ids, cs, pages, overflow),
             Caches::Fifo(cs) if !cs.is_empty() => request_each(ids, cs, pages, overflow),
             _ => {
-                pages.for_each(|p| self.request(p));
+                let isa = self.isa;
+                isa.run(Requests { curve: self, pages });
                 return;
             }
         };
@@ -850,7 +868,8 @@ mod tests {
 
     /// OPT at every quota compiled for this CPU (AVX2 where it has it) and for the baseline
     /// target: the same depth of every map, on a stream over enough pages for three levels
-    /// of the slot tree and renumbered slots, fed in uneven batches. (Without AVX2 both are
+    /// of the slot tree and renumbered slots, fed in uneven batches, and its first pages as
+    /// requests (`.oracleGeneral`). (Without AVX2 both are
     /// the baseline; `IOMMULAB_ISA=baseline` makes the CLI take the fallback anywhere.)
     #[test]
     fn opt_for_this_cpu_equals_the_baseline() {
@@ -860,25 +879,36 @@ mod tests {
             pinning: false,
             quotas: None,
         };
-        let hist = |isa: Isa| {
-            let mut s = StreamedCurve::new(&req, Feeding::Buffers);
+        let hist = |isa: Isa, requests: bool| {
+            let feeding = if requests {
+                Feeding::Requests
+            } else {
+                Feeding::Buffers
+            };
+            let mut s = StreamedCurve::new(&req, feeding);
             assert_eq!(
                 s.isa,
                 Isa::detect(),
                 "OPT at every quota takes the CPU's best"
             );
             s.isa = isa;
-            runs.chunks(777).for_each(|b| s.runs(b));
+            if requests {
+                s.requests(runs.iter().filter(|r| !r.unmap).map(|r| r.first.get()));
+            } else {
+                runs.chunks(777).for_each(|b| s.runs(b));
+            }
             let Caches::OptAll { hist, .. } = &s.caches else {
                 panic!("OPT at every quota keeps a histogram");
             };
             (hist.clone(), s.finish().unwrap())
         };
-        let (base, base_curve) = hist(Isa::BASELINE);
-        let (best, best_curve) = hist(Isa::detect());
+        let (base, base_curve) = hist(Isa::BASELINE, false);
+        let (best, best_curve) = hist(Isa::detect(), false);
         assert!(base.len() > 4_096 && base[1..].iter().filter(|&&n| n > 0).count() > 1_000);
         assert_eq!(best, base, "{}", Isa::detect().name());
         assert_eq!(best_curve, base_curve);
+        // The same pages as requests (`.oracleGeneral`): one per run, its first.
+        assert_eq!(hist(Isa::detect(), true), hist(Isa::BASELINE, true));
     }
 
     #[test]
