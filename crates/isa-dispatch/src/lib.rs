@@ -26,9 +26,11 @@
 //! assert_eq!(isa.run(Sum(&[1, 2, 3])), Isa::BASELINE.run(Sum(&[1, 2, 3])));
 //! ```
 //!
-//! This crate is separate because the workspace forbids unsafe code: the only `unsafe` is
-//! the call of the AVX2 copy, after the check that makes it sound, and an [`Isa`] cannot be
-//! built any other way (its field is private).
+//! [`prefetch`] asks for a cache line a loop will read a few steps later.
+//!
+//! This crate is separate because the workspace forbids unsafe code. Its two `unsafe` calls:
+//! the AVX2 copy, after the check that makes it sound (an [`Isa`] cannot be built any other
+//! way: its field is private), and the prefetch instruction, which every x86-64 CPU has.
 
 /// A loop to compile per instruction set: `run` (and what it calls) should be
 /// `#[inline(always)]`, so that it is compiled into each copy rather than called from it.

@@ -27,7 +27,9 @@
 //! - **OPT** is one too (Mattson et al. 1970), and a map's OPT depth depends only on the
 //!   maps before it: each map's depth goes into a histogram as the trace is read, from the
 //!   critical markers of Bilardi, Ekanadham and Pattnaik (module `opt_markers`, O(log D)
-//!   per map for D distinct pages); memory is proportional to the distinct pages;
+//!   per map for D distinct pages); memory is proportional to the distinct pages. Its loop
+//!   runs in a copy compiled for AVX2 where the CPU has it (`isa_dispatch`, chosen once per
+//!   curve);
 //! - **FIFO** is not a stack algorithm (Belady's anomaly: a larger FIFO cache can hit less),
 //!   so no single pass gives every quota: the pass keeps each map's page number (4 bytes)
 //!   and FIFO is simulated once per quota over that one array, O(maps) time per quota
@@ -377,17 +379,18 @@ pub(super) struct StreamedCurve {
     ids: PageIds,
     pins: Pins,
     caches: Caches,
-    /// What the batches of maps are compiled for ([`runs`](Self::runs)): the best the CPU
-    /// has for OPT at every quota, whose tree passes over 16 lanes need a 32-bit vector min
-    /// and compare; the baseline otherwise.
+    /// What the batches of maps are compiled for ([`runs`](Self::runs),
+    /// [`requests`](Self::requests)): the best the CPU has for OPT at every quota, whose tree
+    /// passes over 16 lanes need a 32-bit vector min and compare; the baseline otherwise.
     isa: Isa,
     /// Set once a limit of the page numbering is passed; reported by `finish`.
     overflow: Option<&'static str>,
 }
 
 /// Runs ahead of the one being mapped whose first page's slots OPT asks the cache for
-/// ([`OptMarkers::prefetch`]): a map's first loads, its page's cell and the slots after it,
-/// were about a tenth of its time as misses. 2 to 16 ahead measured alike (BENCHMARKS.md).
+/// ([`OptMarkers::prefetch`]): a map's first loads (its page's cell, then the next slot's
+/// page and tree group) are dependent misses at tens of thousands of pages. 2 to 16 runs
+/// ahead measured alike (BENCHMARKS.md).
 const AHEAD: usize = 4;
 
 /// A batch of page runs through a curve, compiled once per instruction set
