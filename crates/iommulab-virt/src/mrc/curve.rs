@@ -232,6 +232,10 @@ impl Feed for PageRun {
     fn feed(self, c: &mut StreamedCurve) {
         c.run(self);
     }
+
+    fn feed_all(batch: &[Self], c: &mut StreamedCurve) {
+        c.runs(batch);
+    }
 }
 
 /// The reading thread's side of the hand-over: items gathered into batches.

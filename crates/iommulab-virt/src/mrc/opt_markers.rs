@@ -27,13 +27,15 @@
 //! `iommulab-trace`'s stack-distance counter). Each slot holds its page's w and least
 //! marker in a tree of fan-out 16 (module `slot_tree`) that finds z and the least marker
 //! below it, and takes the three slots a map changes in one pass up. Each page keeps its
-//! markers in a leftist heap (merged into y's, least taken), and the page whose heap a
-//! marker tops is recorded, so the least marker's page is found without a search. A map
+//! markers in a skew heap (merged into y's, least taken), and the page whose heap a
+//! marker tops, and that page's slot, are recorded, so the least marker's page is found
+//! without a search and its slot changed without waiting for the page's cell. A map
 //! costs O(log D) for D distinct pages (passes over 16 lanes), and memory is proportional
 //! to D, not to the maps: 16 bytes per page, 16 per marker and about 13 per slot (1.5 to 3
 //! slots per page).
 
 use super::slot_tree::{NONE, SlotTree};
+use isa_dispatch::prefetch;
 
 /// "None": no heap, no marker, no slot.
 const NIL: u32 = u32::MAX;
@@ -56,7 +58,7 @@ const UNSEEN: Page = Page {
     held: 0,
 };
 
-/// A marker's place in its page's leftist heap, in one 16-byte cell.
+/// A marker's place in its page's skew heap, in one 16-byte cell.
 #[derive(Clone, Copy, Debug)]
 #[repr(C, align(16))]
 struct Marker {
@@ -65,14 +67,15 @@ struct Marker {
     /// At the root of a page's heap: that page (so the page holding the least marker of a
     /// range is found without a search).
     root_of: u32,
-    /// Its leftist rank (the shortest path to a missing child).
-    rank: u32,
+    /// At the root of a page's heap: that page's slot (so a map changes the least marker's
+    /// slot without waiting for its page's cell).
+    root_slot: u32,
 }
 
 const ALONE: Marker = Marker {
     kids: [NIL, NIL],
     root_of: NIL,
-    rank: 1,
+    root_slot: NIL,
 };
 
 /// The critical-marker state (module docs).
@@ -99,6 +102,7 @@ impl OptMarkers {
     /// a hit at every quota ≥ the depth), or `None` at its first map.
     // Slots, markers and pages are below 2^31 (page numbers are below 2^30).
     #[allow(clippy::cast_possible_truncation)]
+    #[inline(always)]
     pub(super) fn access(&mut self, x: u32) -> Option<u32> {
         let xi = x as usize;
         if xi >= self.pages.len() {
@@ -112,7 +116,8 @@ impl OptMarkers {
             self.distinct += 1;
             self.markers.push(ALONE);
             if k > 0 {
-                self.set_root(xi, k);
+                // Its slot is written by `push_slot`.
+                self.set_root(xi, k, NIL);
                 self.pages[xi].held = 1;
             }
             self.push_slot(x);
@@ -131,32 +136,38 @@ impl OptMarkers {
         let m = self.tree.min_marker(z);
         debug_assert!(m != NONE, "a marker lies at or below z");
         let m = m as u32;
-        // The least marker of a page is its heap's root.
-        let owner = self.markers[m as usize].root_of as usize;
-        let owner_slot = self.pages[owner].slot as usize;
+        // The least marker of a page is its heap's root: its cell names the page and slot.
+        let Marker {
+            kids: [a, b],
+            root_of,
+            root_slot,
+        } = self.markers[m as usize];
+        let (owner, owner_slot) = (root_of as usize, root_slot as usize);
+        debug_assert_eq!(owner_slot, self.pages[owner].slot as usize);
         // The marker leaves its page ...
-        let [a, b] = self.markers[m as usize].kids;
         let rest = self.merge(a, b);
-        self.set_root(owner, rest);
+        self.set_root(owner, rest, root_slot);
         self.pages[owner].held -= 1;
         // ... x's others go to its predecessor, and x takes the marker alone.
         let joined = self.merge(self.pages[y].root, self.pages[xi].root);
-        self.set_root(y, joined);
+        self.set_root(y, joined, y_slot as u32);
         self.pages[y].held += self.pages[xi].held;
         self.markers[m as usize] = ALONE;
-        self.set_root(xi, m);
+        self.set_root(xi, m, NIL);
         self.pages[xi].held = 1;
         self.live[s / 64] &= !(1u64 << (s % 64));
         // Three slots change: y's, the owner's (unless it is y or x) and x's, now dead.
+        // The owner's w falls by one and its least marker is its heap's new root, known
+        // without its page's cell (whose update above need not be waited for).
         let (wy, my) = Self::slot_of(self.pages[y]);
-        let (wo, mo) = Self::slot_of(self.pages[owner]);
+        let mo = if rest == NIL { NONE } else { rest as i32 };
         let owner_apart = owner_slot != y_slot && owner_slot != s;
         let tree = &mut self.tree;
         tree.add_ws([
             (y_slot, wy - tree.w(y_slot)),
             (s, -tree.w(s)),
             if owner_apart {
-                (owner_slot, wo - tree.w(owner_slot))
+                (owner_slot, -1)
             } else {
                 (owner_slot, 0)
             },
@@ -171,20 +182,38 @@ impl OptMarkers {
         Some(m + 1)
     }
 
-    /// Makes heap `h` page `p`'s markers.
-    #[inline]
-    fn set_root(&mut self, p: usize, h: u32) {
+    /// A few maps before one of page `x`: its cell is read now, and the slots its map reads
+    /// first (the next live one's group and page) are asked of the cache, so that those
+    /// misses overlap the maps between. A hint: the slots may move before the map.
+    #[inline(always)]
+    pub(super) fn prefetch(&self, x: u32) {
+        if let Some(p) = self.pages.get(x as usize) {
+            // Past the slots (no prefetch) before its first map.
+            let t = p.slot as usize + 1;
+            if let Some(a) = self.page_at.get(t) {
+                prefetch(a);
+                self.tree.prefetch(t);
+            }
+        }
+    }
+
+    /// Makes heap `h` page `p`'s markers; `slot` is p's ([`NIL`] if `push_slot` is to give
+    /// it one).
+    #[inline(always)]
+    fn set_root(&mut self, p: usize, h: u32, slot: u32) {
         self.pages[p].root = h;
         if h != NIL {
             // Page numbers are below 2^30.
             #[allow(clippy::cast_possible_truncation)]
             let pu = p as u32;
-            self.markers[h as usize].root_of = pu;
+            let mk = &mut self.markers[h as usize];
+            mk.root_of = pu;
+            mk.root_slot = slot;
         }
     }
 
     /// Writes page `p`'s w and least marker at its slot `t`.
-    #[inline]
+    #[inline(always)]
     fn set_slot(&mut self, t: usize, p: usize) {
         let (w, mk) = Self::slot_of(self.pages[p]);
         let d = w - self.tree.w(t);
@@ -195,7 +224,7 @@ impl OptMarkers {
     /// A page's w and least marker as the tree holds them.
     // Markers held and marker numbers are below 2^31.
     #[allow(clippy::cast_possible_wrap)]
-    #[inline]
+    #[inline(always)]
     fn slot_of(p: Page) -> (i32, i32) {
         let mk = if p.root == NIL { NONE } else { p.root as i32 };
         (p.held as i32 - 1, mk)
@@ -203,6 +232,7 @@ impl OptMarkers {
 
     /// Gives page `x` the next slot (the most recent), renumbering first if none is left.
     #[allow(clippy::cast_possible_truncation)]
+    #[inline(always)]
     fn push_slot(&mut self, x: u32) {
         if self.next == self.tree.size() {
             self.compact();
@@ -210,6 +240,10 @@ impl OptMarkers {
         let t = self.next;
         self.next += 1;
         self.pages[x as usize].slot = t as u32;
+        let root = self.pages[x as usize].root;
+        if root != NIL {
+            self.markers[root as usize].root_slot = t as u32;
+        }
         self.page_at[t] = x;
         self.live[t / 64] |= 1u64 << (t % 64);
         self.set_slot(t, x as usize);
@@ -220,6 +254,8 @@ impl OptMarkers {
     /// pages, 131,072 slots (renumbered every 65,536 maps or more) took less time per map
     /// than 262,144, whose slots fall out of the cache.
     #[allow(clippy::cast_possible_truncation)]
+    #[cold]
+    #[inline(never)]
     fn compact(&mut self) {
         let mut d = 0usize;
         for w in 0..self.live.len() {
@@ -230,6 +266,10 @@ impl OptMarkers {
                 let p = self.page_at[t];
                 self.page_at[d] = p;
                 self.pages[p as usize].slot = d as u32;
+                let root = self.pages[p as usize].root;
+                if root != NIL {
+                    self.markers[root as usize].root_slot = d as u32;
+                }
                 d += 1;
                 bits &= bits - 1;
             }
@@ -252,7 +292,7 @@ impl OptMarkers {
     }
 
     /// The first live slot at or after `t` (one exists: the most recent).
-    #[inline]
+    #[inline(always)]
     fn next_live(&self, t: usize) -> usize {
         let mut w = t / 64;
         let mut bits = self.live[w] & (u64::MAX << (t % 64));
@@ -263,15 +303,11 @@ impl OptMarkers {
         w * 64 + bits.trailing_zeros() as usize
     }
 
-    fn rank_of(&self, h: u32) -> u32 {
-        if h == NIL {
-            0
-        } else {
-            self.markers[h as usize].rank
-        }
-    }
-
-    /// The union of two leftist heaps of markers (least on top).
+    /// The union of two skew heaps of markers (least on top): down the right path of the
+    /// merged heap, each node's children swapped (amortized O(log n) per union or removal
+    /// of the least, a loop rather than recursion). Unlike a leftist heap, it reads no rank
+    /// of the children (two more random loads per level).
+    #[inline(always)]
     fn merge(&mut self, a: u32, b: u32) -> u32 {
         if a == NIL {
             return b;
@@ -279,18 +315,21 @@ impl OptMarkers {
         if b == NIL {
             return a;
         }
-        let (a, b) = if a < b { (a, b) } else { (b, a) };
-        let ai = a as usize;
-        let r = self.merge(self.markers[ai].kids[1], b);
-        let l = self.markers[ai].kids[0];
-        let (l, r) = if self.rank_of(l) < self.rank_of(r) {
-            (r, l)
-        } else {
-            (l, r)
-        };
-        self.markers[ai].kids = [l, r];
-        self.markers[ai].rank = self.rank_of(r) + 1;
-        a
+        let (root, mut other) = if a < b { (a, b) } else { (b, a) };
+        let mut cur = root as usize;
+        loop {
+            let [l, r] = self.markers[cur].kids;
+            // The right child moves left; the union of the old right and `other` becomes the
+            // new left.
+            if r == NIL {
+                self.markers[cur].kids = [other, l];
+                return root;
+            }
+            let (lo, hi) = if r < other { (r, other) } else { (other, r) };
+            self.markers[cur].kids = [lo, l];
+            cur = lo as usize;
+            other = hi;
+        }
     }
 }
 

@@ -135,7 +135,7 @@ impl SlotTree {
     }
 
     /// The local suffixes of group `j` at level `l` (0: the slots) and its sum.
-    #[inline]
+    #[inline(always)]
     fn s_of(&self, l: usize, j: usize) -> &Lanes {
         if l == 0 {
             &self.slots[j].s
@@ -145,7 +145,7 @@ impl SlotTree {
     }
 
     /// The `g` lanes of group `j` at level `l` (at the slots, their `s`).
-    #[inline]
+    #[inline(always)]
     fn g_of(&self, l: usize, j: usize) -> &Lanes {
         if l == 0 {
             &self.slots[j].s
@@ -154,8 +154,17 @@ impl SlotTree {
         }
     }
 
+    /// Asks the cache for slot `t`'s group (its local suffixes and least markers).
+    #[inline(always)]
+    pub(super) fn prefetch(&self, t: usize) {
+        if let Some(g) = self.slots.get(t / W) {
+            isa_dispatch::prefetch(&g.s);
+            isa_dispatch::prefetch(&g.m);
+        }
+    }
+
     /// w of slot `t`.
-    #[inline]
+    #[inline(always)]
     pub(super) fn w(&self, t: usize) -> i32 {
         let s = &self.slots[t / W].s;
         let k = t % W;
@@ -166,7 +175,7 @@ impl SlotTree {
     /// order). One pass up the tree: changes under one node are merged there, and the pass
     /// stops where a node's sum and least suffix stay as they were (a map moves markers
     /// between neighbours, so its changes often cancel a few levels up).
-    #[inline]
+    #[inline(always)]
     pub(super) fn add_ws(&mut self, changes: [(usize, i32); 3]) {
         let mut e = [(0usize, 0i32); 3];
         let mut n = 0;
@@ -236,7 +245,7 @@ impl SlotTree {
     }
 
     /// Sets slot `t`'s least marker ([`NONE`] for none).
-    #[inline]
+    #[inline(always)]
     pub(super) fn set_marker(&mut self, t: usize, mk: i32) {
         let mut old = std::mem::replace(&mut self.slots[t / W].m[t % W], mk);
         let mut new = mk;
@@ -267,6 +276,7 @@ impl SlotTree {
 
     /// The first slot t ≥ `lo` whose suffix (the w of slots t, t + 1, …) sums to zero or
     /// less, or [`size`](Self::size) if none.
+    #[inline(always)]
     pub(super) fn first_zero(&self, lo: usize) -> usize {
         if lo >= self.size {
             return self.size;
@@ -303,6 +313,7 @@ impl SlotTree {
     }
 
     /// The least marker of slots `[0, hi)`, or [`NONE`].
+    #[inline(always)]
     pub(super) fn min_marker(&self, hi: usize) -> i32 {
         let top = self.nodes.len();
         if hi >= self.size {
@@ -324,7 +335,7 @@ impl SlotTree {
 
 /// The sum of the siblings after lane `k` (the next lane's local suffix; none after the
 /// last), read from k's own group rather than from k's children.
-#[inline]
+#[inline(always)]
 fn later(s: &Lanes, k: usize) -> i32 {
     let next = s[(k + 1) % W];
     if k + 1 < W { next } else { 0 }
@@ -346,7 +357,7 @@ const BELOW: [Lanes; W + 1] = {
 };
 
 /// Adds `d` to lanes `0..k`.
-#[inline]
+#[inline(always)]
 fn add_below(lanes: &mut Lanes, k: usize, d: i32) {
     let m = &BELOW[k];
     for i in 0..W {
@@ -355,7 +366,7 @@ fn add_below(lanes: &mut Lanes, k: usize, d: i32) {
 }
 
 /// The least of the 16 lanes, by halving (four vector steps rather than a chain of 15).
-#[inline]
+#[inline(always)]
 fn min16(lanes: &Lanes) -> i32 {
     let mut v = *lanes;
     let mut h = W / 2;
@@ -369,7 +380,7 @@ fn min16(lanes: &Lanes) -> i32 {
 }
 
 /// The least of lanes `0..n`, or [`NONE`].
-#[inline]
+#[inline(always)]
 fn min_below(lanes: &Lanes, n: usize) -> i32 {
     let m = &BELOW[n];
     let mut v = [0; W];
@@ -381,7 +392,7 @@ fn min_below(lanes: &Lanes, n: usize) -> i32 {
 }
 
 /// The first lane at or after `from` whose value is at most `bound`.
-#[inline]
+#[inline(always)]
 fn first_at_most(lanes: &Lanes, from: usize, bound: i32) -> Option<usize> {
     let mut mask = 0u32;
     for (i, &v) in lanes.iter().enumerate() {

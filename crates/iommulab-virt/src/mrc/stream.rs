@@ -27,7 +27,9 @@
 //! - **OPT** is one too (Mattson et al. 1970), and a map's OPT depth depends only on the
 //!   maps before it: each map's depth goes into a histogram as the trace is read, from the
 //!   critical markers of Bilardi, Ekanadham and Pattnaik (module `opt_markers`, O(log D)
-//!   per map for D distinct pages); memory is proportional to the distinct pages;
+//!   per map for D distinct pages); memory is proportional to the distinct pages. Its loop
+//!   runs in a copy compiled for AVX2 where the CPU has it (`isa_dispatch`, chosen once per
+//!   curve);
 //! - **FIFO** is not a stack algorithm (Belady's anomaly: a larger FIFO cache can hit less),
 //!   so no single pass gives every quota: the pass keeps each map's page number (4 bytes)
 //!   and FIFO is simulated once per quota over that one array, O(maps) time per quota
@@ -49,6 +51,7 @@ use super::{CurveError, CurveRequest, MrcMethod};
 use crate::{EvictionConfig, PageRun};
 use iommulab_trace::page_ids::{ID_CHUNK, PageIds};
 use iommulab_trace::stack_distance::StackDistance;
+use isa_dispatch::{Isa, Kernel};
 
 /// Most quotas simulated at once while the trace is read (each costs a cache per quota);
 /// longer lists and `0..=N` curves take the every-quota methods (module docs).
@@ -331,7 +334,7 @@ struct Pins {
 
 impl Pins {
     /// A map of page `id`; whether it is the page's first (so surely a miss).
-    #[inline]
+    #[inline(always)]
     fn map(&mut self, id: u32) -> bool {
         let c = &mut self.in_flight[id as usize];
         let fresh = *c & SEEN == 0;
@@ -376,8 +379,58 @@ pub(super) struct StreamedCurve {
     ids: PageIds,
     pins: Pins,
     caches: Caches,
+    /// What the batches of maps are compiled for ([`runs`](Self::runs),
+    /// [`requests`](Self::requests)): the best the CPU has for OPT at every quota, whose tree
+    /// passes over 16 lanes need a 32-bit vector min and compare; the baseline otherwise.
+    isa: Isa,
     /// Set once a limit of the page numbering is passed; reported by `finish`.
     overflow: Option<&'static str>,
+}
+
+/// Runs ahead of the one being mapped whose first page's slots OPT asks the cache for
+/// ([`OptMarkers::prefetch`]): a map's first loads (its page's cell, then the next slot's
+/// page and tree group) are dependent misses at tens of thousands of pages. 2 to 16 runs
+/// ahead measured alike (BENCHMARKS.md).
+const AHEAD: usize = 4;
+
+/// A batch of page runs through a curve, compiled once per instruction set
+/// ([`StreamedCurve::runs`]).
+struct Runs<'a> {
+    curve: &'a mut StreamedCurve,
+    batch: &'a [PageRun],
+}
+
+/// A batch of requests (`.oracleGeneral`) through a curve, compiled once per instruction
+/// set ([`StreamedCurve::requests`]).
+struct Requests<'a, I> {
+    curve: &'a mut StreamedCurve,
+    pages: I,
+}
+
+impl<I: Iterator<Item = u64>> Kernel for Requests<'_, I> {
+    type Output = ();
+    #[inline(always)]
+    fn run(self) {
+        for p in self.pages {
+            self.curve.request(p);
+        }
+    }
+}
+
+impl Kernel for Runs<'_> {
+    type Output = ();
+    #[inline(always)]
+    fn run(self) {
+        let Runs { curve, batch } = self;
+        for (i, &r) in batch.iter().enumerate() {
+            if let (Caches::OptAll { m, .. }, Some(a)) = (&curve.caches, batch.get(i + AHEAD))
+                && let Some(id) = curve.ids.id(a.first.get())
+            {
+                m.prefetch(id);
+            }
+            curve.run(r);
+        }
+    }
 }
 
 impl StreamedCurve {
@@ -410,6 +463,11 @@ impl StreamedCurve {
             },
             _ => Caches::Seq(Vec::new()),
         };
+        let isa = if matches!(caches, Caches::OptAll { .. }) {
+            Isa::detect()
+        } else {
+            Isa::BASELINE
+        };
         Self {
             req: req.clone(),
             feeding,
@@ -419,13 +477,20 @@ impl StreamedCurve {
                 ..Pins::default()
             },
             caches,
+            isa,
             overflow: None,
         }
     }
 
+    /// The page runs of `batch`, in order, as [`run`](Self::run) takes each, compiled for
+    /// the instruction set chosen when the curve was made.
+    pub(super) fn runs(&mut self, batch: &[PageRun]) {
+        self.isa.run(Runs { curve: self, batch });
+    }
+
     /// The next run of page references of the trace: split at 16-page chunks, each part's
     /// page numbers found (numbered, for a map) once, then its pages taken in order.
-    #[inline]
+    #[inline(always)]
     pub(super) fn run(&mut self, r: PageRun) {
         let mut page = r.first.get();
         let end = page + u64::from(r.pages);
@@ -451,7 +516,7 @@ impl StreamedCurve {
 
     /// A request of page `page` in a trace of requests (`.oracleGeneral`): mapped and
     /// unmapped at once, as the page sequence takes every map.
-    #[inline]
+    #[inline(always)]
     pub(super) fn request(&mut self, page: u64) {
         self.map_part(page, page + 1);
     }
@@ -465,7 +530,8 @@ impl StreamedCurve {
             Caches::Lru(cs) if !cs.is_empty() => request_each(ids, cs, pages, overflow),
             Caches::Fifo(cs) if !cs.is_empty() => request_each(ids, cs, pages, overflow),
             _ => {
-                pages.for_each(|p| self.request(p));
+                let isa = self.isa;
+                isa.run(Requests { curve: self, pages });
                 return;
             }
         };
@@ -475,7 +541,7 @@ impl StreamedCurve {
     }
 
     /// The maps of pages `page..end` (inside one chunk); `false` once a limit is passed.
-    #[inline]
+    #[inline(always)]
     fn map_part(&mut self, page: u64, end: u64) -> bool {
         let Ok(run) = self.ids.run(page, end) else {
             self.overflow = Some(TOO_MANY_PAGES);
@@ -508,17 +574,21 @@ impl StreamedCurve {
                     hist[d] += 1;
                 }
             }),
-            Caches::OptAll { m, hist } => ids.for_each(|id| {
-                pins.map(id);
-                // Depth d: a hit at every quota ≥ d.
-                if let Some(d) = m.access(id) {
-                    let d = d as usize;
-                    if d >= hist.len() {
-                        hist.resize((d + 1).next_power_of_two(), 0);
+            Caches::OptAll { m, hist } => {
+                // A loop, not a closure: compiled into `runs`' copy for the CPU's
+                // instruction set (a closure may stay a call to the baseline's code).
+                for id in ids {
+                    pins.map(id);
+                    // Depth d: a hit at every quota ≥ d.
+                    if let Some(d) = m.access(id) {
+                        let d = d as usize;
+                        if d >= hist.len() {
+                            hist.resize((d + 1).next_power_of_two(), 0);
+                        }
+                        hist[d] += 1;
                     }
-                    hist[d] += 1;
                 }
-            }),
+            }
             Caches::Seq(seq) => {
                 if seq.len() + ids.len() > MAX_MAPS {
                     self.overflow = Some(PAGE_MAPS);
@@ -797,6 +867,51 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// OPT at every quota compiled for this CPU (AVX2 where it has it) and for the baseline
+    /// target: the same depth of every map, on a stream over enough pages for three levels
+    /// of the slot tree and renumbered slots, fed in uneven batches, and its first pages as
+    /// requests (`.oracleGeneral`). (Without AVX2 both are
+    /// the baseline; `IOMMULAB_ISA=baseline` makes the CLI take the fallback anywhere.)
+    #[test]
+    fn opt_for_this_cpu_equals_the_baseline() {
+        let runs = stream(0xD1B5_4A32, 40_000, 16_000);
+        let req = CurveRequest {
+            policy: EvictionConfig::Opt(OptConfig::default()),
+            pinning: false,
+            quotas: None,
+        };
+        let hist = |isa: Isa, requests: bool| {
+            let feeding = if requests {
+                Feeding::Requests
+            } else {
+                Feeding::Buffers
+            };
+            let mut s = StreamedCurve::new(&req, feeding);
+            assert_eq!(
+                s.isa,
+                Isa::detect(),
+                "OPT at every quota takes the CPU's best"
+            );
+            s.isa = isa;
+            if requests {
+                s.requests(runs.iter().filter(|r| !r.unmap).map(|r| r.first.get()));
+            } else {
+                runs.chunks(777).for_each(|b| s.runs(b));
+            }
+            let Caches::OptAll { hist, .. } = &s.caches else {
+                panic!("OPT at every quota keeps a histogram");
+            };
+            (hist.clone(), s.finish().unwrap())
+        };
+        let (base, base_curve) = hist(Isa::BASELINE, false);
+        let (best, best_curve) = hist(Isa::detect(), false);
+        assert!(base.len() > 4_096 && base[1..].iter().filter(|&&n| n > 0).count() > 1_000);
+        assert_eq!(best, base, "{}", Isa::detect().name());
+        assert_eq!(best_curve, base_curve);
+        // The same pages as requests (`.oracleGeneral`): one per run, its first.
+        assert_eq!(hist(Isa::detect(), true), hist(Isa::BASELINE, true));
     }
 
     #[test]
