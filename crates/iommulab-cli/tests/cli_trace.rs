@@ -175,7 +175,10 @@ fn native_csv_native_round_trip_is_exact() {
     );
 }
 
-/// Every built-in workload can be written out as a trace and replayed.
+/// Every built-in workload can be written out as a trace and replayed, and what its driver
+/// did passes dma-debug's checks: no buffer mapped twice while live (a receive ring drawing
+/// a posted slab object again), no streaming map written as a coherent allocation (a
+/// sender's skb heads were).
 #[test]
 fn every_workload_generates_a_replayable_trace() {
     let dir = TempDir::new().unwrap();
@@ -185,6 +188,7 @@ fn every_workload_generates_a_replayable_trace() {
         "apache-sendfile",
         "block",
         "uniform-random",
+        "net-rx",
         "nic-duplex",
     ] {
         let p = dir.path().join(format!("{w}.iot"));
@@ -195,6 +199,9 @@ fn every_workload_generates_a_replayable_trace() {
             s["dma_api"]["maps"], s["dma_api"]["unmaps"],
             "{w}: generated traces close every mapping: {s}"
         );
+        assert_eq!(s["dma_api"]["by_kind"]["alloc"], 0, "{w}: {s}");
+        let c = json(&["check", p.to_str().unwrap(), "--json"]);
+        assert_eq!(c["findings"].as_array().map(Vec::len), Some(0), "{w}: {c}");
         let r = json(&[
             "replay",
             p.to_str().unwrap(),

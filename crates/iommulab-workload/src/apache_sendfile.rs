@@ -69,6 +69,9 @@ pub struct ApacheSendfileConfig {
     pub tso: bool,
     /// How packets are mapped (see [`TxMapping`]).
     pub mapping: TxMapping,
+    /// The skb heads come from a slab set aside for DMA (S1.11's relaxation, a driver
+    /// change; see `NetperfSendConfig::heads_allocated_for_dma`). Off: Linux as it is.
+    pub heads_allocated_for_dma: bool,
     /// Transmit descriptors (256, e1000e's default; at least 18).
     pub tx_ring: u32,
     /// Link rate in Mb/s for the workload clock (1000: Yassour's 1 GbE).
@@ -95,6 +98,7 @@ impl Default for ApacheSendfileConfig {
             mtu: 1500,
             tso: false,
             mapping: TxMapping::PerFragment,
+            heads_allocated_for_dma: false,
             tx_ring: 256,
             link_mbps: 1000,
             cpus: 1,
@@ -251,7 +255,12 @@ impl ApacheSendfile {
         Ok(Self {
             mss,
             goal,
-            tx: TxPath::new(cfg.mapping, cfg.tx_ring, cfg.link_mbps),
+            tx: TxPath::new(
+                cfg.mapping,
+                cfg.tx_ring,
+                cfg.link_mbps,
+                cfg.heads_allocated_for_dma,
+            ),
             mem,
             slab: Slab::new(HEAD_OBJECT),
             zipf,

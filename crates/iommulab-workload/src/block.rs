@@ -26,7 +26,10 @@
 //! driver unmaps. Request `k` is issued and completed on CPU `k % cpus`.
 //!
 //! **Deviations.** No merging, no out-of-order completion, no seek model (random and
-//! sequential take the same time); offsets matter only to page-cache buffers. One device.
+//! sequential take the same time); offsets matter only to page-cache buffers. A page-cache
+//! request never lands on an offset with a request in flight (Linux locks a page under I/O,
+//! so a second reader waits rather than reaching the device): a draw that does moves on to
+//! the next free offset. One device.
 
 use std::collections::VecDeque;
 
@@ -115,6 +118,8 @@ struct Request {
     slot: u32,
     cpu: CpuId,
     dir: DmaDirection,
+    /// The request's offset, in requests.
+    index: u64,
 }
 
 /// The generator (see the module doc).
@@ -188,6 +193,17 @@ impl Block {
                 "workload.sg",
                 false,
                 "true for page-cache requests over one page (page-cache pages are scattered)",
+            ));
+        }
+        if cache_mode && cfg.device_size / cfg.request_size < u64::from(cfg.queue_depth) {
+            return Err(invalid(
+                "workload.device_size",
+                cfg.device_size,
+                &format!(
+                    "at least queue_depth ({}) requests of {} bytes with page-cache buffers \
+                     (two requests are never in flight on one page)",
+                    cfg.queue_depth, cfg.request_size
+                ),
             ));
         }
         if cache_mode && !cfg.request_size.is_multiple_of(PAGE_4K.bytes()) {
@@ -267,7 +283,7 @@ impl Block {
         let cpu = CpuId::new(u16::try_from(k % u64::from(self.cfg.cpus)).unwrap_or(0));
         let size = self.cfg.request_size;
         let slots = self.cfg.device_size / size;
-        let index = match self.cfg.pattern {
+        let mut index = match self.cfg.pattern {
             Pattern::Random => self.rng.gen_range(0..slots),
             Pattern::Sequential => {
                 let i = self.next_seq;
@@ -275,6 +291,14 @@ impl Block {
                 i
             }
         };
+        // A page-cache page under I/O is locked: a second request for it waits rather than
+        // reaching the device, so the request in flight there is the only one; this one
+        // moves on to the next offset with none (`new` checked that one is free).
+        if self.cfg.buffers == BlockBuffers::PageCache {
+            while self.in_flight.iter().any(|r| r.index == index) {
+                index = (index + 1) % slots;
+            }
+        }
         let dir = if self.rng.gen_bool(self.cfg.read_fraction) {
             DmaDirection::FromDevice
         } else {
@@ -328,7 +352,12 @@ impl Block {
                 }
             }
         };
-        self.in_flight.push_back(Request { slot, cpu, dir });
+        self.in_flight.push_back(Request {
+            slot,
+            cpu,
+            dir,
+            index,
+        });
         self.out.push_back(op);
         Ok(())
     }

@@ -75,9 +75,11 @@ pub enum DmaOp<P: PhysAddr = Hpa> {
         dir: DmaDirection,
         /// The buffer was *allocated for DMA* (S1.11): it comes from memory the driver
         /// or stack set aside for DMA (`dma_alloc_coherent`, a trace's `alloc` event, or
-        /// a DMA-dedicated slab), not from an arbitrary page it was handed (page cache,
-        /// socket pages). Only the guest model's `cache_only = dma-allocated` relaxation
-        /// reads it. An `sg` list counts as not DMA-allocated.
+        /// a slab a changed driver sets aside for DMA), not from an arbitrary page it was
+        /// handed (page cache, socket pages). The guest model's `cache_only = dma-allocated`
+        /// relaxation caches only these; [`PacketSg`] leaves them out of its lists and a
+        /// recording writes them as `alloc`/`free` events, as for `dma_alloc_coherent`. An
+        /// `sg` list counts as not DMA-allocated.
         dma_alloc: bool,
     },
     /// `dma_map_sg` of the segments [`Workload::sg_segments`] returns now, as `slot`.
@@ -361,7 +363,7 @@ impl WorkloadConfig {
             WorkloadConfig::NetRx(c) if c.buf_size == 0 => {
                 Err(invalid("workload.buf_size", 0, "at least 1"))
             }
-            WorkloadConfig::NetRx(_) => Ok(()),
+            WorkloadConfig::NetRx(c) => net_rx::check_pool("workload.pool_pages", &c),
             WorkloadConfig::NicDuplex(c) => c.with(drop),
         }
     }

@@ -117,6 +117,11 @@ pub struct NetperfSendConfig {
     pub tso: bool,
     /// How packets are mapped (see [`TxMapping`]).
     pub mapping: TxMapping,
+    /// The skb heads come from a slab the driver set aside for DMA, so their maps are of
+    /// memory *allocated for DMA* (S1.11's relaxation, a driver change; `workload::DmaOp`'s
+    /// `dma_alloc`). Off (Linux as it is): heads come from kmalloc-1024 like any skb's,
+    /// and every map is an ordinary streaming map of memory handed to the driver.
+    pub heads_allocated_for_dma: bool,
     /// Transmit descriptors (one per buffer; e1000e's default 256, at least 18).
     pub tx_ring: u32,
     /// Link rate in Mb/s for the workload clock (Yassour's 1 GbE = 1000; 10000 for 10 GbE).
@@ -146,6 +151,7 @@ impl Default for NetperfSendConfig {
             mtu: 1500,
             tso: false,
             mapping: TxMapping::PerFragment,
+            heads_allocated_for_dma: false,
             tx_ring: 256,
             link_mbps: 1000,
             rtt_us: 100,
@@ -258,6 +264,8 @@ impl TxPacket {
 #[derive(Debug, Clone)]
 pub(super) struct TxPath {
     mapping: TxMapping,
+    /// The heads' maps are marked allocated for DMA (S1.11's relaxation).
+    heads_allocated_for_dma: bool,
     ps_per_byte: u64,
     /// When the link finishes the last frame posted so far (ps).
     link_free_ps: u64,
@@ -273,11 +281,18 @@ pub(super) struct TxPath {
 }
 
 impl TxPath {
-    /// An idle ring of `ring` descriptors on a `link_mbps` link.
-    pub fn new(mapping: TxMapping, ring: u32, link_mbps: u64) -> Self {
+    /// An idle ring of `ring` descriptors on a `link_mbps` link; `heads_allocated_for_dma`:
+    /// the skb heads come from a slab set aside for DMA (S1.11).
+    pub fn new(
+        mapping: TxMapping,
+        ring: u32,
+        link_mbps: u64,
+        heads_allocated_for_dma: bool,
+    ) -> Self {
         let n = ring as usize;
         Self {
             mapping,
+            heads_allocated_for_dma,
             ps_per_byte: (8_000_000 / link_mbps.max(1)).max(1),
             link_free_ps: 0,
             now_ps: 0,
@@ -371,10 +386,10 @@ impl TxPath {
                         phys: seg.phys,
                         len: seg.len,
                         dir: DmaDirection::ToDevice,
-                        // S1.11: the skb head comes from the NIC's head slab, which the
-                        // relaxation would make a DMA-dedicated cache; payload pages are
+                        // S1.11: only a driver that takes its heads from a slab set aside
+                        // for DMA has memory allocated for DMA here; payload pages are
                         // handed over by the stack (socket pages, page cache).
-                        dma_alloc: i == 0,
+                        dma_alloc: i == 0 && self.heads_allocated_for_dma,
                     });
                 }
                 p.nslots = p.nfrags + 1;
@@ -558,7 +573,12 @@ impl NetperfSend {
         Ok(Self {
             mss,
             goal,
-            tx: TxPath::new(cfg.mapping, cfg.tx_ring, cfg.link_mbps),
+            tx: TxPath::new(
+                cfg.mapping,
+                cfg.tx_ring,
+                cfg.link_mbps,
+                cfg.heads_allocated_for_dma,
+            ),
             mem: PageAllocator::new(&cfg.memory, cfg.cpus, cfg.seed),
             slab: Slab::new(HEAD_OBJECT),
             sockets,

@@ -152,7 +152,7 @@ impl NicDuplexConfig {
                 &format!("at most the ring ({})", self.rx.ring),
             ));
         }
-        Ok(())
+        crate::net_rx::check_pool("workload.rx.pool_pages", &self.rx.net_rx())
     }
 
     /// Builds the generator and hands it to `f` (the sender's type is chosen here, once).

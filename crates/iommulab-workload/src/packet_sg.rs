@@ -9,8 +9,8 @@
 //! (two or more maps; timer ticks between them are passed on after it) into one `MapSg`, as
 //! a driver changed to map the packet as one list would issue; the list is unmapped when
 //! the last of its pieces is (until then every piece stays mapped, as in a driver that
-//! unmaps a packet when it completes). A lone map, a `MapSg`, and a coherent allocation
-//! (`dma_alloc`: not per packet) pass through unchanged.
+//! unmaps a packet when it completes). A lone map, a `MapSg`, and a map of memory allocated
+//! for DMA (`dma_alloc`: a coherent allocation is not per packet) pass through unchanged.
 //!
 //! Slots: the lists get slots of their own (reused as lists complete); the inner workload's
 //! slots are translated, so a device access to a piece reaches its list's slot.
@@ -418,5 +418,46 @@ mod tests {
                 max_list: 2
             }
         );
+    }
+
+    /// On a TSO sender the runs are the packets: each list is the skb head with every
+    /// fragment, the same segments the driver changed to map a packet as one list
+    /// (`TxMapping::Sg`) hands over. The head is ordinary slab memory, not memory allocated
+    /// for DMA, so it is a piece of its packet's list.
+    #[test]
+    fn a_tso_senders_runs_are_its_packets() {
+        use crate::{NetperfSend, NetperfSendConfig, TxMapping};
+        let cfg = NetperfSendConfig {
+            sockets: 4,
+            tso: true,
+            packets: 300,
+            ..NetperfSendConfig::default()
+        };
+        let lists = |w: &mut dyn FnMut() -> Option<(DmaOp, Vec<Segment>)>| {
+            let mut out = Vec::new();
+            while let Some((op, segs)) = w() {
+                if let DmaOp::MapSg { .. } = op {
+                    out.push(segs);
+                }
+            }
+            out
+        };
+        let mut runs = PacketSg::new(NetperfSend::new(cfg).unwrap());
+        let from_runs = lists(&mut || {
+            let op = runs.next_op().unwrap()?;
+            Some((op, runs.sg_segments().to_vec()))
+        });
+        let mut sg = NetperfSend::new(NetperfSendConfig {
+            mapping: TxMapping::Sg,
+            ..cfg
+        })
+        .unwrap();
+        let from_driver = lists(&mut || {
+            let op = sg.next_op().unwrap()?;
+            Some((op, sg.sg_segments().to_vec()))
+        });
+        assert_eq!(from_runs.len(), 300);
+        assert_eq!(from_runs, from_driver);
+        assert!(from_runs.iter().all(|l| l.len() >= 2 && l[0].len == 66));
     }
 }

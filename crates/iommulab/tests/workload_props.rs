@@ -5,6 +5,8 @@
 //! - a `Map`/`MapSg` names a free slot, below the `slots()` hint, and a device below
 //!   `devices()`; `MapSg` comes with non-empty segments of non-zero length;
 //! - `Access` and `Unmap` name a mapped slot, and an access is one the direction allows;
+//! - no cacheline is in two live buffers the device may write (dma-debug's
+//!   `active_cacheline_insert`: a slab never hands out an object still mapped);
 //! - the workload clock (`Tick`) never goes back;
 //!
 //! and at the end that the stream ended with every slot unmapped after exactly
@@ -16,9 +18,9 @@ use std::collections::HashMap;
 use iommulab::addr::{DmaDirection, Hpa};
 use iommulab::workload::{
     ApacheSendfile, ApacheSendfileConfig, Block, BlockBuffers, BlockConfig, DmaOp, DuplexRxConfig,
-    DuplexTx, NetperfSend, NetperfSendConfig, NicDuplex, NicDuplexConfig, PageAllocConfig, Pattern,
-    PseudoScsi, PseudoScsiConfig, Segment, TxMapping, UniformRandom, UniformRandomConfig, Workload,
-    WorkloadConfig,
+    DuplexTx, NetRx, NetRxConfig, NetperfSend, NetperfSendConfig, NicDuplex, NicDuplexConfig,
+    PageAllocConfig, Pattern, PseudoScsi, PseudoScsiConfig, Segment, TxMapping, UniformRandom,
+    UniformRandomConfig, Workload, WorkloadConfig,
 };
 use proptest::prelude::*;
 
@@ -28,9 +30,61 @@ static ALLOC: alloc_counter::CountingAlloc = alloc_counter::CountingAlloc::new()
 /// One op and, for `MapSg`, its segments.
 type Step = (DmaOp, Vec<Segment>);
 
+/// The cachelines of the live buffers the device may write, and whose each is.
+#[derive(Default)]
+struct Writable {
+    lines_of: HashMap<u32, Vec<u64>>,
+    owner: HashMap<u64, u32>,
+    /// Not checked.
+    off: bool,
+}
+
+impl Writable {
+    /// Slot `slot` maps `segs` (physical address, length) for `dir`.
+    fn claim(
+        &mut self,
+        slot: u32,
+        dir: DmaDirection,
+        segs: &[(u64, u64)],
+    ) -> Result<(), TestCaseError> {
+        if self.off || dir == DmaDirection::ToDevice {
+            return Ok(());
+        }
+        let lines = self.lines_of.entry(slot).or_default();
+        for &(phys, len) in segs {
+            for line in phys / 64..=(phys + len - 1) / 64 {
+                if let Some(other) = self.owner.insert(line, slot) {
+                    return Err(TestCaseError::fail(format!(
+                        "cacheline {:#x} of slot {slot} is in live writable slot {other}",
+                        line * 64
+                    )));
+                }
+                lines.push(line);
+            }
+        }
+        Ok(())
+    }
+
+    /// Slot `slot` is unmapped.
+    fn release(&mut self, slot: u32) {
+        for line in self.lines_of.remove(&slot).unwrap_or_default() {
+            self.owner.remove(&line);
+        }
+    }
+}
+
 /// Replays `w` to the end under the invariants of the module doc; returns the stream.
-fn checked<W: Workload<Phys = Hpa>>(w: &mut W) -> Result<Vec<Step>, TestCaseError> {
+/// `shared_pages`: buffers may share pages by design (`uniform-random`), so the cacheline
+/// rule is not checked.
+fn checked<W: Workload<Phys = Hpa>>(
+    w: &mut W,
+    shared_pages: bool,
+) -> Result<Vec<Step>, TestCaseError> {
     let mut live: HashMap<u32, DmaDirection> = HashMap::new();
+    let mut writable = Writable {
+        off: shared_pages,
+        ..Writable::default()
+    };
     let mut steps = Vec::new();
     let mut now = 0;
     let mut unmaps = 0u64;
@@ -43,11 +97,13 @@ fn checked<W: Workload<Phys = Hpa>>(w: &mut W) -> Result<Vec<Step>, TestCaseErro
             DmaOp::Map {
                 slot,
                 device,
+                phys,
                 len,
                 dir,
                 ..
             } => {
                 prop_assert!(len > 0);
+                writable.claim(slot, dir, &[(phys.get(), len)])?;
                 prop_assert!(usize::from(device) < w.devices());
                 prop_assert!((slot as usize) < w.slots(), "slot {} ≥ hint", slot);
                 prop_assert!(
@@ -62,6 +118,8 @@ fn checked<W: Workload<Phys = Hpa>>(w: &mut W) -> Result<Vec<Step>, TestCaseErro
                 segs = w.sg_segments().to_vec();
                 prop_assert!(!segs.is_empty(), "MapSg without segments");
                 prop_assert!(segs.iter().all(|s| s.len > 0));
+                let pieces: Vec<(u64, u64)> = segs.iter().map(|s| (s.phys.get(), s.len)).collect();
+                writable.claim(slot, dir, &pieces)?;
                 prop_assert!(usize::from(device) < w.devices());
                 prop_assert!((slot as usize) < w.slots(), "slot {} ≥ hint", slot);
                 prop_assert!(
@@ -77,6 +135,7 @@ fn checked<W: Workload<Phys = Hpa>>(w: &mut W) -> Result<Vec<Step>, TestCaseErro
             }
             DmaOp::Unmap { slot, .. } => {
                 prop_assert!(live.remove(&slot).is_some(), "unmap of unmapped {}", slot);
+                writable.release(slot);
                 unmaps += 1;
             }
             DmaOp::Tick { now_ns } => {
@@ -94,10 +153,18 @@ fn checked<W: Workload<Phys = Hpa>>(w: &mut W) -> Result<Vec<Step>, TestCaseErro
 
 /// Checks a stream twice from the same config: the ops must be identical.
 fn check_twice<W: Workload<Phys = Hpa>>(
-    mut make: impl FnMut() -> W,
+    make: impl FnMut() -> W,
 ) -> Result<Vec<Step>, TestCaseError> {
-    let a = checked(&mut make())?;
-    let b = checked(&mut make())?;
+    check_twice_shared(make, false)
+}
+
+/// [`check_twice`] for a workload whose buffers may share pages (see [`checked`]).
+fn check_twice_shared<W: Workload<Phys = Hpa>>(
+    mut make: impl FnMut() -> W,
+    shared_pages: bool,
+) -> Result<Vec<Step>, TestCaseError> {
+    let a = checked(&mut make(), shared_pages)?;
+    let b = checked(&mut make(), shared_pages)?;
     prop_assert!(a == b, "same seed, different streams");
     Ok(a)
 }
@@ -128,11 +195,12 @@ prop_compose! {
         rtt_us in prop_oneof![Just(0u32), Just(100), 0u32..2000],
         cpus in 1u16..4,
         scatter in any::<bool>(),
+        heads_allocated_for_dma in any::<bool>(),
         seed in any::<u64>(),
     ) -> NetperfSendConfig {
         NetperfSendConfig {
             packets, sockets, send_buffer, message_size, nodelay, mtu, tso, mapping,
-            tx_ring, link_mbps, rtt_us, cpus, seed,
+            heads_allocated_for_dma, tx_ring, link_mbps, rtt_us, cpus, seed,
             memory: PageAllocConfig { scatter, ..memory(8192) },
         }
     }
@@ -245,12 +313,38 @@ proptest! {
 
     #[test]
     fn uniform_random_streams_are_well_formed(cfg in uniform()) {
-        let steps = check_twice(|| UniformRandom::new(cfg).unwrap())?;
+        // "the same page mapped by several buffers at once" is what it is for.
+        let steps = check_twice_shared(|| UniformRandom::new(cfg).unwrap(), true)?;
         for (op, segs) in &steps {
             if let DmaOp::MapSg { .. } = op {
                 prop_assert!(segs.len() <= cfg.max_pages as usize);
             }
         }
+    }
+
+    #[test]
+    fn net_rx_streams_are_well_formed(
+        packets in 1u64..3000,
+        ring in 1u32..300,
+        budget in 1u32..80,
+        buf_size in prop_oneof![Just(256u64), Just(1522), Just(2048), Just(4096), Just(9000)],
+        extra_pages in 0u64..64,
+        copybreak in prop_oneof![Just(0u64), Just(256)],
+        frame_len in prop_oneof![Just(66u64), Just(1514)],
+        seed in any::<u64>(),
+    ) {
+        let cfg = NetRxConfig {
+            packets,
+            ring,
+            budget,
+            buf_size,
+            pool_pages: NetRx::min_pool_pages(ring, buf_size) + extra_pages,
+            copybreak,
+            frame_len,
+            seed,
+        };
+        prop_assert!(WorkloadConfig::NetRx(cfg).validate().is_ok());
+        check_twice(|| NetRx::new(cfg))?;
     }
 
     #[test]

@@ -93,8 +93,8 @@ pub enum CacheOnly {
     All,
     /// Only buffers *allocated for DMA* (S1.11: "cache only pages which have been marked
     /// for DMA"): map ops with `workload::DmaOp::Map`'s `dma_alloc` flag — a trace's
-    /// `alloc` (`dma_alloc_coherent`) events, the built-in NIC workloads' skb heads from a
-    /// DMA-dedicated slab. Such memory holds nothing but DMA data, so a stale mapping of
+    /// `alloc` (`dma_alloc_coherent`) events, and the built-in NIC senders' skb heads when
+    /// `heads_allocated_for_dma` has them come from a slab set aside for DMA. Such memory holds nothing but DMA data, so a stale mapping of
     /// it exposes nothing else; pages handed to the driver by someone else (socket pages,
     /// the page cache under `sendfile`) are mapped for the DMA only.
     DmaAllocated,

@@ -339,25 +339,32 @@ impl Spec {
     /// The same workload with the driver mapping each packet as one scatter-gather list
     /// (the driver change batching needs, S1.6).
     pub(crate) fn with_sg(&self) -> Spec {
+        self.with_sender(|m, _| *m = TxMapping::Sg)
+    }
+
+    /// The same workload with the driver taking its skb heads from a slab set aside for DMA
+    /// (the driver change S1.11's "allocated for DMA" relaxation needs).
+    pub(crate) fn with_heads_allocated_for_dma(&self) -> Spec {
+        self.with_sender(|_, h| *h = true)
+    }
+
+    /// The same workload with its sender's mapping and head allocation changed by `f`.
+    fn with_sender(&self, f: impl Fn(&mut TxMapping, &mut bool)) -> Spec {
+        let netperf = |mut c: NetperfSendConfig| {
+            f(&mut c.mapping, &mut c.heads_allocated_for_dma);
+            c
+        };
+        let apache = |mut c: ApacheSendfileConfig| {
+            f(&mut c.mapping, &mut c.heads_allocated_for_dma);
+            c
+        };
         match self {
-            Spec::Netperf(c) => Spec::Netperf(NetperfSendConfig {
-                mapping: TxMapping::Sg,
-                ..*c
-            }),
-            Spec::Apache(c) => Spec::Apache(ApacheSendfileConfig {
-                mapping: TxMapping::Sg,
-                ..*c
-            }),
+            Spec::Netperf(c) => Spec::Netperf(netperf(*c)),
+            Spec::Apache(c) => Spec::Apache(apache(*c)),
             Spec::Duplex(c) => {
                 let tx = match c.tx {
-                    DuplexTx::NetperfSend(t) => DuplexTx::NetperfSend(NetperfSendConfig {
-                        mapping: TxMapping::Sg,
-                        ..t
-                    }),
-                    DuplexTx::ApacheSendfile(t) => DuplexTx::ApacheSendfile(ApacheSendfileConfig {
-                        mapping: TxMapping::Sg,
-                        ..t
-                    }),
+                    DuplexTx::NetperfSend(t) => DuplexTx::NetperfSend(netperf(t)),
+                    DuplexTx::ApacheSendfile(t) => DuplexTx::ApacheSendfile(apache(t)),
                 };
                 Spec::Duplex(NicDuplexConfig { tx, ..*c })
             }

@@ -60,7 +60,12 @@ pub(crate) fn table(
             cache_only: only,
             ..super::guest_base()
         };
-        let r = spec.run(&cfg, None)?;
+        // Memory allocated for DMA exists only in a driver changed to set it aside.
+        let r = if only == CacheOnly::DmaAllocated {
+            spec.with_heads_allocated_for_dma().run(&cfg, None)?
+        } else {
+            spec.run(&cfg, None)?
+        };
         out.push(Protection {
             strategy: s.name().into(),
             cache_only: label.into(),
