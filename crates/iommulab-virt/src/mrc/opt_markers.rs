@@ -37,6 +37,7 @@
 //! slots per page).
 
 use super::slot_tree::{NONE, SlotTree};
+use isa_dispatch::prefetch;
 
 /// "None": no heap, no marker, no slot.
 const NIL: u32 = u32::MAX;
@@ -126,6 +127,13 @@ impl OptMarkers {
         let tree = &self.tree;
         let (wx, wy) = (tree.w(s), tree.w(y_slot));
         let (hx, hy) = (root(tree.marker(s)), root(tree.marker(y_slot)));
+        // Their heaps' roots are merged after the search: asked of the cache now, so that
+        // the merge's first loads overlap the search.
+        for h in [hx, hy] {
+            if let Some(mk) = self.markers.get(h as usize) {
+                prefetch(mk);
+            }
+        }
         // The deepest zero-sum boundary above y is the first slot after y's whose suffix
         // sums to zero (slots past the last used are empty, so one always does).
         let z = tree.first_zero(y_slot + 1);
