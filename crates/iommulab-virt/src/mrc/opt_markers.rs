@@ -42,8 +42,9 @@ use isa_dispatch::prefetch;
 /// "None": no heap, no marker, no slot.
 const NIL: u32 = u32::MAX;
 
-/// A marker's place in its page's skew heap. 12 bytes, not padded to 16: the markers are
-/// read at random, and a quarter less of them competes for the cache with the tree.
+/// A marker's place in its page's skew heap, 12 bytes (cells aligned to 16, one cache line
+/// each, measured no faster: the markers are read at random, and a quarter more of them
+/// competes for the cache with the tree).
 #[derive(Clone, Copy, Debug)]
 #[repr(C)]
 struct Marker {

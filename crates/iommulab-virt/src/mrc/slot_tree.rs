@@ -163,7 +163,7 @@ impl SlotTree {
                 isa_dispatch::prefetch(&g.s);
                 isa_dispatch::prefetch(&g.m);
             }
-            if (t + 1) % W != 0 {
+            if !(t + 1).is_multiple_of(W) {
                 // One group holds both.
                 break;
             }
