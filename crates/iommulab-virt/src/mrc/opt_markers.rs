@@ -27,11 +27,13 @@
 //! `iommulab-trace`'s stack-distance counter). Each slot holds its page's w and least
 //! marker in a tree of fan-out 16 (module `slot_tree`) that finds z and the least marker
 //! below it, and takes the three slots a map changes in one pass up. Each page keeps its
-//! markers in a skew heap (merged into y's, least taken), and the page whose heap a
-//! marker tops, and that page's slot, are recorded, so the least marker's page is found
-//! without a search and its slot changed without waiting for the page's cell. A map
+//! markers in a skew heap (merged into y's, least taken), whose root is the least marker
+//! its slot holds; the root records the slot, so the least marker's page is changed
+//! without a search. The tree's lanes at a page's slot are all of its state (its count
+//! of markers is w + 1): a page's own cell is its slot alone, and a map reads no cell of
+//! y's or of the owner's page (in the slots' order, y's lanes are next to x's). A map
 //! costs O(log D) for D distinct pages (passes over 16 lanes), and memory is proportional
-//! to D, not to the maps: 16 bytes per page, 16 per marker and about 13 per slot (1.5 to 3
+//! to D, not to the maps: 4 bytes per page, 12 per marker and about 13 per slot (1.5 to 3
 //! slots per page).
 
 use super::slot_tree::{NONE, SlotTree};
@@ -40,87 +42,80 @@ use isa_dispatch::prefetch;
 /// "None": no heap, no marker, no slot.
 const NIL: u32 = u32::MAX;
 
-/// A page's state, in one 16-byte cell (a map reads all of it for x, y and the owner).
+/// A marker's place in its page's skew heap, 12 bytes (cells aligned to 16, one cache line
+/// each, measured no faster: the markers are read at random, and a quarter more of them
+/// competes for the cache with the tree).
 #[derive(Clone, Copy, Debug)]
-#[repr(C, align(16))]
-struct Page {
-    /// Its slot, or [`NIL`] before its first map.
-    slot: u32,
-    /// The root (least marker) of its heap of markers, or [`NIL`].
-    root: u32,
-    /// How many markers it holds.
-    held: u32,
-}
-
-const UNSEEN: Page = Page {
-    slot: NIL,
-    root: NIL,
-    held: 0,
-};
-
-/// A marker's place in its page's skew heap, in one 16-byte cell.
-#[derive(Clone, Copy, Debug)]
-#[repr(C, align(16))]
+#[repr(C)]
 struct Marker {
     /// Its heap children.
     kids: [u32; 2],
-    /// At the root of a page's heap: that page (so the page holding the least marker of a
-    /// range is found without a search).
-    root_of: u32,
-    /// At the root of a page's heap: that page's slot (so a map changes the least marker's
-    /// slot without waiting for its page's cell).
+    /// At the root of a page's heap: that page's slot (so the page holding the least
+    /// marker of a range is changed without a search).
     root_slot: u32,
 }
 
 const ALONE: Marker = Marker {
     kids: [NIL, NIL],
-    root_of: NIL,
     root_slot: NIL,
 };
 
 /// The critical-marker state (module docs).
 #[derive(Debug, Default)]
 pub(super) struct OptMarkers {
-    /// Per page number.
-    pages: Vec<Page>,
+    /// Per page number: its slot, or [`NIL`] before its first map.
+    pages: Vec<u32>,
     /// Per marker.
     markers: Vec<Marker>,
-    /// Per slot: the page at it (valid for live slots).
+    /// Per slot: the page at it (valid for live slots; read only to renumber).
     page_at: Vec<u32>,
     /// Live slots, one bit each.
     live: Vec<u64>,
     /// Per slot: its page's w and least marker (module `slot_tree`).
     tree: SlotTree,
+    /// The live slots' (w, least marker) while they are renumbered (kept for its capacity).
+    renumbered: Vec<(i32, i32)>,
     /// Slots used.
     next: usize,
     /// Distinct pages mapped (= markers handed out, counting the first page's none).
     distinct: u32,
 }
 
+/// A heap root as the tree holds it ([`NONE`] for none).
+// Marker numbers are below 2^31.
+#[allow(clippy::cast_possible_wrap)]
+#[inline(always)]
+fn lane(root: u32) -> i32 {
+    if root == NIL { NONE } else { root as i32 }
+}
+
+/// A tree's least marker as a heap root ([`NIL`] for none).
+#[allow(clippy::cast_sign_loss)]
+#[inline(always)]
+fn root(lane: i32) -> u32 {
+    if lane == NONE { NIL } else { lane as u32 }
+}
+
 impl OptMarkers {
     /// A map of page `x` (page numbers are small and dense): its OPT stack depth (1-based:
     /// a hit at every quota ≥ the depth), or `None` at its first map.
     // Slots, markers and pages are below 2^31 (page numbers are below 2^30).
-    #[allow(clippy::cast_possible_truncation)]
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
     #[inline(always)]
     pub(super) fn access(&mut self, x: u32) -> Option<u32> {
         let xi = x as usize;
         if xi >= self.pages.len() {
-            self.pages.resize((xi + 1).next_power_of_two(), UNSEEN);
+            self.pages.resize((xi + 1).next_power_of_two(), NIL);
         }
-        let s = self.pages[xi].slot;
+        let s = self.pages[xi];
         if s == NIL {
             // A new page brings the marker of one more quota (the first page none: one page
             // is always a miss at quota 0, which has no marker).
             let k = self.distinct;
             self.distinct += 1;
             self.markers.push(ALONE);
-            if k > 0 {
-                // Its slot is written by `push_slot`.
-                self.set_root(xi, k, NIL);
-                self.pages[xi].held = 1;
-            }
-            self.push_slot(x);
+            let (heap, w) = if k > 0 { (k, 0) } else { (NIL, -1) };
+            self.push_slot(x, heap, w);
             return None;
         }
         let s = s as usize;
@@ -129,135 +124,122 @@ impl OptMarkers {
             return Some(1);
         }
         let y_slot = self.next_live(s + 1);
-        let y = self.page_at[y_slot] as usize;
+        // x's and y's state, before anything changes: their slots' lanes.
+        let tree = &self.tree;
+        let (wx, wy) = (tree.w(s), tree.w(y_slot));
+        let (hx, hy) = (root(tree.marker(s)), root(tree.marker(y_slot)));
+        // Their heaps' roots are merged after the search: asked of the cache now, so that
+        // the merge's first loads overlap the search.
+        for h in [hx, hy] {
+            if let Some(mk) = self.markers.get(h as usize) {
+                prefetch(mk);
+            }
+        }
         // The deepest zero-sum boundary above y is the first slot after y's whose suffix
         // sums to zero (slots past the last used are empty, so one always does).
-        let z = self.tree.first_zero(y_slot + 1);
-        let m = self.tree.min_marker(z);
+        let z = tree.first_zero(y_slot + 1);
+        let m = tree.min_marker(z);
         debug_assert!(m != NONE, "a marker lies at or below z");
         let m = m as u32;
-        // The least marker of a page is its heap's root: its cell names the page and slot.
+        // The least marker of a page is its heap's root: its cell names the page's slot.
         let Marker {
             kids: [a, b],
-            root_of,
             root_slot,
         } = self.markers[m as usize];
-        let (owner, owner_slot) = (root_of as usize, root_slot as usize);
-        debug_assert_eq!(owner_slot, self.pages[owner].slot as usize);
+        let owner_slot = root_slot as usize;
+        debug_assert_eq!(self.tree.marker(owner_slot), lane(m));
         // The marker leaves its page ...
         let rest = self.merge(a, b);
-        self.set_root(owner, rest, root_slot);
-        self.pages[owner].held -= 1;
-        // ... x's others go to its predecessor, and x takes the marker alone.
-        let joined = self.merge(self.pages[y].root, self.pages[xi].root);
-        self.set_root(y, joined, y_slot as u32);
-        self.pages[y].held += self.pages[xi].held;
+        self.set_root(rest, root_slot);
+        // ... x's others go to its predecessor (one fewer where the marker was x's or y's),
+        // and x takes the marker alone.
+        let (hx, wx_left) = if owner_slot == s {
+            (rest, wx - 1)
+        } else {
+            (hx, wx)
+        };
+        let (hy, wy_left) = if owner_slot == y_slot {
+            (rest, wy - 1)
+        } else {
+            (hy, wy)
+        };
+        let joined = self.merge(hy, hx);
+        self.set_root(joined, y_slot as u32);
+        // y holds (wy_left + 1) + (wx_left + 1) markers.
+        let wy_new = wy_left + wx_left + 1;
         self.markers[m as usize] = ALONE;
-        self.set_root(xi, m, NIL);
-        self.pages[xi].held = 1;
         self.live[s / 64] &= !(1u64 << (s % 64));
         // Three slots change: y's, the owner's (unless it is y or x) and x's, now dead.
-        // The owner's w falls by one and its least marker is its heap's new root, known
-        // without its page's cell (whose update above need not be waited for).
-        let (wy, my) = Self::slot_of(self.pages[y]);
-        let mo = if rest == NIL { NONE } else { rest as i32 };
+        // The owner's w falls by one and its least marker is its heap's new root.
         let owner_apart = owner_slot != y_slot && owner_slot != s;
         let tree = &mut self.tree;
         tree.add_ws([
-            (y_slot, wy - tree.w(y_slot)),
-            (s, -tree.w(s)),
+            (y_slot, wy_new - wy),
+            (s, -wx),
             if owner_apart {
                 (owner_slot, -1)
             } else {
                 (owner_slot, 0)
             },
         ]);
-        tree.set_marker(y_slot, my);
+        tree.set_marker(y_slot, lane(joined));
         if owner_apart {
-            tree.set_marker(owner_slot, mo);
+            tree.set_marker(owner_slot, lane(rest));
         }
         tree.set_marker(s, NONE);
-        self.pages[xi].slot = NIL;
-        self.push_slot(x);
+        self.push_slot(x, m, 0);
         Some(m + 1)
     }
 
-    /// A few maps before one of page `x`: its cell is read now, and the slots its map reads
-    /// first (the next live one's group and page) are asked of the cache, so that those
-    /// misses overlap the maps between. A hint: the slots may move before the map.
+    /// A few maps before one of page `x`: its slot is read now, and its slot's lanes and
+    /// the next slot's (y's, most often), which its map reads first, are asked of the
+    /// cache, so that those misses overlap the maps between. A hint: the slots may move
+    /// before the map.
     #[inline(always)]
     pub(super) fn prefetch(&self, x: u32) {
-        if let Some(p) = self.pages.get(x as usize) {
+        if let Some(&s) = self.pages.get(x as usize) {
             // Past the slots (no prefetch) before its first map.
-            let t = p.slot as usize + 1;
-            if let Some(a) = self.page_at.get(t) {
-                prefetch(a);
-                self.tree.prefetch(t);
-            }
+            self.tree.prefetch(s as usize);
         }
     }
 
-    /// Makes heap `h` page `p`'s markers; `slot` is p's ([`NIL`] if `push_slot` is to give
-    /// it one).
+    /// Makes heap `h` the markers of the page at `slot` (in the heap's root).
     #[inline(always)]
-    fn set_root(&mut self, p: usize, h: u32, slot: u32) {
-        self.pages[p].root = h;
+    fn set_root(&mut self, h: u32, slot: u32) {
         if h != NIL {
-            // Page numbers are below 2^30.
-            #[allow(clippy::cast_possible_truncation)]
-            let pu = p as u32;
-            let mk = &mut self.markers[h as usize];
-            mk.root_of = pu;
-            mk.root_slot = slot;
+            self.markers[h as usize].root_slot = slot;
         }
     }
 
-    /// Writes page `p`'s w and least marker at its slot `t`.
-    #[inline(always)]
-    fn set_slot(&mut self, t: usize, p: usize) {
-        let (w, mk) = Self::slot_of(self.pages[p]);
-        let d = w - self.tree.w(t);
-        self.tree.add_ws([(t, d), (t, 0), (t, 0)]);
-        self.tree.set_marker(t, mk);
-    }
-
-    /// A page's w and least marker as the tree holds them.
-    // Markers held and marker numbers are below 2^31.
-    #[allow(clippy::cast_possible_wrap)]
-    #[inline(always)]
-    fn slot_of(p: Page) -> (i32, i32) {
-        let mk = if p.root == NIL { NONE } else { p.root as i32 };
-        (p.held as i32 - 1, mk)
-    }
-
-    /// Gives page `x` the next slot (the most recent), renumbering first if none is left.
+    /// Gives page `x`, holding heap `heap` (w: its markers − 1), the next slot (the most
+    /// recent), renumbering first if none is left.
     #[allow(clippy::cast_possible_truncation)]
     #[inline(always)]
-    fn push_slot(&mut self, x: u32) {
+    fn push_slot(&mut self, x: u32, heap: u32, w: i32) {
         if self.next == self.tree.size() {
             self.compact();
         }
         let t = self.next;
         self.next += 1;
-        self.pages[x as usize].slot = t as u32;
-        let root = self.pages[x as usize].root;
-        if root != NIL {
-            self.markers[root as usize].root_slot = t as u32;
-        }
+        self.pages[x as usize] = t as u32;
+        self.set_root(heap, t as u32);
         self.page_at[t] = x;
         self.live[t / 64] |= 1u64 << (t % 64);
-        self.set_slot(t, x as usize);
+        let d = w - self.tree.w(t);
+        self.tree.add_ws([(t, d), (t, 0), (t, 0)]);
+        self.tree.set_marker(t, lane(heap));
     }
 
     /// Renumbers the live slots `0..d` in order and rebuilds the tree with room for at least
     /// half as many again (so renumbering costs O(1) per map, amortized). Not more: at 65,536
     /// pages, 131,072 slots (renumbered every 65,536 maps or more) took less time per map
     /// than 262,144, whose slots fall out of the cache.
-    #[allow(clippy::cast_possible_truncation)]
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
     #[cold]
     #[inline(never)]
     fn compact(&mut self) {
         let mut d = 0usize;
+        self.renumbered.clear();
         for w in 0..self.live.len() {
             let mut bits = self.live[w];
             while bits != 0 {
@@ -265,11 +247,10 @@ impl OptMarkers {
                 // d ≤ t: reading page_at[t] before writing page_at[d] keeps it in place.
                 let p = self.page_at[t];
                 self.page_at[d] = p;
-                self.pages[p as usize].slot = d as u32;
-                let root = self.pages[p as usize].root;
-                if root != NIL {
-                    self.markers[root as usize].root_slot = d as u32;
-                }
+                self.pages[p as usize] = d as u32;
+                let mk = self.tree.marker(t);
+                self.set_root(root(mk), d as u32);
+                self.renumbered.push((self.tree.w(t), mk));
                 d += 1;
                 bits &= bits - 1;
             }
@@ -282,13 +263,7 @@ impl OptMarkers {
         for t in 0..d {
             self.live[t / 64] |= 1u64 << (t % 64);
         }
-        let pages = &self.pages;
-        self.tree.rebuild(
-            size,
-            self.page_at[..d]
-                .iter()
-                .map(|&p| Self::slot_of(pages[p as usize])),
-        );
+        self.tree.rebuild(size, self.renumbered.iter().copied());
     }
 
     /// The first live slot at or after `t` (one exists: the most recent).

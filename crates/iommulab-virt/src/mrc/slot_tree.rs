@@ -154,12 +154,19 @@ impl SlotTree {
         }
     }
 
-    /// Asks the cache for slot `t`'s group (its local suffixes and least markers).
+    /// Asks the cache for the groups (local suffixes and least markers) of slots `t` and
+    /// `t + 1`.
     #[inline(always)]
     pub(super) fn prefetch(&self, t: usize) {
-        if let Some(g) = self.slots.get(t / W) {
-            isa_dispatch::prefetch(&g.s);
-            isa_dispatch::prefetch(&g.m);
+        for j in [t / W, (t + 1) / W] {
+            if let Some(g) = self.slots.get(j) {
+                isa_dispatch::prefetch(&g.s);
+                isa_dispatch::prefetch(&g.m);
+            }
+            if !(t + 1).is_multiple_of(W) {
+                // One group holds both.
+                break;
+            }
         }
     }
 
@@ -169,6 +176,12 @@ impl SlotTree {
         let s = &self.slots[t / W].s;
         let k = t % W;
         s[k] - if k + 1 < W { s[k + 1] } else { 0 }
+    }
+
+    /// The least marker of slot `t` ([`NONE`] for none).
+    #[inline(always)]
+    pub(super) fn marker(&self, t: usize) -> i32 {
+        self.slots[t / W].m[t % W]
     }
 
     /// Adds `d` to slot `t`'s w for each `(t, d)` of `changes` (a slot at most once, in any

@@ -388,9 +388,9 @@ pub(super) struct StreamedCurve {
 }
 
 /// Runs ahead of the one being mapped whose first page's slots OPT asks the cache for
-/// ([`OptMarkers::prefetch`]): a map's first loads (its page's cell, then the next slot's
-/// page and tree group) are dependent misses at tens of thousands of pages. 2 to 16 runs
-/// ahead measured alike (BENCHMARKS.md).
+/// ([`OptMarkers::prefetch`]): a map's first loads (its page's slot, then that slot's and
+/// the next one's tree group) are dependent misses at tens of thousands of pages. 2 to 16
+/// runs ahead measured alike (BENCHMARKS.md).
 const AHEAD: usize = 4;
 
 /// A batch of page runs through a curve, compiled once per instruction set
