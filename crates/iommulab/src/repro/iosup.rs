@@ -239,8 +239,9 @@ pub const WORKLOAD_ESTIMATES: [WorkloadEstimate; 7] = [
     WorkloadEstimate {
         name: "lifetime_max_s",
         basis: "the short-lived processes' longest lifetime, s (log-uniform from 0.05 s): S3.5 gives their rate, \
-not their lifetimes; from helpers that exit at once to processes that live a minute",
-        range: (1.0, 60.0),
+not their lifetimes; from helpers that exit at once (a script's commands run one after another: at most \
+0.1 s at 542 a minute) to processes that live a minute",
+        range: (0.1, 60.0),
         get: |w| w.churn.lifetime_s.1,
         set: |w, v| w.churn.lifetime_s.1 = v,
     },
