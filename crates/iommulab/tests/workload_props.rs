@@ -429,6 +429,14 @@ fn generators_do_not_allocate_in_steady_state() {
         ..UniformRandomConfig::default()
     };
     quiet("uniform", UniformRandom::new(random).unwrap());
+    quiet(
+        "net-rx",
+        NetRx::new(NetRxConfig {
+            packets: u64::MAX,
+            pool_pages: NetRx::min_pool_pages(256, 2048),
+            ..NetRxConfig::default()
+        }),
+    );
     let duplex = NicDuplexConfig {
         tx: DuplexTx::NetperfSend(tso),
         ..NicDuplexConfig::default()
