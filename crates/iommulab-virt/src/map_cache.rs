@@ -760,7 +760,22 @@ mod tests {
         check::<Lru>(&LruConfig::default());
         check::<Fifo>(&FifoConfig::default());
         check::<Opt>(&OptConfig::default());
-        check::<OptBatch>(&OptBatchConfig::default());
+        // Capped, a miss's batch scratch is fixed; uncapped (the default) it grows with the
+        // largest batch (at most the quota's pages and the scan window's 4096): 40 bytes a
+        // page in the policy (its pages with their next uses, its OPT victims' frontier,
+        // the next uses it skips) and 32 in the cache (its lists of pages mapped ahead,
+        // mapped and evicted, capacities doubling).
+        check::<OptBatch>(&OptBatchConfig {
+            batch: Some(32),
+            ..OptBatchConfig::default()
+        });
+        for q in [100usize, 5000] {
+            let (bytes, _, _) = measure::<OptBatch>(q, 2 * q as u64, &OptBatchConfig::default());
+            assert!(
+                bytes <= 32 * q + 4096 + 72 * q.min(4096),
+                "opt_batch q={q}: {bytes} bytes"
+            );
+        }
         check::<Prefetch>(&PrefetchConfig::default());
         // Only the prefetcher keeps history, and it does cover every page seen.
         assert_eq!(measure::<Lru>(100, 200, &LruConfig::default()).1, 0);
@@ -804,7 +819,7 @@ mod tests {
         let la = Arc::new(Lookahead::from_refs(&refs));
         for batch in [1usize, 2, 8, 32] {
             let cfg = OptBatchConfig {
-                batch,
+                batch: Some(batch),
                 ..OptBatchConfig::default()
             };
             let s = replay::<OptBatch>(&refs, batch + 1, &cfg, Some(la.clone())).unwrap();
@@ -812,6 +827,36 @@ mod tests {
             assert_eq!(s.hits + s.misses, 1000);
             assert_eq!(s.prefetch_hits, s.prefetched);
         }
+        // Uncapped, the quota ends a batch: a miss maps the next `quota` pages.
+        for quota in [3usize, 10, 64] {
+            let s = replay::<OptBatch>(&refs, quota, &OptBatchConfig::default(), Some(la.clone()))
+                .unwrap();
+            assert_eq!(s.misses, 1000u64.div_ceil(quota as u64), "quota {quota}");
+        }
+    }
+
+    /// Optimal batching maps each page once per batch: a page met again in the scan does
+    /// not use up the batch.
+    #[test]
+    fn opt_batch_takes_a_page_once_per_batch() {
+        // 0, then 1 and 2 alternating 50 times, then 3..=20: 21 distinct pages.
+        let mut gs = vec![0u64];
+        for _ in 0..50 {
+            gs.extend([1, 2]);
+        }
+        gs.extend(3..=20);
+        let refs = pairs(&gs);
+        let la = Arc::new(Lookahead::from_refs(&refs));
+        let s =
+            replay::<OptBatch>(&refs, 21, &OptBatchConfig::default(), Some(la.clone())).unwrap();
+        assert_eq!((s.misses, s.prefetched), (1, 20));
+        // Capped at 4 pages: 0 with 1, 2, 3; then 4..=7, 8..=11, ... — 1 + 17/4 rounded up.
+        let cfg = OptBatchConfig {
+            batch: Some(4),
+            ..OptBatchConfig::default()
+        };
+        let s = replay::<OptBatch>(&refs, 21, &cfg, Some(la)).unwrap();
+        assert_eq!(s.misses, 1 + 17u64.div_ceil(4));
     }
 
     /// S1.4: a follower seen more than twice is mapped with the missing page, chained.

@@ -246,7 +246,8 @@ proptest! {
         check_invariants::<Fifo>(quota, &ops, &FifoConfig {})?;
         check_invariants::<Lru>(quota, &ops, &LruConfig {})?;
         check_invariants::<Opt>(quota, &ops, &OptConfig {})?;
-        check_invariants::<OptBatch>(quota, &ops, &OptBatchConfig { batch: 4, window: 64 })?;
+        check_invariants::<OptBatch>(quota, &ops, &OptBatchConfig { batch: Some(4), window: 64 })?;
+        check_invariants::<OptBatch>(quota, &ops, &OptBatchConfig { batch: None, window: 64 })?;
         check_invariants::<Prefetch>(quota, &ops, &PrefetchConfig { min_count: 1, max_batch: 4 })?;
         check_invariants::<Prefetch>(quota, &ops, &PrefetchConfig::default())?;
     }
@@ -283,9 +284,9 @@ proptest! {
         prop_assert!(opt >= lru);
         let fifo = hits::<Fifo>(&refs, quota, &FifoConfig::default());
         prop_assert!(opt >= fifo);
-        for batch in [2, 4, 32] {
+        for batch in [Some(2), Some(4), Some(32), None] {
             let b = hits::<OptBatch>(&refs, quota, &OptBatchConfig { batch, window: 4096 });
-            prop_assert!(b >= opt, "batch {}: {} < OPT {}", batch, b, opt);
+            prop_assert!(b >= opt, "batch {:?}: {} < OPT {}", batch, b, opt);
         }
     }
 }

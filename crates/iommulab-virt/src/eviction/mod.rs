@@ -417,7 +417,7 @@ mod tests {
         assert_eq!(
             c,
             EvictionConfig::OptBatch(OptBatchConfig {
-                batch: 4,
+                batch: Some(4),
                 ..OptBatchConfig::default()
             })
         );

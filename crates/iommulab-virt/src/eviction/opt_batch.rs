@@ -1,22 +1,27 @@
 //! Optimal batching (S1.3, paper §2.3 and §4.2 "Optimal batching"): offline; a miss's
 //! hypercall maps the missing page **and the next distinct future pages that are not
-//! cached**, up to `batch` pages in all; victims are chosen by OPT.
+//! cached**; victims are chosen by OPT.
 //!
 //! The paper's N (pages mapped ahead) is `batch − 1`; its miss-rate bound 1/(N+1) =
 //! 1/`batch` holds for a stream without reuse when the quota fits a batch (tested). The
-//! paper gives no value for N; the default `batch = 32` (miss rate ≤ 1/32 ≈ 3% on such a
-//! stream) is ours, in line with Figure 3's "close to 100% at a 10% quota".
+//! paper gives no value for N: its optimal batching is "the optimal offline algorithm, but
+//! with batching ... multiple pages can be replaced at the same time" (§4.2), so by default
+//! a batch has no cap of its own: the quota and the rule below end it. `batch = K` caps it
+//! at K pages (the sensitivity of Figures 3–4 sweeps K).
 //!
 //! A page is mapped ahead only if it does no harm (Cao et al.'s rule for integrated
 //! prefetching and caching): into a free entry, or in place of the OPT victim only if the
 //! victim is next used *after* the prefetched page. Candidates come in order of next use
 //! and victims in reverse order of next use, so the batch stops at the first pair that
-//! fails. The scan looks at most `window` map requests ahead, bounding a miss's cost to
-//! O(window · batch) even when every future page is already cached.
+//! fails. The scan looks at most `window` map requests ahead, bounding a miss's cost even
+//! when every future page is already cached. A page met again in the scan is known by its
+//! position: the next uses of the pages already in the batch wait in a min-heap, so the
+//! scan skips position j when j is the least of them.
 //!
-//! Cost per miss: the scan plus O(batch · log batch) to walk the OPT heap's largest keys;
-//! per-slot state as [`Opt`].
+//! Cost per miss: O(window · log batch) for the scan plus O(batch · log batch) to walk the
+//! OPT heap's largest keys; per-slot state as [`Opt`].
 
+use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::sync::Arc;
 
@@ -32,8 +37,9 @@ use iommulab_base::addr::{Gpa, Pfn};
 #[serde(default, deny_unknown_fields)]
 pub struct OptBatchConfig {
     /// Pages one miss's hypercall maps at most, the missing page included (the paper's
-    /// N + 1). `1` is plain OPT. Default 32.
-    pub batch: usize,
+    /// N + 1). `1` is plain OPT. Default: no cap (the quota and the do-no-harm rule end a
+    /// batch).
+    pub batch: Option<usize>,
     /// How many future map requests a miss scans for pages to map ahead. Default 4096.
     pub window: usize,
 }
@@ -41,7 +47,7 @@ pub struct OptBatchConfig {
 impl Default for OptBatchConfig {
     fn default() -> Self {
         Self {
-            batch: 32,
+            batch: None,
             window: 4096,
         }
     }
@@ -51,8 +57,12 @@ impl Default for OptBatchConfig {
 #[derive(Clone, Debug)]
 pub struct OptBatch {
     opt: Opt,
+    /// The cap on a batch, the missing page included (`usize::MAX`: none).
     batch: usize,
     window: usize,
+    /// Next uses of the pages the current batch holds, least first: the scan's positions
+    /// of pages it has already taken.
+    taken: BinaryHeap<Reverse<u64>>,
     /// `(page, next use)` of the pages the last `prefetch` proposed, in order.
     pending: Vec<(Pfn<Gpa>, u64)>,
     /// Next `pending` entry `on_insert` expects.
@@ -71,23 +81,30 @@ impl EvictionPolicy for OptBatch {
         config: &OptBatchConfig,
         lookahead: Option<Arc<Lookahead>>,
     ) -> Result<Self> {
-        if config.batch == 0 || config.window == 0 {
+        if config.batch == Some(0) || config.window == 0 {
             return Err(Error::BadConfig {
                 policy: Self::NAME,
                 reason: format!(
                     "batch ({}) and window ({}) must be at least 1",
-                    config.batch, config.window
+                    config.batch.unwrap_or(usize::MAX),
+                    config.window
                 ),
             });
         }
         let lookahead = lookahead.ok_or(Error::LookaheadRequired { policy: Self::NAME })?;
+        let batch = config.batch.unwrap_or(usize::MAX);
+        // A batch holds at most the quota's pages and the window's; sized once, so a miss
+        // allocates nothing.
+        let most = batch.min(capacity.max(1)).min(config.window);
         Ok(Self {
             opt: Opt::new(capacity, &OptConfig::default(), Some(lookahead))?,
-            batch: config.batch,
+            batch,
             window: config.window,
-            pending: Vec::with_capacity(config.batch),
+            taken: BinaryHeap::with_capacity(most),
+            pending: Vec::with_capacity(most),
             pending_read: 0,
-            frontier: BinaryHeap::with_capacity(2 * config.batch + 1),
+            // Each victim taken adds at most two children and removes itself.
+            frontier: BinaryHeap::with_capacity(most + 1),
         })
     }
 
@@ -159,12 +176,24 @@ impl EvictionPolicy for OptBatch {
         let la = self.opt.lookahead();
         let start = self.opt.position() + 1;
         let end = la.len().min(start.saturating_add(self.window));
+        self.taken.clear();
         for j in start..end {
-            let q = la.page(j);
-            if q == missing || cached(q).is_some() || out.contains(&q) {
+            let j64 = j as u64;
+            if self.taken.peek() == Some(&Reverse(j64)) {
+                // A page this batch already holds, met again: wait for its next use.
+                self.taken.pop();
+                let n = la.next_use(j);
+                if n != NEVER {
+                    self.taken.push(Reverse(n));
+                }
                 continue;
             }
-            let j = j as u64;
+            let q = la.page(j);
+            if q == missing || cached(q).is_some() {
+                continue;
+            }
+            let next = la.next_use(j);
+            let j = j64;
             if free > 0 {
                 free -= 1;
             } else {
@@ -183,6 +212,9 @@ impl EvictionPolicy for OptBatch {
             }
             out.push(q);
             self.pending.push((q, j));
+            if next != NEVER {
+                self.taken.push(Reverse(next));
+            }
             if out.len() == limit {
                 break;
             }
@@ -193,6 +225,7 @@ impl EvictionPolicy for OptBatch {
         self.opt.metadata_bytes()
             + self.pending.capacity() * std::mem::size_of::<(Pfn<Gpa>, u64)>()
             + self.frontier.capacity() * std::mem::size_of::<(u64, usize)>()
+            + self.taken.capacity() * std::mem::size_of::<u64>()
     }
 }
 

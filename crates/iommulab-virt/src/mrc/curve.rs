@@ -524,7 +524,7 @@ mod tests {
             EvictionConfig::Lru(LruConfig::default()),
             EvictionConfig::Opt(OptConfig::default()),
             EvictionConfig::OptBatch(OptBatchConfig {
-                batch: 4,
+                batch: Some(4),
                 window: 64,
             }),
             EvictionConfig::Prefetch(PrefetchConfig::default()),
@@ -680,7 +680,7 @@ mod tests {
             &refs,
             &CurveRequest {
                 policy: EvictionConfig::OptBatch(OptBatchConfig {
-                    batch: 0,
+                    batch: Some(0),
                     window: 1,
                 }),
                 ..Default::default()

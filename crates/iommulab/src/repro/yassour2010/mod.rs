@@ -53,7 +53,7 @@ use crate::workload::{
 };
 
 pub use cpu::{CpuCurve, CpuSensitivity};
-pub use hit_rate::{HitCurve, PrefetchAt, Sensitivity};
+pub use hit_rate::{BatchCapAt, HitCurve, PrefetchAt, Sensitivity};
 pub use protection::Protection;
 pub use streams::StreamStats;
 pub use tuned::{Shape, TunedParam, TunedResult};
@@ -173,6 +173,8 @@ pub struct WorkloadResult {
     pub policies: Vec<HitCurve>,
     /// Prefetching's guesses at the quoted quotas.
     pub prefetch: Vec<PrefetchAt>,
+    /// Optimal batching and prefetching at the 10% quota with their batches capped.
+    pub batch_caps: Vec<hit_rate::BatchCapAt>,
     /// Figures 5–6: one CPU curve per series.
     pub cpu: Vec<CpuCurve>,
     /// The configuration the CPU curves ran (Figure 6: large-file downloads, S1.9).
@@ -198,9 +200,10 @@ pub struct Results {
     pub link_mbps: u64,
     /// The guest's CPUs (an input chosen from the paper: [`GUEST_CPUS`]).
     pub cpus: u32,
-    /// Optimal batching's pages per miss, the paper's N + 1 (an input: the paper gives no
-    /// N; [`crate::virt::OptBatchConfig`]'s default, chosen in line with Figure 3).
-    pub opt_batch_pages: usize,
+    /// Optimal batching's cap on the pages one miss maps, the paper's N + 1 (`None`: no cap,
+    /// [`crate::virt::OptBatchConfig`]'s default: the paper gives no N, and its optimal
+    /// batching replaces as many pages at once as the quota allows).
+    pub opt_batch_pages: Option<usize>,
     /// Every price of the guest runs (`kvm-2010`).
     pub cost_model: crate::hw::CostModel,
     /// How CPU utilisation is computed.
@@ -479,6 +482,7 @@ impl Prepared {
         let policies = crate::virt::EvictionConfig::all_default().len() as u64;
         policies
             + QUOTED.len() as u64
+            + 1 // the batch caps
             + cpu::steps(cpu.pinned, cpu.ws)
             + protection::CASES.len() as u64
     }
@@ -666,6 +670,7 @@ fn workload(
     let seq = mrc::page_sequence(&p.refs);
     let policies = hit_rate::policies(name, &seq, &p.refs, p.ws, steps)?;
     let prefetch = hit_rate::prefetch(name, &seq, p.ws, steps)?;
+    let batch_caps = hit_rate::batch_caps(name, &seq, p.ws, steps)?;
     let cpu = cpu::curves(&cpu_p.spec, cpu_p.ws, cpu_p.pinned, steps)?;
     let protection = protection::table(&p.spec, p.ws, p.pinned, steps)?;
     Ok(WorkloadResult {
@@ -681,6 +686,7 @@ fn workload(
         max_pinned_pages: p.pinned,
         policies,
         prefetch,
+        batch_caps,
         cpu,
         cpu_config: cpu_p.spec.describe(),
         cpu_working_set_pages: cpu_p.ws,

@@ -91,6 +91,8 @@ pub struct RecordedResult {
     pub policies: Vec<HitCurve>,
     /// Prefetching's guesses at the quoted quotas.
     pub prefetch: Vec<PrefetchAt>,
+    /// Optimal batching and prefetching at the 10% quota with their batches capped.
+    pub batch_caps: Vec<hit_rate::BatchCapAt>,
     /// Figures 5–6 on the recording: one CPU curve per series.
     pub cpu: Vec<CpuCurve>,
     /// Most pages pinned at once, with and without the driver's lists (the curves'
@@ -236,7 +238,7 @@ impl PreparedRecording {
 
     /// Steps [`PreparedRecording::run`] reports.
     pub(crate) fn steps(&self) -> u64 {
-        (EvictionConfig::all_default().len() + super::QUOTED.len()) as u64
+        (EvictionConfig::all_default().len() + super::QUOTED.len() + 1) as u64
             + cpu::steps(self.pinned, self.cpu_ws)
             + cpu::SENSITIVITY_STEPS
     }
@@ -247,6 +249,7 @@ impl PreparedRecording {
         let seq = mrc::page_sequence(refs);
         let policies = hit_rate::policies(r.name, &seq, refs, ws, steps)?;
         let prefetch = hit_rate::prefetch(r.name, &seq, ws, steps)?;
+        let batch_caps = hit_rate::batch_caps(r.name, &seq, ws, steps)?;
         let cpu = cpu::curves(&self.w, self.cpu_ws, self.pinned, steps)?;
         let cpu_sensitivity = cpu::sensitivity(&self.w, steps)?;
         Ok(RecordedResult {
@@ -259,6 +262,7 @@ impl PreparedRecording {
             working_set_pages: ws,
             policies,
             prefetch,
+            batch_caps,
             cpu,
             cpu_max_pinned_pages: self.pinned,
             packet_sg: self.packet_sg,
