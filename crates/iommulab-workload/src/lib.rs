@@ -25,6 +25,7 @@
 pub mod apache_sendfile;
 pub mod block;
 pub mod in_guest;
+mod live_objects;
 pub mod net_rx;
 pub mod netperf_send;
 pub mod nic_duplex;

@@ -28,6 +28,7 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 
+use super::live_objects::LiveObjects;
 use super::{DmaOp, ParamError, Segment, Workload, WorkloadError, invalid};
 use iommulab_base::addr::{Access, CpuId, DmaDirection, Hpa, PAGE_4K};
 
@@ -232,12 +233,7 @@ impl NetRx {
         let drawn = page * per_page + self.rng.gen_range(0..per_page);
         // The slab hands out a free object: the drawn one, or the next free after it. The
         // pool holds more objects than the ring, so one is free.
-        let objects = self.cfg.pool_pages * per_page;
-        let mut object = drawn;
-        while self.live.contains(object) {
-            object = (object + 1) % objects;
-        }
-        self.live.insert(object);
+        let object = self.live.take_free(drawn, self.cfg.pool_pages * per_page);
         let slot = self.slot(n) as usize;
         self.posted[slot] = object;
         Hpa::new(POOL_BASE + object * self.cfg.buf_size.next_power_of_two())
@@ -248,80 +244,6 @@ impl NetRx {
         if !self.posted.is_empty() {
             let object = self.posted[self.slot(n) as usize];
             self.live.remove(object);
-        }
-    }
-}
-
-/// A set of at most `n` object numbers in a table of twice that many cells, allocated once:
-/// open addressing with linear probing, and deletion by shifting the run back (no
-/// tombstones), so no operation allocates.
-#[derive(Debug, Clone)]
-struct LiveObjects {
-    cells: Vec<u64>,
-}
-
-/// An empty cell (object numbers are below `pool_pages × 2`, far below it).
-const EMPTY: u64 = u64::MAX;
-
-impl LiveObjects {
-    fn new(n: usize) -> Self {
-        let cells = if n == 0 {
-            0
-        } else {
-            (2 * n + 2).next_power_of_two()
-        };
-        Self {
-            cells: vec![EMPTY; cells],
-        }
-    }
-
-    fn home(&self, object: u64) -> usize {
-        // Fibonacci hashing: random draws need no more than spreading consecutive numbers.
-        let h = object.wrapping_mul(0x9e37_79b9_7f4a_7c15);
-        (h >> 32) as usize & (self.cells.len() - 1)
-    }
-
-    /// The cell holding `object`, or the empty cell where it would go.
-    fn find(&self, object: u64) -> usize {
-        let mask = self.cells.len() - 1;
-        let mut i = self.home(object);
-        while self.cells[i] != EMPTY && self.cells[i] != object {
-            i = (i + 1) & mask;
-        }
-        i
-    }
-
-    fn contains(&self, object: u64) -> bool {
-        self.cells[self.find(object)] == object
-    }
-
-    fn insert(&mut self, object: u64) {
-        let i = self.find(object);
-        self.cells[i] = object;
-    }
-
-    fn remove(&mut self, object: u64) {
-        let mask = self.cells.len() - 1;
-        let mut hole = self.find(object);
-        if self.cells[hole] != object {
-            return;
-        }
-        self.cells[hole] = EMPTY;
-        // Shift back every later member of the run whose home is not between the hole and it.
-        let mut i = (hole + 1) & mask;
-        while self.cells[i] != EMPTY {
-            let home = self.home(self.cells[i]);
-            let stays = if hole <= i {
-                hole < home && home <= i
-            } else {
-                hole < home || home <= i
-            };
-            if !stays {
-                self.cells[hole] = self.cells[i];
-                self.cells[i] = EMPTY;
-                hole = i;
-            }
-            i = (i + 1) & mask;
         }
     }
 }
@@ -522,34 +444,15 @@ mod tests {
         }
     }
 
-    /// The live-object set against a reference under many inserts and removes; a pool of
-    /// 2^36 pages costs memory by the ring, not the pool.
+    /// A pool of 2^36 pages costs memory by the ring, not the pool.
     #[test]
-    fn live_objects_match_a_reference_set() {
-        let mut set = LiveObjects::new(40);
-        let mut reference = HashSet::new();
-        let mut rng = SmallRng::seed_from_u64(7);
-        for _ in 0..200_000 {
-            // Few distinct numbers, so runs collide and deletions shift them.
-            let x = rng.gen_range(0..120u64) * 1024;
-            if reference.len() < 40 && rng.gen_bool(0.5) {
-                set.insert(x);
-                reference.insert(x);
-            } else {
-                set.remove(x);
-                reference.remove(&x);
-            }
-            assert_eq!(set.contains(x), reference.contains(&x));
-        }
-        for x in 0..120u64 {
-            assert_eq!(set.contains(x * 1024), reference.contains(&(x * 1024)));
-        }
+    fn a_huge_pool_costs_memory_by_the_ring() {
         let huge = NetRx::new(NetRxConfig {
             pool_pages: 1 << 36,
             packets: 1000,
             ..NetRxConfig::default()
         });
-        assert!(huge.live.cells.len() <= 1024);
+        assert!(huge.live.capacity() <= 1024);
     }
 
     /// A pool that cannot hold one buffer more than the ring is refused by name; `new`

@@ -12,12 +12,16 @@
 //! Buffers come from the kmalloc-1024 slab in the paper's kernel: four 1024-byte objects per
 //! page, so a 1024-byte buffer never crosses a page. The model draws buffer pages at random
 //! (seeded) from a pool and the object index within the page at random, so the same physical
-//! page is often mapped again while a stale IOTLB entry for its old IOVA may exist.
+//! page is often mapped again while a stale IOTLB entry for its old IOVA may exist. As a slab
+//! does, it hands out only free objects: a draw that lands on the object of an I/O still in
+//! flight takes the next free one, so two live buffers never share a cacheline (dma-debug's
+//! rule). With one I/O in flight (S0.8) no object is live at a draw.
 
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 
+use super::live_objects::LiveObjects;
 use super::{DmaOp, OpSink, Segment, Workload, WorkloadError};
 use iommulab_base::addr::{Access, CpuId, DmaDirection, Hpa, PAGE_4K};
 
@@ -63,7 +67,8 @@ pub struct PseudoScsiConfig {
     pub cpus: u16,
     /// Let the device access each buffer once while mapped.
     pub touch: bool,
-    /// Pages in the buffer pool.
+    /// Pages in the buffer pool; with more I/Os in flight than its objects, the pool grows
+    /// to hold one for each, as a slab takes new pages ([`PseudoScsi::min_pool_pages`]).
     pub pool_pages: u64,
     /// Seed of the buffer-placement RNG.
     pub seed: u64,
@@ -104,6 +109,10 @@ pub struct PseudoScsi {
     step: Step,
     /// The scatterlist of the last `MapSg` (one entry: no allocation per I/O).
     sg: [Segment; 1],
+    /// The objects of the I/Os in flight (with more than one I/O outstanding).
+    live: LiveObjects,
+    /// Per slot: the object its I/O holds.
+    held: Vec<u64>,
 }
 
 /// The next I/O of a sequence (issued or completed) with its slot and CPU, advanced with
@@ -140,7 +149,18 @@ enum Step {
 }
 
 impl PseudoScsi {
-    /// A generator; `outstanding` and `cpus` below 1 count as 1.
+    /// Pool pages that hold an object for each of `outstanding` I/Os of `io_size` bytes.
+    pub fn min_pool_pages(outstanding: u32, io_size: u64) -> u64 {
+        let object_bytes = io_size
+            .max(1)
+            .checked_next_power_of_two()
+            .unwrap_or(u64::MAX);
+        let per_page = (PAGE_4K.bytes() / object_bytes).max(1);
+        u64::from(outstanding.max(1)).div_ceil(per_page)
+    }
+
+    /// A generator; `outstanding` and `cpus` below 1 count as 1, and a pool too small for
+    /// the I/Os in flight grows to [`PseudoScsi::min_pool_pages`] (a slab takes new pages).
     pub fn new(cfg: PseudoScsiConfig) -> Self {
         let cfg = PseudoScsiConfig {
             outstanding: cfg.outstanding.max(1),
@@ -149,16 +169,24 @@ impl PseudoScsi {
             pool_pages: cfg.pool_pages.max(1),
             ..cfg
         };
+        let object_bytes = cfg.io_size.checked_next_power_of_two().unwrap_or(u64::MAX);
+        let per_page = (PAGE_4K.bytes() / object_bytes).max(1);
+        let cfg = PseudoScsiConfig {
+            pool_pages: cfg
+                .pool_pages
+                .max(Self::min_pool_pages(cfg.outstanding, cfg.io_size)),
+            ..cfg
+        };
+        let many = cfg.outstanding > 1;
         // kmalloc objects are naturally aligned to their size class (S0.8's 1024 bytes → 4
         // objects per page); larger buffers start page aligned.
         // Above 2^63 there is no power of two; such a buffer is one object per page (and
         // larger than any IOVA space, which the mapping reports).
-        let object_bytes = cfg.io_size.checked_next_power_of_two().unwrap_or(u64::MAX);
         Self {
             rng: SmallRng::seed_from_u64(cfg.seed),
             cfg,
             object_bytes,
-            per_page: (PAGE_4K.bytes() / object_bytes).max(1),
+            per_page,
             issued: IoSeq::default(),
             completed: IoSeq::default(),
             step: Step::Map,
@@ -166,14 +194,35 @@ impl PseudoScsi {
                 phys: Hpa::new(0),
                 len: 0,
             }],
+            // At a draw, the I/Os in flight are one fewer than `outstanding`.
+            live: LiveObjects::new(if many {
+                cfg.outstanding as usize - 1
+            } else {
+                0
+            }),
+            held: if many {
+                vec![0; cfg.outstanding as usize]
+            } else {
+                Vec::new()
+            },
         }
     }
 
+    /// The buffer of the I/O in `slot`.
     #[inline(always)]
-    fn buffer(&mut self) -> Hpa {
+    fn buffer(&mut self, slot: u32) -> Hpa {
         let page = self.rng.gen_range(0..self.cfg.pool_pages);
         let object = self.rng.gen_range(0..self.per_page);
-        // With one object per page, `object` is 0: the buffer starts the page.
+        if self.held.is_empty() {
+            // With one object per page, `object` is 0: the buffer starts the page.
+            return Hpa::new(POOL_BASE + page * PAGE_4K.bytes() + object * self.object_bytes);
+        }
+        let object = self.live.take_free(
+            page * self.per_page + object,
+            self.cfg.pool_pages * self.per_page,
+        );
+        self.held[slot as usize] = object;
+        let (page, object) = (object / self.per_page, object % self.per_page);
         Hpa::new(POOL_BASE + page * PAGE_4K.bytes() + object * self.object_bytes)
     }
 
@@ -239,7 +288,7 @@ impl PseudoScsi {
                         } else {
                             Step::Map
                         };
-                        let phys = self.buffer();
+                        let phys = self.buffer(i.slot);
                         if self.cfg.dma_path == ScsiDmaPath::Sg {
                             self.sg[0] = Segment {
                                 phys,
@@ -286,6 +335,9 @@ impl PseudoScsi {
                 Step::Complete => {
                     let c = self.completed;
                     self.completed.advance(self.cfg.outstanding, self.cfg.cpus);
+                    if let Some(&object) = self.held.get(c.slot as usize) {
+                        self.live.remove(object);
+                    }
                     self.step = Step::Map;
                     return Some(DmaOp::Unmap {
                         slot: c.slot,
@@ -313,6 +365,45 @@ mod tests {
         fn stopped(&self) -> bool {
             self.0.len() >= self.1
         }
+    }
+
+    /// Two I/Os in flight never hold the same slab object, even from a pool barely larger
+    /// than the queue; a pool smaller than the queue grows to hold it.
+    #[test]
+    fn no_two_ios_in_flight_share_an_object() {
+        for (outstanding, pool_pages) in [(8u32, 3u64), (8, 1), (64, 17)] {
+            let cfg = PseudoScsiConfig {
+                ios: 5000,
+                outstanding,
+                pool_pages,
+                seed: 3,
+                ..PseudoScsiConfig::default()
+            };
+            let mut w = PseudoScsi::new(cfg);
+            assert_eq!(
+                w.cfg.pool_pages,
+                pool_pages.max(u64::from(outstanding).div_ceil(4))
+            );
+            let mut live = std::collections::HashMap::new();
+            while let Some(op) = w.next_op().unwrap() {
+                match op {
+                    DmaOp::Map { slot, phys, .. } => {
+                        assert!(
+                            !live.values().any(|&p| p == phys),
+                            "{phys:?} mapped while live ({outstanding}, {pool_pages})"
+                        );
+                        live.insert(slot, phys);
+                    }
+                    DmaOp::Unmap { slot, .. } => {
+                        live.remove(&slot);
+                    }
+                    _ => {}
+                }
+            }
+            assert!(live.is_empty());
+        }
+        assert_eq!(PseudoScsi::min_pool_pages(8, 1024), 2);
+        assert_eq!(PseudoScsi::min_pool_pages(8, 5000), 8);
     }
 
     /// `for_each_op` makes the ops `next_op` makes, stops with the sink, and `next_op` goes
@@ -347,7 +438,8 @@ mod tests {
 
     /// The ops follow the definition: the k-th map and the k-th unmap use slot
     /// k % outstanding and CPU k % cpus, directions alternate, an access follows its map, and
-    /// buffers are drawn from the seeded pool as kmalloc objects.
+    /// buffers are drawn from the seeded pool as kmalloc objects, a live one passed over for
+    /// the next free.
     #[test]
     fn ops_follow_the_io_numbering_and_the_seeded_pool() {
         for (outstanding, cpus, touch, io_size) in [
@@ -371,6 +463,7 @@ mod tests {
             let object = io_size.next_power_of_two();
             let per_page = (4096 / object).max(1);
             let (mut maps, mut unmaps, mut last_map_slot) = (0u64, 0u64, None);
+            let mut held = std::collections::HashMap::new();
             while let Some(op) = w.next_op().unwrap() {
                 match op {
                     DmaOp::Map {
@@ -385,6 +478,12 @@ mod tests {
                         assert_eq!(dir == DmaDirection::FromDevice, maps % 2 == 0);
                         let page = rng.gen_range(0..64);
                         let o = rng.gen_range(0..per_page);
+                        let mut n = page * per_page + o;
+                        while held.values().any(|&h| h == n) {
+                            n = (n + 1) % (64 * per_page);
+                        }
+                        held.insert(slot, n);
+                        let (page, o) = (n / per_page, n % per_page);
                         let off = if per_page > 1 { o * object } else { 0 };
                         assert_eq!(phys.get(), POOL_BASE + page * 4096 + off);
                         last_map_slot = Some(slot);
@@ -395,6 +494,7 @@ mod tests {
                         assert_eq!(Some(slot), last_map_slot.take());
                     }
                     DmaOp::Unmap { slot, cpu } => {
+                        held.remove(&slot);
                         assert_eq!(u64::from(slot), unmaps % u64::from(outstanding));
                         assert_eq!(cpu.index() as u64, unmaps % u64::from(cpus));
                         unmaps += 1;
