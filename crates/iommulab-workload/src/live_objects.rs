@@ -31,6 +31,7 @@ impl LiveObjects {
     }
 
     /// Cells in the table.
+    #[cfg(test)]
     pub(crate) fn capacity(&self) -> usize {
         self.cells.len()
     }

@@ -430,6 +430,16 @@ fn generators_do_not_allocate_in_steady_state() {
     };
     quiet("uniform", UniformRandom::new(random).unwrap());
     quiet(
+        "pseudo-scsi, 16 in flight",
+        PseudoScsi::new(PseudoScsiConfig {
+            ios: u64::MAX,
+            outstanding: 16,
+            pool_pages: 8,
+            touch: true,
+            ..PseudoScsiConfig::default()
+        }),
+    );
+    quiet(
         "net-rx",
         NetRx::new(NetRxConfig {
             packets: u64::MAX,
