@@ -301,7 +301,7 @@ fn batch_caps(res: &Results) -> String {
     let mut m = String::from(
         "## Batch sizes the paper does not give
 
-The paper gives no batch size for either batching policy. Optimal batching runs uncapped (its batch ends where the quota or the do-no-harm rule ends it: the optimal offline algorithm \"with batching\", §4.2); prefetching chains followers up to 32 pages (ours). Hit rates at the 10% quota with each policy's batch capped at a few sizes (pages one miss maps at most, the missing page included):\n\n| stream | 10% quota | cap | optimal batching | prefetching |\n|---|---:|---|---:|---:|\n",
+The paper gives no batch size for either batching policy. Optimal batching runs uncapped (its batch ends where the quota, the do-no-harm rule or its scan of the next 4096 map requests ends it: the optimal offline algorithm \"with batching\", §4.2); prefetching chains followers up to 32 pages (ours). Hit rates at the 10% quota with each policy's batch capped at a few sizes (pages one miss maps at most, the missing page included):\n\n| stream | 10% quota | cap | optimal batching | prefetching |\n|---|---:|---|---:|---:|\n",
     );
     let streams = res
         .recorded

@@ -6,8 +6,8 @@
 //! 1/`batch` holds for a stream without reuse when the quota fits a batch (tested). The
 //! paper gives no value for N: its optimal batching is "the optimal offline algorithm, but
 //! with batching ... multiple pages can be replaced at the same time" (§4.2), so by default
-//! a batch has no cap of its own: the quota and the rule below end it. `batch = K` caps it
-//! at K pages (the sensitivity of Figures 3–4 sweeps K).
+//! a batch has no cap of its own: the quota, the rule below and the scan's window end it.
+//! `batch = K` caps it at K pages (the sensitivity of Figures 3–4 sweeps K).
 //!
 //! A page is mapped ahead only if it does no harm (Cao et al.'s rule for integrated
 //! prefetching and caching): into a free entry, or in place of the OPT victim only if the
@@ -37,8 +37,8 @@ use iommulab_base::addr::{Gpa, Pfn};
 #[serde(default, deny_unknown_fields)]
 pub struct OptBatchConfig {
     /// Pages one miss's hypercall maps at most, the missing page included (the paper's
-    /// N + 1). `1` is plain OPT. Default: no cap (the quota and the do-no-harm rule end a
-    /// batch).
+    /// N + 1). `1` is plain OPT. Default: no cap (the quota, the do-no-harm rule and the
+    /// window end a batch).
     pub batch: Option<usize>,
     /// How many future map requests a miss scans for pages to map ahead. Default 4096.
     pub window: usize,
