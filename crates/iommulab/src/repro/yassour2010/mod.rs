@@ -52,7 +52,7 @@ use crate::workload::{
     NicDuplex, NicDuplexConfig, PacketSg, TxMapping,
 };
 
-pub use cpu::{CpuCurve, CpuSensitivity};
+pub use cpu::{CpuCurve, CpuSensitivity, PerPageInvalidation};
 pub use hit_rate::{BatchCapAt, HitCurve, PrefetchAt, Sensitivity};
 pub use protection::Protection;
 pub use streams::StreamStats;

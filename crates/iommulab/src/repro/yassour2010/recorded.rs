@@ -102,6 +102,8 @@ pub struct RecordedResult {
     pub packet_sg: PacketSgStats,
     /// The no-caching claims over the estimated prices' ranges.
     pub cpu_sensitivity: Vec<CpuSensitivity>,
+    /// The no-caching claims with one IOTLB invalidation per cleared PTE.
+    pub per_page_invalidation: cpu::PerPageInvalidation,
     /// The `nic-duplex` generator tuned to this recording's statistics, with its hit rates
     /// ([`super::tuned`]).
     pub tuned: Option<super::TunedResult>,
@@ -241,6 +243,7 @@ impl PreparedRecording {
         (EvictionConfig::all_default().len() + super::QUOTED.len() + 1) as u64
             + cpu::steps(self.pinned, self.cpu_ws)
             + cpu::SENSITIVITY_STEPS
+            + cpu::PER_PAGE_STEPS
     }
 
     /// Every policy's curve and prefetching's guesses on the recording, and the CPU curves.
@@ -252,6 +255,7 @@ impl PreparedRecording {
         let batch_caps = hit_rate::batch_caps(r.name, &seq, ws, steps)?;
         let cpu = cpu::curves(&self.w, self.cpu_ws, self.pinned, steps)?;
         let cpu_sensitivity = cpu::sensitivity(&self.w, steps)?;
+        let per_page_invalidation = cpu::per_page_invalidation(&self.w, steps)?;
         Ok(RecordedResult {
             workload: r.name.into(),
             trace: r.file.into(),
@@ -267,6 +271,7 @@ impl PreparedRecording {
             cpu_max_pinned_pages: self.pinned,
             packet_sg: self.packet_sg,
             cpu_sensitivity,
+            per_page_invalidation,
             tuned: None,
         })
     }
