@@ -151,12 +151,21 @@ enum Step {
 impl PseudoScsi {
     /// Pool pages that hold an object for each of `outstanding` I/Os of `io_size` bytes.
     pub fn min_pool_pages(outstanding: u32, io_size: u64) -> u64 {
+        let (_, per_page) = Self::objects(io_size);
+        u64::from(outstanding.max(1)).div_ceil(per_page)
+    }
+
+    /// The kmalloc size class of an `io_size`-byte buffer and its objects per page.
+    fn objects(io_size: u64) -> (u64, u64) {
+        // kmalloc objects are naturally aligned to their size class (S0.8's 1024 bytes → 4
+        // objects per page); larger buffers start page aligned.
+        // Above 2^63 there is no power of two; such a buffer is one object per page (and
+        // larger than any IOVA space, which the mapping reports).
         let object_bytes = io_size
             .max(1)
             .checked_next_power_of_two()
             .unwrap_or(u64::MAX);
-        let per_page = (PAGE_4K.bytes() / object_bytes).max(1);
-        u64::from(outstanding.max(1)).div_ceil(per_page)
+        (object_bytes, (PAGE_4K.bytes() / object_bytes).max(1))
     }
 
     /// A generator; `outstanding` and `cpus` below 1 count as 1, and a pool too small for
@@ -169,8 +178,7 @@ impl PseudoScsi {
             pool_pages: cfg.pool_pages.max(1),
             ..cfg
         };
-        let object_bytes = cfg.io_size.checked_next_power_of_two().unwrap_or(u64::MAX);
-        let per_page = (PAGE_4K.bytes() / object_bytes).max(1);
+        let (object_bytes, per_page) = Self::objects(cfg.io_size);
         let cfg = PseudoScsiConfig {
             pool_pages: cfg
                 .pool_pages
@@ -178,10 +186,6 @@ impl PseudoScsi {
             ..cfg
         };
         let many = cfg.outstanding > 1;
-        // kmalloc objects are naturally aligned to their size class (S0.8's 1024 bytes → 4
-        // objects per page); larger buffers start page aligned.
-        // Above 2^63 there is no power of two; such a buffer is one object per page (and
-        // larger than any IOVA space, which the mapping reports).
         Self {
             rng: SmallRng::seed_from_u64(cfg.seed),
             cfg,
