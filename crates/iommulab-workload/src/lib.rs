@@ -46,7 +46,10 @@ pub use apache_sendfile::{ApacheSendfile, ApacheSendfileConfig};
 pub use block::{Block, BlockBuffers, BlockConfig, Pattern};
 pub use in_guest::InGuest;
 pub use net_rx::{NetRx, NetRxConfig};
-pub use netperf_send::{NetperfSend, NetperfSendConfig, TxMapping};
+pub use netperf_send::{
+    HEAD_OBJECT, MAX_FRAGS, NetperfSend, NetperfSendConfig, TxMapping, max_payload_pages,
+    packet_payload_bytes,
+};
 pub use nic_duplex::{DuplexRxConfig, DuplexTx, NicDuplex, NicDuplexAny, NicDuplexConfig};
 pub use packet_sg::{PacketSg, PacketSgStats};
 pub use page_alloc::PageAllocConfig;

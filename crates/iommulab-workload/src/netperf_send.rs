@@ -162,6 +162,28 @@ impl Default for NetperfSendConfig {
     }
 }
 
+/// TCP payload bytes of one packet at IP MTU `mtu` (576..=9216): the MSS, or with `tso` the
+/// most whole MSS-sized frames a 64 KiB segment holds after its header room (Linux's size
+/// goal: 45 × 1448 = 65 160 bytes at MTU 1500).
+pub fn packet_payload_bytes(mtu: u64, tso: bool) -> u64 {
+    let mss = mtu.saturating_sub(TCPIP_LEN).max(1);
+    if tso {
+        (TSO_MAX - TSO_HEADROOM) / mss * mss
+    } else {
+        mss
+    }
+}
+
+/// Most send-buffer pages `payload` bytes can span, one fragment per page: a packet's
+/// payload starts anywhere in a page, so it may touch one page more than it fills (17 for
+/// a TSO segment at MTU 1500, [`MAX_FRAGS`]).
+pub fn max_payload_pages(payload: u64) -> u64 {
+    match payload {
+        0 => 0,
+        b => ((b - 1) / PAGE_4K.bytes() + 2).min(MAX_FRAGS as u64),
+    }
+}
+
 /// Validates the NIC parameters shared with Apache; returns `(mss, size goal)`.
 pub(super) fn check_nic(
     mtu: u64,
@@ -182,13 +204,7 @@ pub(super) fn check_nic(
     if !(1..=8_000_000).contains(&link_mbps) {
         return Err(invalid("workload.link_mbps", link_mbps, "1..=8000000 Mb/s"));
     }
-    let mss = mtu - TCPIP_LEN;
-    let goal = if tso {
-        (TSO_MAX - TSO_HEADROOM) / mss * mss
-    } else {
-        mss
-    };
-    Ok((mss, goal))
+    Ok((mtu - TCPIP_LEN, packet_payload_bytes(mtu, tso)))
 }
 
 /// One packet on the transmit ring.
@@ -856,6 +872,12 @@ mod tests {
         assert_eq!(c.unmaps, 200);
         assert_eq!(c.max_sg_segments, 1 + 17);
         assert_eq!(c.sg_bytes, 200 * (45 * 1448 + HEADER_LEN));
+        // The bound the reproduction pages quote is the one the run reaches.
+        let payload = packet_payload_bytes(1500, true);
+        assert_eq!(payload, 45 * 1448);
+        assert_eq!(1 + max_payload_pages(payload), c.max_sg_segments as u64);
+        assert_eq!(max_payload_pages(1448), 2);
+        assert_eq!(max_payload_pages(0), 0);
     }
 
     /// The clock runs at the link rate when the send buffer covers the round trip: 1 GbE

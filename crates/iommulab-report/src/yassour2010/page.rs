@@ -10,7 +10,8 @@ use iommulab::repro::claims::Claim;
 use iommulab::repro::claims::yassour2010::{StreamClaim, at};
 use iommulab::repro::yassour2010::hit_rate::{Point, PrefetchAt};
 use iommulab::repro::yassour2010::{
-    CPU_FORMULA, CpuCurve, HitCurve, Results, WorkloadResult, recorded::RecordedResult, round_quota,
+    CPU_FORMULA, CpuCurve, GeneratorFacts, HitCurve, Results, WorkloadResult,
+    recorded::RecordedResult, round_quota,
 };
 
 fn pct(x: f64) -> String {
@@ -188,7 +189,7 @@ pub(crate) fn markdown(res: &Results, claims: &[Claim]) -> String {
         }
         m.push('\n');
     }
-    m.push_str(WHERE_TO_LOOK);
+    m.push_str(&where_to_look(&res.generator_facts));
     m
 }
 
@@ -610,8 +611,40 @@ fn curve<'a>(w: &'a WorkloadResult, policy: &str) -> Option<&'a HitCurve> {
     w.policies.iter().find(|p| p.policy == policy)
 }
 
-/// The mechanisms behind the differences (prose, regenerated verbatim).
+/// The mechanisms behind the differences: prose whose `{name}` fields are the run's
+/// set-up numbers ([`where_to_look`]).
 const WHERE_TO_LOOK: &str = include_str!("where_to_look.md");
+
+/// [`WHERE_TO_LOOK`] with every field filled from this run's generator set-up.
+fn where_to_look(f: &GeneratorFacts) -> String {
+    let wire_vs_rtt = if f.segment_wire_us >= 2.0 * f64::from(f.rtt_us) {
+        "far longer than"
+    } else if f.segment_wire_us > f64::from(f.rtt_us) {
+        "longer than"
+    } else {
+        "no longer than"
+    };
+    let fields: [(&str, String); 13] = [
+        ("prefetch_followers", f.prefetch_followers.to_string()),
+        ("prefetch_min_count", f.prefetch_min_count.to_string()),
+        ("prefetch_max_batch", f.prefetch_max_batch.to_string()),
+        ("head_object_bytes", f.head_object_bytes.to_string()),
+        ("heads_per_page", f.heads_per_page.to_string()),
+        ("max_payload_pages", f.max_payload_pages.to_string()),
+        ("max_pieces", (f.max_payload_pages + 1).to_string()),
+        ("segment_payload_bytes", f.segment_payload_bytes.to_string()),
+        ("segment_wire_us", format!("{:.0}", f.segment_wire_us)),
+        ("link_mbps", f.link_mbps.to_string()),
+        ("rtt_us", f.rtt_us.to_string()),
+        ("wire_vs_rtt", wire_vs_rtt.to_string()),
+        ("send_buffer_kib", format!("{}", f.send_buffer_bytes / 1024)),
+    ];
+    let mut out = WHERE_TO_LOOK.to_string();
+    for (name, value) in &fields {
+        out = out.replace(&format!("{{{name}}}"), value);
+    }
+    out
+}
 
 /// The figure claims on every stream: the rules of the headline table applied to the
 /// generators as well as the recordings, so a claim a generator contradicts says so.
@@ -654,4 +687,36 @@ generator | verdict | why (generator) |\n|---|---|---|---|---|---|"
     m.push_str(&rows);
     m.push('\n');
     m
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use iommulab::workload::NetperfSendConfig;
+
+    /// Every field of the prose is filled, with the numbers the generators run with: a TSO
+    /// segment of 45 × 1448 bytes spans up to 17 pages, 18 with its head.
+    #[test]
+    fn the_prose_quotes_the_runs_set_up() {
+        let f = GeneratorFacts::of(&NetperfSendConfig {
+            tso: true,
+            ..NetperfSendConfig::default()
+        });
+        let text = where_to_look(&f);
+        assert!(!text.contains('{') && !text.contains('}'), "unfilled field");
+        // The prose wraps its lines: compare words.
+        let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
+        for quoted in [
+            "up to 17 payload pages",
+            "among up to 18 pages",
+            "a 1024-byte slab object, 4 per slab page",
+            "521 µs on the 1000 Mb/s link, far longer than the 100 µs to its ACK",
+            "each socket's 64 KiB buffer",
+            "seen at least 3 times, chained up to 32 pages",
+        ] {
+            assert!(text.contains(quoted), "missing {quoted:?}");
+        }
+        let slow = where_to_look(&GeneratorFacts { rtt_us: 600, ..f });
+        assert!(slow.contains("no longer than the 600 µs"));
+    }
 }

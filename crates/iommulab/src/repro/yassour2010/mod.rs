@@ -223,6 +223,59 @@ pub struct Results {
     /// Each estimated price swept over its range: where each claim's verdict holds on
     /// each stream ([`sensitivity`]).
     pub price_sensitivity: Vec<crate::repro::sensitivity::SensitivityRow>,
+    /// The set-up numbers the page's prose quotes, from this run's configuration.
+    pub generator_facts: GeneratorFacts,
+}
+
+/// The numbers of the generators' set-up that the page's explanations quote, taken from
+/// the netperf configuration this run used and the constants the workloads and policies
+/// run with, so the prose says what the run did.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct GeneratorFacts {
+    /// From a packet's transmit completion to the ACK that frees its pages, µs.
+    pub rtt_us: u32,
+    /// The generators' link, Mb/s.
+    pub link_mbps: u64,
+    /// Each netperf socket's send buffer, bytes.
+    pub send_buffer_bytes: u64,
+    /// TCP payload of one TSO segment, bytes.
+    pub segment_payload_bytes: u64,
+    /// The time that payload alone takes on the link, µs (frame headers and gaps add more).
+    pub segment_wire_us: f64,
+    /// An skb head's slab object, bytes.
+    pub head_object_bytes: u64,
+    /// Head objects per slab page.
+    pub heads_per_page: u64,
+    /// Most payload pages one segment spans (a fragment each).
+    pub max_payload_pages: u64,
+    /// Followers prefetching remembers per page (S1.4).
+    pub prefetch_followers: usize,
+    /// How often a follower must have followed to be prefetched.
+    pub prefetch_min_count: u32,
+    /// Pages prefetching maps per miss at most, the missing page included.
+    pub prefetch_max_batch: usize,
+}
+
+impl GeneratorFacts {
+    /// The facts of netperf configuration `c`.
+    pub fn of(c: &NetperfSendConfig) -> Self {
+        let payload = crate::workload::packet_payload_bytes(c.mtu, c.tso);
+        let prefetch = crate::virt::eviction::prefetch::PrefetchConfig::default();
+        let page = crate::addr::PAGE_4K.bytes();
+        Self {
+            rtt_us: c.rtt_us,
+            link_mbps: c.link_mbps,
+            send_buffer_bytes: c.send_buffer,
+            segment_payload_bytes: payload,
+            segment_wire_us: payload as f64 * 8.0 / c.link_mbps.max(1) as f64,
+            head_object_bytes: crate::workload::HEAD_OBJECT,
+            heads_per_page: page / crate::workload::HEAD_OBJECT,
+            max_payload_pages: crate::workload::max_payload_pages(payload),
+            prefetch_followers: crate::virt::eviction::prefetch::FOLLOWERS,
+            prefetch_min_count: prefetch.min_count,
+            prefetch_max_batch: prefetch.max_batch,
+        }
+    }
 }
 
 impl Results {
@@ -650,6 +703,7 @@ pub fn run(opts: &ReproOptions<'_>) -> Result<Yassour2010Results, Error> {
         streams,
         claims_by_stream: Vec::new(),
         price_sensitivity: Vec::new(),
+        generator_facts: GeneratorFacts::of(&netperf),
     };
     results.claims_by_stream = crate::repro::claims::yassour2010::claims_by_stream(&results);
     results.price_sensitivity = sensitivity::sweep(&results)?;
