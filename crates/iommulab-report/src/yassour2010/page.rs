@@ -10,8 +10,8 @@ use iommulab::repro::claims::Claim;
 use iommulab::repro::claims::yassour2010::{StreamClaim, at};
 use iommulab::repro::yassour2010::hit_rate::{Point, PrefetchAt};
 use iommulab::repro::yassour2010::{
-    CPU_FORMULA, CpuCurve, GeneratorFacts, HitCurve, Results, WorkloadResult,
-    recorded::RecordedResult, round_quota,
+    CPU_FORMULA, CpuCurve, HitCurve, Results, SetupFacts, WorkloadResult, recorded::RecordedResult,
+    round_quota,
 };
 
 fn pct(x: f64) -> String {
@@ -189,7 +189,7 @@ pub(crate) fn markdown(res: &Results, claims: &[Claim]) -> String {
         }
         m.push('\n');
     }
-    m.push_str(&where_to_look(&res.generator_facts));
+    m.push_str(&where_to_look(&res.setup_facts));
     m
 }
 
@@ -299,10 +299,12 @@ fn inputs(res: &Results) -> String {
 /// Optimal batching and prefetching at the 10% quota with their batches capped, on every
 /// stream: how much the claims that read them rest on a batch size the paper does not give.
 fn batch_caps(res: &Results) -> String {
-    let mut m = String::from(
+    let f = &res.setup_facts;
+    let mut m = format!(
         "## Batch sizes the paper does not give
 
-The paper gives no batch size for either batching policy. Optimal batching runs uncapped (its batch ends where the quota, the do-no-harm rule or its scan of the next 4096 map requests ends it: the optimal offline algorithm \"with batching\", §4.2); prefetching chains followers up to 32 pages (ours). Hit rates at the 10% quota with each policy's batch capped at a few sizes (pages one miss maps at most, the missing page included):\n\n| stream | 10% quota | cap | optimal batching | prefetching |\n|---|---:|---|---:|---:|\n",
+The paper gives no batch size for either batching policy. Optimal batching runs uncapped (its batch ends where the quota, the do-no-harm rule or its scan of the next {} map requests ends it: the optimal offline algorithm \"with batching\", §4.2); prefetching chains followers up to {} pages (ours). Hit rates at the 10% quota with each policy's batch capped at a few sizes (pages one miss maps at most, the missing page included):\n\n| stream | 10% quota | cap | optimal batching | prefetching |\n|---|---:|---|---:|---:|\n",
+        f.opt_batch_window, f.prefetch_max_batch
     );
     let streams = res
         .recorded
@@ -616,7 +618,7 @@ fn curve<'a>(w: &'a WorkloadResult, policy: &str) -> Option<&'a HitCurve> {
 const WHERE_TO_LOOK: &str = include_str!("where_to_look.md");
 
 /// [`WHERE_TO_LOOK`] with every field filled from this run's generator set-up.
-fn where_to_look(f: &GeneratorFacts) -> String {
+fn where_to_look(f: &SetupFacts) -> String {
     let wire_vs_rtt = if f.segment_wire_us >= 2.0 * f64::from(f.rtt_us) {
         "far longer than"
     } else if f.segment_wire_us > f64::from(f.rtt_us) {
@@ -698,7 +700,7 @@ mod tests {
     /// segment of 45 × 1448 bytes spans up to 17 pages, 18 with its head.
     #[test]
     fn the_prose_quotes_the_runs_set_up() {
-        let f = GeneratorFacts::of(&NetperfSendConfig {
+        let f = SetupFacts::of(&NetperfSendConfig {
             tso: true,
             ..NetperfSendConfig::default()
         });
@@ -716,7 +718,7 @@ mod tests {
         ] {
             assert!(text.contains(quoted), "missing {quoted:?}");
         }
-        let slow = where_to_look(&GeneratorFacts { rtt_us: 600, ..f });
+        let slow = where_to_look(&SetupFacts { rtt_us: 600, ..f });
         assert!(slow.contains("no longer than the 600 µs"));
     }
 }

@@ -224,14 +224,14 @@ pub struct Results {
     /// each stream ([`sensitivity`]).
     pub price_sensitivity: Vec<crate::repro::sensitivity::SensitivityRow>,
     /// The set-up numbers the page's prose quotes, from this run's configuration.
-    pub generator_facts: GeneratorFacts,
+    pub setup_facts: SetupFacts,
 }
 
-/// The numbers of the generators' set-up that the page's explanations quote, taken from
-/// the netperf configuration this run used and the constants the workloads and policies
-/// run with, so the prose says what the run did.
+/// The set-up numbers the page's explanations quote (the generators' and the policies'),
+/// taken from the netperf configuration this run used and the constants the workloads and
+/// policies run with, so the prose says what the run did.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
-pub struct GeneratorFacts {
+pub struct SetupFacts {
     /// From a packet's transmit completion to the ACK that frees its pages, µs.
     pub rtt_us: u32,
     /// The generators' link, Mb/s.
@@ -254,9 +254,11 @@ pub struct GeneratorFacts {
     pub prefetch_min_count: u32,
     /// Pages prefetching maps per miss at most, the missing page included.
     pub prefetch_max_batch: usize,
+    /// Future map requests optimal batching scans on a miss for pages to map ahead.
+    pub opt_batch_window: usize,
 }
 
-impl GeneratorFacts {
+impl SetupFacts {
     /// The facts of netperf configuration `c`.
     pub fn of(c: &NetperfSendConfig) -> Self {
         let payload = crate::workload::packet_payload_bytes(c.mtu, c.tso);
@@ -274,6 +276,7 @@ impl GeneratorFacts {
             prefetch_followers: crate::virt::eviction::prefetch::FOLLOWERS,
             prefetch_min_count: prefetch.min_count,
             prefetch_max_batch: prefetch.max_batch,
+            opt_batch_window: crate::virt::OptBatchConfig::default().window,
         }
     }
 }
@@ -703,7 +706,7 @@ pub fn run(opts: &ReproOptions<'_>) -> Result<Yassour2010Results, Error> {
         streams,
         claims_by_stream: Vec::new(),
         price_sensitivity: Vec::new(),
-        generator_facts: GeneratorFacts::of(&netperf),
+        setup_facts: SetupFacts::of(&netperf),
     };
     results.claims_by_stream = crate::repro::claims::yassour2010::claims_by_stream(&results);
     results.price_sensitivity = sensitivity::sweep(&results)?;
