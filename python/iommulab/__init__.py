@@ -9,6 +9,7 @@ the CLI and config files (docs/configuration.md)::
     df = iommulab.sweep({"configuration": ["default", "strict"], "workload.ios": [1000, 10000]})
     fig4 = iommulab.reproduce("fujita2008", quick=True).tables["figure4"]
     c = iommulab.compare("traces/fio-6.12.95+deb12-amd64.txt.zst")  # Linux strict vs lazy
+    x = iommulab.expether({"streams": [1, 1], "params": {"outstanding_reads": 16}})
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from iommulab._native import (
     bench,
     cancel_runs,
     compare,
+    expether,
     replay,
     run,
     version,
@@ -56,6 +58,7 @@ __all__ = [
     "check",
     "compare",
     "expand_grid",
+    "expether",
     "mrc",
     "plots",
     "replay",

@@ -20,6 +20,7 @@ __all__ = [
     "bench",
     "cancel_runs",
     "compare",
+    "expether",
     "mrc",
     "replay",
     "reproduce",
@@ -105,6 +106,7 @@ def compare(
     format: str = "auto",
     lenient: bool = False,
 ) -> dict[str, Any]: ...
+def expether(config: _Config = None) -> dict[str, Any]: ...
 def trace_stats(path: _StrPath, format: str = "auto", lenient: bool = False) -> dict[str, Any]: ...
 def trace_check(
     path: _StrPath,

@@ -35,6 +35,7 @@ Examples:
   iommulab replay my.iot --config linux-strict,linux-lazy
   iommulab trace stats my.iot                  # DMA-API and IOMMU layers, apart
   iommulab mrc my.iot --policy lru             # hit rate vs map-cache quota
+  iommulab expether --hosts 3                  # a NIC shared over ExpEther: Gb/s per host
   iommulab completions bash > ~/.local/share/bash-completion/completions/iommulab
 
 Docs: README.md, docs/configuration.md, docs/trace-format.md, docs/capture.md.";
@@ -135,6 +136,25 @@ quota). Columns: quota, quota as % of the distinct pages, hits, misses, refused 
 iommulab mrc my.iot --policy lru --pinning --quotas 8,64,512 --json"
     )]
     Mrc(MrcArgs),
+    /// An SR-IOV NIC shared by hosts over ExpEther (Suzuki et al. 2010, S4.4): iperf
+    /// goodput per host from the TLP-level timing model, with your NIC, network and hosts.
+    #[command(
+        long_about = "Runs the timing model behind `iommulab reproduce expether` with your own \
+parameters: a 10 GbE SR-IOV NIC behind an ExpEther I/O-side bridge, each VF given to a \
+different host, every DMA a TLP through the bridges, the Ethernet and the host's IOMMU. Send: \
+the client sends to the hosts (the NIC's posted writes); receive: the hosts send to the client \
+(the NIC's DMA reads, at most N outstanding, each a round trip over Ethernet); inter-host: \
+host 1 sends to the others through the NIC's switch. A TOML or JSON file (the fields of \
+`ExpEtherRun`: direction, streams, qos, duration_s and a [params] table) and the flags set the \
+run; any parameter left out keeps its estimate (their ranges and sources: \
+docs/reproductions/expether/README.md). Prints each host's goodput, the total, the read round \
+trip and the limits the mechanisms set (the wire, N reads per round trip, each stream end's \
+core alone).",
+        after_help = "Examples:\n  iommulab expether --direction receive --hosts 3\n  \
+iommulab expether --hosts 2 --set outstanding_reads=16 --set switch_ns=1000\n  \
+iommulab expether my-nic.toml --json"
+    )]
+    Expether(ExpEtherArgs),
     /// dma-debug for a recorded trace: the checks of Linux's kernel/dma/debug.c on what the
     /// trace's drivers did, and iommu:map/unmap against the DMA layer. Exit 0 when clean,
     /// 3 when there are findings, 1 on errors.
@@ -599,6 +619,61 @@ pub struct MrcArgs {
     // How the trace is read: `--format`, `--lenient`.
     #[command(flatten)]
     pub read: TraceReadArgs,
+}
+
+/// `iommulab expether`.
+#[derive(Debug, Args)]
+pub struct ExpEtherArgs {
+    /// A run file (TOML, or JSON when the name ends in `.json`): `direction`, `streams`,
+    /// `qos`, `duration_s` and a `[params]` table; the flags below override it.
+    pub config: Option<PathBuf>,
+    /// Which way the data goes [default: receive].
+    #[arg(long, value_enum)]
+    pub direction: Option<DirectionArg>,
+    /// Hosts sharing the NIC, one iperf stream each (1..=16).
+    #[arg(long, value_name = "N", conflicts_with = "streams")]
+    pub hosts: Option<u32>,
+    /// Streams per host, comma separated (their count is the number of hosts).
+    #[arg(long, value_name = "S,S,..", value_delimiter = ',', num_args = 1..)]
+    pub streams: Option<Vec<u32>>,
+    /// Per-VF QoS in the NIC: equal shares whatever each host asks.
+    #[arg(long)]
+    pub qos: bool,
+    /// Modeled seconds [default: 0.1; the model is in steady state within microseconds].
+    #[arg(long, value_name = "S")]
+    pub duration: Option<f64>,
+    /// Set one model parameter (a field of `[params]`, e.g. `outstanding_reads=16`);
+    /// repeat for several.
+    #[arg(long = "set", value_name = "NAME=VALUE")]
+    pub set: Vec<String>,
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Also write the report to this file as JSON; repeat for several files.
+    #[arg(long, short, value_name = "FILE")]
+    pub out: Vec<PathBuf>,
+}
+
+/// Which way the data goes over the shared NIC.
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum DirectionArg {
+    /// The client sends to the hosts (the NIC writes host memory).
+    Send,
+    /// The hosts send to the client (the NIC reads host memory).
+    Receive,
+    /// Host 1 sends to the other hosts through the NIC's internal switch.
+    InterHost,
+}
+
+impl From<DirectionArg> for iommulab::pcie::timing::Direction {
+    fn from(d: DirectionArg) -> Self {
+        use iommulab::pcie::timing::Direction as D;
+        match d {
+            DirectionArg::Send => D::Send,
+            DirectionArg::Receive => D::Receive,
+            DirectionArg::InterHost => D::InterHost,
+        }
+    }
 }
 
 /// A guest DMA-mapping strategy (S1.1).

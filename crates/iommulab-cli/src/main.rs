@@ -34,6 +34,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Replay(a) => cmd::replay::run(&a, cli.quiet).and(done),
         Command::Compare(a) => cmd::compare::run(&a, cli.quiet).and(done),
         Command::Mrc(a) => cmd::mrc::run(&a, cli.quiet).and(done),
+        Command::Expether(a) => cmd::expether::run(&a).and(done),
         Command::Trace { command } => cmd::trace::run(&command, cli.quiet).and(done),
         Command::Completions { shell } => {
             use clap::CommandFactory;

@@ -202,6 +202,7 @@ fn help_is_enough_to_use_each_command() {
         &["replay"],
         &["mrc"],
         &["run"],
+        &["expether"],
         &["completions"],
     ] {
         let mut args = cmd.to_vec();

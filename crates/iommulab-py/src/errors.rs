@@ -118,7 +118,7 @@ impl From<PyErrWrap> for PyErr {
             // A cancelled reproduction re-raises the callback's own exception (see
             // `reproduce`); a failed self-check, like a Xen PV model failure, is a model
             // bug, not a user error.
-            E::Repro(_) | E::Xen(_) => IommulabError::new_err(msg),
+            E::Repro(_) | E::Xen(_) | E::Timing(_) => IommulabError::new_err(msg),
             // A run stopped by `Interrupt` re-raises the signal's own exception; one stopped
             // by `cancel_runs()` (a sweep's Ctrl-C, seen by another thread) lands here.
             E::Cancelled => PyKeyboardInterrupt::new_err(msg),

@@ -381,6 +381,26 @@ pub fn replay(
     Ok(PyRunResult(r.map_err(|e| stop.error(e))?))
 }
 
+/// `iommulab expether --json`, as a dict: S4.4's timing model (an SR-IOV NIC shared by
+/// hosts over ExpEther) with `config`, a dict or TOML of the run (`direction`, `streams`,
+/// `qos`, `duration_s`, a `params` table of any subset of the model's parameters; the rest
+/// keep their estimates); `None` runs every default.
+#[pyfunction]
+#[pyo3(signature = (config=None))]
+pub fn expether<'py>(
+    py: Python<'py>,
+    config: Option<&Bound<'py, PyAny>>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let run: iommulab::pcie::timing::ExpEtherRun = match config {
+        Some(c) if !c.is_none() => crate::convert::from_toml(c)?,
+        _ => iommulab::pcie::timing::ExpEtherRun::default(),
+    };
+    let report = py
+        .detach(|| iommulab::experiment::expether::run(&run))
+        .map_err(PyErrWrap::from)?;
+    crate::convert::to_py(py, &report)
+}
+
 /// `iommulab compare --json`, as a dict: Linux strict vs lazy (and `configs`, and `config`'s
 /// own configuration when given) on a trace, per device and in total. `config` (a dict or
 /// TOML) is `--config-file`'s: its `[hardware]` prices every configuration.

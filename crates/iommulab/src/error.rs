@@ -48,10 +48,47 @@ pub enum Error {
     /// A trace too large for a curve's 32-bit page numbering.
     #[error(transparent)]
     Curve(crate::mrc::CurveError),
+    /// S4.4's timing model failed inside: its functional path refused a DMA (a bad
+    /// parameter is a [`ConfigError`] instead).
+    #[error(transparent)]
+    Timing(crate::pcie::timing::TimingError),
     /// The run's progress callback stopped it before its end (Ctrl-C in Python), so it has
     /// no result.
     #[error("the run was stopped before its end by its progress callback")]
     Cancelled,
+}
+
+impl From<crate::pcie::timing::TimingError> for Error {
+    /// A parameter out of range is the user's ([`ConfigError::Invalid`], with its key in the
+    /// run's schema: `params.NAME`, `streams` for the hosts, `duration_s`); the rest is the
+    /// model's.
+    fn from(e: crate::pcie::timing::TimingError) -> Self {
+        use crate::pcie::timing::TimingError;
+        match e {
+            TimingError::Param {
+                name,
+                value,
+                expected,
+            } => {
+                let key = match name {
+                    "hosts" => "streams".to_string(),
+                    "duration_s" => name.to_string(),
+                    n => format!("params.{n}"),
+                };
+                let value = if name == "hosts" {
+                    format!("{value} hosts")
+                } else {
+                    value.to_string()
+                };
+                Error::Config(ConfigError::Invalid {
+                    key,
+                    value,
+                    expected: expected.to_string(),
+                })
+            }
+            e => Error::Timing(e),
+        }
+    }
 }
 
 impl From<ParamError> for Error {

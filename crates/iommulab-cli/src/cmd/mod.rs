@@ -3,6 +3,7 @@
 pub mod bench;
 pub mod check;
 pub mod compare;
+pub mod expether;
 pub mod mrc;
 pub mod replay;
 pub mod reproduce;

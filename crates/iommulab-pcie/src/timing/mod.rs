@@ -8,6 +8,7 @@
 //! | [`sim`] | the event loop: DMA reads with N outstanding, posted writes, the wires |
 //! | [`tlp_path`] | the functional path every DMA takes: VF, bridge, frames, switch, host IOMMU |
 //! | [`host_stack`] | each stream's TCP work on one core at each end: per packet and per byte |
+//! | [`experiment`] | one run as a user gives it (any subset of the parameters), with its limits |
 //!
 //! ```text
 //!  client ══10 GbE══ NIC ══PCIe Gen1 x8══ I/O bridge ══2 × 10 GbE══ switch ══ host bridge ── host memory
@@ -33,6 +34,7 @@
 #![allow(clippy::cast_possible_truncation)]
 
 pub mod arbiter;
+pub mod experiment;
 pub mod host_stack;
 pub mod link;
 pub mod sim;
@@ -40,11 +42,12 @@ pub mod tlp_path;
 
 use serde::{Deserialize, Serialize};
 
+pub use experiment::{ExpEtherReport, ExpEtherRun, StreamEnd};
 pub use sim::{Direction, Scenario, SimResult, simulate};
 
 /// The model's parameters. Values marked *estimate* are not in the paper.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub struct ExpEtherParams {
     /// Ethernet rate of each path and of the NIC's external port, Gb/s (paper: 10 GbE).
     pub eth_gbps: f64,

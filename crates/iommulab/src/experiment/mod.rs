@@ -7,6 +7,7 @@ pub mod build;
 pub mod compare;
 pub mod config;
 pub mod cores;
+pub mod expether;
 pub mod exposure;
 mod guest;
 pub mod progress;

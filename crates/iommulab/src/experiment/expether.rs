@@ -1,0 +1,138 @@
+//! An ExpEther run (S4.4's timing model, [`crate::pcie::timing::ExpEtherRun`]) from what a
+//! user gives: a file's text (TOML, or JSON by its name) and `NAME=VALUE` settings of the
+//! model's parameters, which the CLI's `--set` and Python pass. A parameter left out keeps
+//! its estimate; a wrong key or value is named with its path.
+
+use std::path::Path;
+
+use crate::Error;
+use crate::experiment::config::ConfigError;
+use crate::pcie::timing::{ExpEtherReport, ExpEtherRun};
+
+/// Runs `run`; a parameter out of range is a [`ConfigError`] naming its key.
+pub fn run(run: &ExpEtherRun) -> Result<ExpEtherReport, Error> {
+    Ok(run.run()?)
+}
+
+/// The run `text` describes (`None`: every default), with each `NAME=VALUE` of `sets`
+/// written into its `[params]` table. `path` names the file: `.json` is read as JSON.
+pub fn load_run(
+    path: Option<&Path>,
+    text: Option<&str>,
+    sets: &[String],
+) -> Result<ExpEtherRun, ConfigError> {
+    let json = path.is_some_and(|p| {
+        p.extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("json"))
+    });
+    // Syntax errors name the file's line; the schema's name the key's path.
+    let mut doc: serde_json::Value = match text {
+        None => serde_json::Value::Object(serde_json::Map::new()),
+        Some(t) if json => {
+            serde_json::from_str(t).map_err(|e| ConfigError::Parse(e.to_string()))?
+        }
+        Some(t) => {
+            let table = t
+                .parse::<toml::Table>()
+                .map_err(|e| ConfigError::Parse(e.to_string()))?;
+            serde_json::to_value(table).map_err(|e| ConfigError::Parse(e.to_string()))?
+        }
+    };
+    for s in sets {
+        let (name, raw) = s.split_once('=').ok_or_else(|| ConfigError::Invalid {
+            key: "--set".into(),
+            value: s.clone(),
+            expected: "NAME=VALUE, NAME a field of [params] (e.g. outstanding_reads=16)".into(),
+        })?;
+        // A number or boolean as TOML reads it; anything else as a string, which the
+        // schema then refuses by name.
+        let value = format!("v = {}", raw.trim())
+            .parse::<toml::Table>()
+            .ok()
+            .and_then(|mut t| t.remove("v"))
+            .and_then(|v| serde_json::to_value(v).ok())
+            .unwrap_or_else(|| serde_json::Value::String(raw.trim().into()));
+        let serde_json::Value::Object(top) = &mut doc else {
+            return Err(ConfigError::Parse("expected a table at the top".into()));
+        };
+        let params = top
+            .entry("params")
+            .or_insert_with(|| serde_json::Value::Object(serde_json::Map::new()));
+        let serde_json::Value::Object(params) = params else {
+            return Err(ConfigError::Invalid {
+                key: "params".into(),
+                value: params.to_string(),
+                expected: "a table of the model's parameters".into(),
+            });
+        };
+        params.insert(name.trim().to_string(), value);
+    }
+    serde_path_to_error::deserialize(doc).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner();
+        if path.is_empty() || path == "." {
+            ConfigError::Parse(inner.to_string())
+        } else {
+            ConfigError::Parse(format!("key `{path}`: {inner}"))
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pcie::timing::Direction;
+
+    #[test]
+    fn a_file_and_settings_make_one_run() {
+        let r = load_run(
+            Some(Path::new("nic.toml")),
+            Some("direction = \"send\"\nstreams = [1, 2]\n[params]\nswitch_ns = 800\n"),
+            &["outstanding_reads=16".into(), " bridge_ns = 300.5 ".into()],
+        )
+        .unwrap();
+        assert_eq!(r.direction, Direction::Send);
+        assert_eq!(r.streams, [1, 2]);
+        assert_eq!(r.params.outstanding_reads, 16);
+        assert!((r.params.switch_ns - 800.0).abs() < 1e-9);
+        assert!((r.params.bridge_ns - 300.5).abs() < 1e-9);
+        let j = load_run(
+            Some(Path::new("nic.JSON")),
+            Some(r#"{"qos": true, "params": {"paths": 1}}"#),
+            &[],
+        )
+        .unwrap();
+        assert!(j.qos);
+        assert_eq!(j.params.paths, 1);
+        assert_eq!(load_run(None, None, &[]).unwrap(), ExpEtherRun::default());
+    }
+
+    #[test]
+    fn bad_keys_and_values_are_named() {
+        let e = load_run(None, None, &["outstanding_read=4".into()]).unwrap_err();
+        assert!(e.to_string().contains("outstanding_read"), "{e}");
+        let e = load_run(None, None, &["outstanding_reads=many".into()]).unwrap_err();
+        assert!(e.to_string().contains("params.outstanding_reads"), "{e}");
+        let e = load_run(None, None, &["16".into()]).unwrap_err();
+        assert!(e.to_string().contains("NAME=VALUE"), "{e}");
+        let e = load_run(None, Some("params = 3"), &["paths=1".into()]).unwrap_err();
+        assert!(e.to_string().contains("params"), "{e}");
+        let e = load_run(None, Some("direction = \"sideways\""), &[]).unwrap_err();
+        assert!(e.to_string().contains("direction"), "{e}");
+    }
+
+    /// A parameter the model refuses is the user's, named by its key in the run's schema.
+    #[test]
+    fn out_of_range_parameters_are_config_errors() {
+        let mut r = ExpEtherRun::default();
+        r.params.outstanding_reads = 300;
+        let e = run(&r).unwrap_err();
+        assert!(matches!(e, Error::Config(_)), "{e:?}");
+        assert!(e.to_string().contains("`params.outstanding_reads`"), "{e}");
+        r = ExpEtherRun {
+            streams: vec![1; 17],
+            ..ExpEtherRun::default()
+        };
+        assert!(run(&r).unwrap_err().to_string().contains("`streams`"));
+    }
+}
