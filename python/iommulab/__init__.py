@@ -10,6 +10,7 @@ the CLI and config files (docs/configuration.md)::
     fig4 = iommulab.reproduce("fujita2008", quick=True).tables["figure4"]
     c = iommulab.compare("traces/fio-6.12.95+deb12-amd64.txt.zst")  # Linux strict vs lazy
     x = iommulab.expether({"streams": [1, 1], "params": {"outstanding_reads": 16}})
+    p = iommulab.iosup({"churn": {"minutes": 10, "forks_per_minute": 2000}})  # IOSUP's groups
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from iommulab._native import (
     cancel_runs,
     compare,
     expether,
+    iosup,
     replay,
     run,
     version,
@@ -59,6 +61,7 @@ __all__ = [
     "compare",
     "expand_grid",
     "expether",
+    "iosup",
     "mrc",
     "plots",
     "replay",

@@ -21,6 +21,7 @@ __all__ = [
     "cancel_runs",
     "compare",
     "expether",
+    "iosup",
     "mrc",
     "replay",
     "reproduce",
@@ -107,6 +108,7 @@ def compare(
     lenient: bool = False,
 ) -> dict[str, Any]: ...
 def expether(config: _Config = None) -> dict[str, Any]: ...
+def iosup(config: _Config = None) -> dict[str, Any]: ...
 def trace_stats(path: _StrPath, format: str = "auto", lenient: bool = False) -> dict[str, Any]: ...
 def trace_check(
     path: _StrPath,

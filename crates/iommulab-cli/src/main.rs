@@ -35,6 +35,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Compare(a) => cmd::compare::run(&a, cli.quiet).and(done),
         Command::Mrc(a) => cmd::mrc::run(&a, cli.quiet).and(done),
         Command::Expether(a) => cmd::expether::run(&a).and(done),
+        Command::Iosup(a) => cmd::iosup::run(&a, cli.quiet).and(done),
         Command::Trace { command } => cmd::trace::run(&command, cli.quiet).and(done),
         Command::Completions { shell } => {
             use clap::CommandFactory;

@@ -203,6 +203,7 @@ fn help_is_enough_to_use_each_command() {
         &["mrc"],
         &["run"],
         &["expether"],
+        &["iosup"],
         &["completions"],
     ] {
         let mut args = cmd.to_vec();

@@ -26,6 +26,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(run::replay, m)?)?;
     m.add_function(wrap_pyfunction!(run::compare, m)?)?;
     m.add_function(wrap_pyfunction!(run::expether, m)?)?;
+    m.add_function(wrap_pyfunction!(run::iosup, m)?)?;
     m.add_function(wrap_pyfunction!(run::validate, m)?)?;
     m.add_function(wrap_pyfunction!(run::run_batch, m)?)?;
     m.add_function(wrap_pyfunction!(interrupt::cancel_runs, m)?)?;

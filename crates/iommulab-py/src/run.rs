@@ -401,6 +401,35 @@ pub fn expether<'py>(
     crate::convert::to_py(py, &report)
 }
 
+/// `iommulab iosup --json`, as a dict: S3.5's three groups (no pool, pool from boot, pool
+/// when stable) with `config`, a dict or TOML of the run (`churn`, `shrink`,
+/// `stable_within`, `setup`; anything left out keeps the reproduction's value); `None`
+/// runs the reproduction's workload. The GIL is released while it runs.
+#[pyfunction]
+#[pyo3(signature = (config=None))]
+pub fn iosup<'py>(
+    py: Python<'py>,
+    config: Option<&Bound<'py, PyAny>>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let run: iommulab::repro::iosup::IosupRun = match config {
+        Some(c) if !c.is_none() => crate::convert::from_toml(c)?,
+        _ => iommulab::repro::iosup::IosupRun::default(),
+    };
+    use iommulab::repro::ReproError;
+    let stop = Interrupt::new();
+    let r = py.detach(|| {
+        iommulab::repro::iosup::run_groups(&run, &mut |_, _| match stop.check() {
+            std::ops::ControlFlow::Continue(()) => Ok(()),
+            std::ops::ControlFlow::Break(()) => Err(ReproError::Cancelled),
+        })
+    });
+    let r = r.map_err(|e| match e {
+        iommulab::Error::Repro(ReproError::Cancelled) => stop.error(iommulab::Error::Cancelled),
+        e => stop.error(e),
+    })?;
+    crate::convert::to_py(py, &r)
+}
+
 /// `iommulab compare --json`, as a dict: Linux strict vs lazy (and `configs`, and `config`'s
 /// own configuration when given) on a trace, per device and in total. `config` (a dict or
 /// TOML) is `--config-file`'s: its `[hardware]` prices every configuration.

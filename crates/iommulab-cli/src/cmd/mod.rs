@@ -4,6 +4,7 @@ pub mod bench;
 pub mod check;
 pub mod compare;
 pub mod expether;
+pub mod iosup;
 pub mod mrc;
 pub mod replay;
 pub mod reproduce;

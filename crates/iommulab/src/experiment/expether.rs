@@ -7,6 +7,7 @@ use std::path::Path;
 
 use crate::Error;
 use crate::experiment::config::ConfigError;
+use crate::experiment::run_file::load_with_sets;
 use crate::pcie::timing::{ExpEtherReport, ExpEtherRun};
 
 /// Runs `run`; a parameter out of range is a [`ConfigError`] naming its key.
@@ -15,67 +16,14 @@ pub fn run(run: &ExpEtherRun) -> Result<ExpEtherReport, Error> {
 }
 
 /// The run `text` describes (`None`: every default), with each `NAME=VALUE` of `sets`
-/// written into its `[params]` table. `path` names the file: `.json` is read as JSON.
+/// written into its `[params]` table (a dotted NAME is a path from the top). `path` names
+/// the file: `.json` is read as JSON.
 pub fn load_run(
     path: Option<&Path>,
     text: Option<&str>,
     sets: &[String],
 ) -> Result<ExpEtherRun, ConfigError> {
-    let json = path.is_some_and(|p| {
-        p.extension()
-            .is_some_and(|e| e.eq_ignore_ascii_case("json"))
-    });
-    // Syntax errors name the file's line; the schema's name the key's path.
-    let mut doc: serde_json::Value = match text {
-        None => serde_json::Value::Object(serde_json::Map::new()),
-        Some(t) if json => {
-            serde_json::from_str(t).map_err(|e| ConfigError::Parse(e.to_string()))?
-        }
-        Some(t) => {
-            let table = t
-                .parse::<toml::Table>()
-                .map_err(|e| ConfigError::Parse(e.to_string()))?;
-            serde_json::to_value(table).map_err(|e| ConfigError::Parse(e.to_string()))?
-        }
-    };
-    for s in sets {
-        let (name, raw) = s.split_once('=').ok_or_else(|| ConfigError::Invalid {
-            key: "--set".into(),
-            value: s.clone(),
-            expected: "NAME=VALUE, NAME a field of [params] (e.g. outstanding_reads=16)".into(),
-        })?;
-        // A number or boolean as TOML reads it; anything else as a string, which the
-        // schema then refuses by name.
-        let value = format!("v = {}", raw.trim())
-            .parse::<toml::Table>()
-            .ok()
-            .and_then(|mut t| t.remove("v"))
-            .and_then(|v| serde_json::to_value(v).ok())
-            .unwrap_or_else(|| serde_json::Value::String(raw.trim().into()));
-        let serde_json::Value::Object(top) = &mut doc else {
-            return Err(ConfigError::Parse("expected a table at the top".into()));
-        };
-        let params = top
-            .entry("params")
-            .or_insert_with(|| serde_json::Value::Object(serde_json::Map::new()));
-        let serde_json::Value::Object(params) = params else {
-            return Err(ConfigError::Invalid {
-                key: "params".into(),
-                value: params.to_string(),
-                expected: "a table of the model's parameters".into(),
-            });
-        };
-        params.insert(name.trim().to_string(), value);
-    }
-    serde_path_to_error::deserialize(doc).map_err(|e| {
-        let path = e.path().to_string();
-        let inner = e.into_inner();
-        if path.is_empty() || path == "." {
-            ConfigError::Parse(inner.to_string())
-        } else {
-            ConfigError::Parse(format!("key `{path}`: {inner}"))
-        }
-    })
+    load_with_sets(path, text, sets, Some("params"))
 }
 
 #[cfg(test)]

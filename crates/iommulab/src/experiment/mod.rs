@@ -14,6 +14,7 @@ pub mod progress;
 pub mod pv_dma;
 pub mod record;
 pub mod result;
+pub mod run_file;
 pub mod runner;
 pub mod series;
 

@@ -9,7 +9,7 @@
 //! verdict computed by a stated rule; every estimated price's sensitivity, and every workload
 //! estimate's (the groups run again at each end of its range).
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::claims::{self, Claim, Verdict};
 use super::{ReproOptions, Steps};
@@ -524,6 +524,115 @@ impl Workload {
             stable_within: STABLE_WITHIN,
         }
     }
+}
+
+/// A user's run of the three groups (`iommulab iosup`, Python's `iosup`): the churn, the
+/// dynamic group's shrink and stability rules, and the hardware; every field defaults to
+/// the reproduction's full run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct IosupRun {
+    /// The churn common to the groups (`[churn]`).
+    pub churn: ChurnConfig,
+    /// The dynamic group's shrink thresholds (`[shrink]`).
+    pub shrink: ShrinkConfig,
+    /// The dynamic group's stability rule: the largest relative change between two
+    /// minutes' counters that counts as stable.
+    pub stable_within: f64,
+    /// The VT-d unit and its invalidation (`[setup]`; `page_selective_invalidation = false`
+    /// is Xen's domain-wide fallback).
+    pub setup: XenPvSetup,
+}
+
+impl Default for IosupRun {
+    fn default() -> Self {
+        let w = Workload::of(false);
+        Self {
+            churn: w.churn,
+            shrink: w.shrink,
+            stable_within: w.stable_within,
+            setup: XenPvSetup::default(),
+        }
+    }
+}
+
+/// Runs the three groups of `r` (no sensitivity tables); the claims are the paper's rules
+/// applied to this run. `progress` is told each group's minute before it runs; an error it
+/// returns stops the run.
+pub fn run_groups(
+    r: &IosupRun,
+    progress: &mut dyn FnMut(&str, u32) -> Result<(), super::ReproError>,
+) -> Result<IosupResults, Error> {
+    use crate::experiment::ConfigError;
+    let bad = |key: &str, value: String, expected: &str| -> Error {
+        ConfigError::Invalid {
+            key: key.into(),
+            value,
+            expected: expected.into(),
+        }
+        .into()
+    };
+    let c = &r.churn;
+    if !(r.stable_within >= 0.0 && r.stable_within.is_finite()) {
+        return Err(bad(
+            "stable_within",
+            r.stable_within.to_string(),
+            "a relative change of 0 or more",
+        ));
+    }
+    // Bounds that keep a run to minutes of wall time and a few GiB.
+    if !(1..=1440).contains(&c.minutes) {
+        return Err(bad("churn.minutes", c.minutes.to_string(), "1..=1440"));
+    }
+    if c.guest_frames > 1 << 24 {
+        return Err(bad(
+            "churn.guest_frames",
+            c.guest_frames.to_string(),
+            "at most 16777216 (64 GiB of 4 KiB frames)",
+        ));
+    }
+    if c.forks_per_minute > 100_000.0 {
+        return Err(bad(
+            "churn.forks_per_minute",
+            c.forks_per_minute.to_string(),
+            "at most 100000",
+        ));
+    }
+    // Each group sets its own pool and shrink rule: a value given here would be ignored.
+    let base = ChurnConfig::default();
+    if c.pool != base.pool {
+        return Err(bad(
+            "churn.pool",
+            format!("{:?}", c.pool),
+            "no value: each group sets its pool (disabled, pre-enabled, when stable)",
+        ));
+    }
+    if c.shrink.is_some() {
+        return Err(bad(
+            "churn.shrink",
+            format!("{:?}", c.shrink),
+            "no value: the dynamic group's shrink rule is the run's [shrink]",
+        ));
+    }
+    if !(r.shrink.proportion >= 0.0 && r.shrink.proportion.is_finite()) {
+        return Err(bad(
+            "shrink.proportion",
+            r.shrink.proportion.to_string(),
+            "a proportion of 0 or more",
+        ));
+    }
+    // The churn's own checks, as the user's error rather than the model's.
+    if let Err(crate::virt::xen::XenError::Config { what }) =
+        PvChurn::new(r.churn.clone(), &r.setup)
+    {
+        return Err(bad("churn", "(the table)".into(), what));
+    }
+    let w = Workload {
+        churn: r.churn.clone(),
+        shrink: r.shrink,
+        stable_within: r.stable_within,
+    };
+    evaluate(&w, false, &r.setup, progress)
 }
 
 /// Runs the three groups, their claims and both sensitivity tables.
