@@ -356,11 +356,26 @@ fn sensitivity_table(r: &IosupResults) -> String {
 }
 
 /// Every workload estimate's range: the groups rerun at each end, every claim re-judged.
+/// A grid value with three significant digits, no trailing zeros.
+fn sig(x: f64) -> String {
+    let digits = if x == 0.0 {
+        0
+    } else {
+        (2 - x.abs().log10().floor() as i32).max(0)
+    };
+    let t = format!("{x:.*}", digits as usize);
+    if t.contains('.') {
+        t.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        t
+    }
+}
+
 fn workload_table(r: &IosupResults) -> String {
     let mut p = String::from(
         "| estimate | run's value | range | most pool pages, pre-enabled / dynamic (low; **run**; high) | \
 dynamic miss rate over disabled (low; **run**; high) | Figure 6's climb: disabled group's first minute over \
-its steady rate (low; **run**; high) | verdicts that move (low / **run** / high) | basis |\n\
+its steady rate (low; **run**; high) | verdicts that move (low / **run** / high; where the run's holds, between grid points) | basis |\n\
 |---|---:|---|---|---|---|---|---|\n",
     );
     let num = |x: f64| {
@@ -384,8 +399,15 @@ its steady rate (low; **run**; high) | verdicts that move (low / **run** / high)
             .iter()
             .filter(|c| c.verdicts.iter().any(|&v| v != c.verdicts[1]))
             .map(|c| {
+                let holds = s
+                    .holds
+                    .iter()
+                    .find(|h| h.id == c.id)
+                    .map_or_else(String::new, |h| {
+                        format!(" (holds {}–{})", sig(h.from), sig(h.to))
+                    });
                 format!(
-                    "`{}` {} / **{}** / {}",
+                    "`{}` {} / **{}** / {}{holds}",
                     c.id,
                     short(c.verdicts[0]),
                     short(c.verdicts[1]),

@@ -319,6 +319,37 @@ pub struct WorkloadSensitivity {
     /// Figure 6's climb: the disabled group's first minute of `flush_iotlb_qi` calls over its
     /// steady rate, at the low and the high end.
     pub first_minute_share: [f64; 2],
+    /// For each claim whose verdict moves over the range: the part of the range, between
+    /// the grid points run ([`HOLDS_GRID`] of the way from the run's value to each end),
+    /// over which the run's verdict holds.
+    pub holds: Vec<HoldsOver>,
+}
+
+/// Where a claim's verdict of the run holds over an estimate's range: at every grid point
+/// from `from` to `to` (the run's value between them); past them, at the next grid point
+/// or the end, it does not.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct HoldsOver {
+    /// The claim's id.
+    pub id: String,
+    /// The lowest value of the grid, walking down from the run's, at which it holds.
+    pub from: f64,
+    /// The highest, walking up.
+    pub to: f64,
+}
+
+/// Where between the run's value and each end of a workload estimate's range the groups
+/// are rerun when a claim's verdict differs at that end (fractions of the way; geometric
+/// when the range spans more than ten times, as a lifetime's does).
+pub const HOLDS_GRID: [f64; 3] = [0.25, 0.5, 0.75];
+
+/// The value `t` of the way from `run` to `end`.
+fn towards(run: f64, end: f64, t: f64) -> f64 {
+    if run > 0.0 && end > 0.0 && (end / run).max(run / end) > 10.0 {
+        run * (end / run).powf(t)
+    } else {
+        run + (end - run) * t
+    }
 }
 
 /// The disabled group's first minute of Figure 6's counter over its steady rate (the
@@ -375,7 +406,51 @@ fn workload_sensitivity(
             r.groups[2].nic_iotlb_miss_rate / r.groups[0].nic_iotlb_miss_rate.max(f64::MIN_POSITIVE)
         };
         let pools = |r: &IosupResults| (r.groups[1].peak_pool_pages, r.groups[2].peak_pool_pages);
+        // The grid between the run's value and each end where some claim's verdict differs.
+        let run_value = (e.get)(w);
+        let mut sides: [Vec<(f64, IosupResults)>; 2] = [Vec::new(), Vec::new()];
+        for (side, end) in [(0usize, e.range.0), (1, e.range.1)] {
+            let moves = base
+                .iter()
+                .any(|c| verdict(&ends[side], &c.id) != c.verdict);
+            if !moves {
+                continue;
+            }
+            for t in HOLDS_GRID {
+                let v = towards(run_value, end, t);
+                let mut at = w.clone();
+                (e.set)(&mut at, v);
+                // Not a step (see `run`): a few seconds with no report.
+                let r = evaluate(&at, quick, &XenPvSetup::default(), &mut |_, _| Ok(()))?;
+                sides[side].push(((e.get)(&at), r));
+            }
+            sides[side].push((end, ends[side].clone()));
+        }
+        let holds = base
+            .iter()
+            .filter(|c| {
+                verdict(&ends[0], &c.id) != c.verdict || verdict(&ends[1], &c.id) != c.verdict
+            })
+            .map(|c| {
+                // A side with no grid run has no verdict moving at its end: it holds there.
+                let reach = |side: &[(f64, IosupResults)], end: f64| {
+                    if side.is_empty() {
+                        return end;
+                    }
+                    side.iter()
+                        .take_while(|(_, r)| verdict(r, &c.id) == c.verdict)
+                        .last()
+                        .map_or(run_value, |(v, _)| *v)
+                };
+                HoldsOver {
+                    id: c.id.clone(),
+                    from: reach(&sides[0], e.range.0),
+                    to: reach(&sides[1], e.range.1),
+                }
+            })
+            .collect();
         out.push(WorkloadSensitivity {
+            holds,
             estimate: e.name,
             value: (e.get)(w),
             range: e.range,
@@ -639,6 +714,8 @@ pub fn run_groups(
 pub fn run(opts: &ReproOptions<'_>) -> Result<IosupResults, Error> {
     let w = Workload::of(opts.quick);
     // The run, its rerun on coarse invalidation, and the workload sensitivity's reruns.
+    // The grid between the run and an end runs only where a verdict moves there, so it is
+    // not a step: the steps are the run, its coarse rerun and each estimate's two ends.
     let runs_per_group = u64::from(w.churn.minutes) * (2 + 2 * WORKLOAD_ESTIMATES.len() as u64);
     let mut steps = Steps::new(opts, GROUPS.len() as u64 * runs_per_group);
     let setup = XenPvSetup::default();
@@ -1028,6 +1105,17 @@ pub fn entries(level: PtLevel) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The grid between the run's value and an end: geometric over a wide range (a
+    /// lifetime's 0.1–60 s), linear over a narrow one, the ends never reached.
+    #[test]
+    fn the_holds_grid_spaces_wide_ranges_geometrically() {
+        assert!((towards(5.0, 0.1, 0.5) - (5.0_f64 * 0.1).sqrt()).abs() < 1e-12);
+        assert!((towards(5.0, 60.0, 0.25) - 5.0 * 12.0_f64.powf(0.25)).abs() < 1e-12);
+        assert!((towards(64.0, 16.0, 0.5) - 40.0).abs() < 1e-12);
+        assert!((towards(10.0, 20.0, 0.75) - 17.5).abs() < 1e-12);
+        assert!(HOLDS_GRID.iter().all(|&t| t > 0.0 && t < 1.0));
+    }
 
     /// The quick run's headline numbers and verdicts, pinned: the pool removes the type
     /// changes (Figure 6's counter ≈ 0 pre-enabled); in the functions S3.5 times, the
