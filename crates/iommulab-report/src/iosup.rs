@@ -358,12 +358,17 @@ fn sensitivity_table(r: &IosupResults) -> String {
 /// Every workload estimate's range: the groups rerun at each end, every claim re-judged.
 /// A grid value with three significant digits, no trailing zeros.
 fn sig(x: f64) -> String {
-    let digits = if x == 0.0 {
+    #[expect(
+        clippy::cast_possible_truncation,
+        clippy::cast_sign_loss,
+        reason = "clamped to 0..=12 decimals"
+    )]
+    let digits = if x == 0.0 || !x.is_finite() {
         0
     } else {
-        (2 - x.abs().log10().floor() as i32).max(0)
+        (2.0 - x.abs().log10().floor()).clamp(0.0, 12.0) as usize
     };
-    let t = format!("{x:.*}", digits as usize);
+    let t = format!("{x:.digits$}");
     if t.contains('.') {
         t.trim_end_matches('0').trim_end_matches('.').to_string()
     } else {
