@@ -3,32 +3,20 @@
 
 use std::fmt::Write as _;
 
-use anyhow::{Context, Result};
-use iommulab::experiment::expether::load_run;
+use anyhow::Result;
 use iommulab::pcie::timing::{Direction, ExpEtherReport};
 
 use crate::args::ExpEtherArgs;
-use crate::output::{json_text, out_flags, prepare_outputs, refuse_csv_outs, write_outs};
+use crate::output::{json_text, write_outs};
 
 /// `iommulab expether`.
 pub fn run(args: &ExpEtherArgs) -> Result<()> {
-    let inputs: Vec<(&str, &std::path::Path)> = args
-        .config
-        .iter()
-        .map(|p| ("the run file", p.as_path()))
-        .collect();
-    refuse_csv_outs(&args.out, "iommulab expether")?;
-    prepare_outputs(&out_flags(&args.out), &inputs)?;
-    let text = args
-        .config
-        .as_deref()
-        .map(crate::cmd::read_text)
-        .transpose()?;
-    let mut run = load_run(args.config.as_deref(), text.as_deref(), &args.set).with_context(
-        || match &args.config {
-            Some(p) => format!("in {}", p.display()),
-            None => "in --set".into(),
-        },
+    let mut run: iommulab::pcie::timing::ExpEtherRun = crate::cmd::load_run(
+        args.config.as_deref(),
+        &args.set,
+        Some("params"),
+        &args.out,
+        "iommulab expether",
     )?;
     if let Some(d) = args.direction {
         run.direction = d.into();

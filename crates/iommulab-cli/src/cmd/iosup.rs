@@ -3,38 +3,22 @@
 
 use std::fmt::Write as _;
 
-use anyhow::{Context, Result};
-use iommulab::experiment::run_file::load_with_sets;
+use anyhow::Result;
 use iommulab::repro::iosup::{IosupResults, IosupRun, run_groups};
 
 use crate::args::IosupArgs;
-use crate::output::{json_text, out_flags, prepare_outputs, refuse_csv_outs, write_outs};
+use crate::output::{json_text, write_outs};
 use crate::progress::ProgressBar;
 
 /// `iommulab iosup`.
 pub fn run(args: &IosupArgs, quiet: bool) -> Result<()> {
-    let inputs: Vec<(&str, &std::path::Path)> = args
-        .config
-        .iter()
-        .map(|p| ("the run file", p.as_path()))
-        .collect();
-    refuse_csv_outs(&args.out, "iommulab iosup")?;
-    prepare_outputs(&out_flags(&args.out), &inputs)?;
-    let text = args
-        .config
-        .as_deref()
-        .map(crate::cmd::read_text)
-        .transpose()?;
-    let mut run: IosupRun = load_with_sets(
+    let mut run: IosupRun = crate::cmd::load_run(
         args.config.as_deref(),
-        text.as_deref(),
         &args.set,
         Some("churn"),
-    )
-    .with_context(|| match &args.config {
-        Some(p) => format!("in {}", p.display()),
-        None => "in --set".into(),
-    })?;
+        &args.out,
+        "iommulab iosup",
+    )?;
     if let Some(m) = args.minutes {
         run.churn.minutes = m;
     }

@@ -12,7 +12,7 @@ pub mod run;
 pub mod trace;
 pub mod validate;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, anyhow};
 
@@ -30,4 +30,25 @@ pub fn read_text(path: &Path) -> Result<String> {
             bytes[at]
         )
     })
+}
+
+/// A run of a model's own command (`expether`, `iosup`): its `--out` files checked first,
+/// then the run file's text (if any) and `--set`s read into `T`'s schema (a plain NAME into
+/// `default_table`), an error naming the file or `--set`.
+pub fn load_run<T: serde::de::DeserializeOwned>(
+    config: Option<&Path>,
+    sets: &[String],
+    default_table: Option<&str>,
+    out: &[PathBuf],
+    command: &str,
+) -> Result<T> {
+    let inputs: Vec<(&str, &Path)> = config.iter().map(|p| ("the run file", *p)).collect();
+    crate::output::refuse_csv_outs(out, command)?;
+    crate::output::prepare_outputs(&crate::output::out_flags(out), &inputs)?;
+    let text = config.map(read_text).transpose()?;
+    iommulab::experiment::run_file::load_with_sets(config, text.as_deref(), sets, default_table)
+        .with_context(|| match config {
+            Some(p) => format!("in {}", p.display()),
+            None => "in --set".into(),
+        })
 }

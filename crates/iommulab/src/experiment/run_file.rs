@@ -79,15 +79,7 @@ pub fn load_with_sets<T: serde::de::DeserializeOwned>(
         };
         map.insert((*last).to_string(), value);
     }
-    serde_path_to_error::deserialize(doc).map_err(|e| {
-        let path = e.path().to_string();
-        let inner = e.into_inner();
-        if path.is_empty() || path == "." {
-            ConfigError::Parse(inner.to_string())
-        } else {
-            ConfigError::Parse(format!("key `{path}`: {inner}"))
-        }
-    })
+    serde_path_to_error::deserialize(doc).map_err(crate::experiment::config::key_path_error)
 }
 
 fn not_a_table(key: &str, v: &serde_json::Value) -> ConfigError {

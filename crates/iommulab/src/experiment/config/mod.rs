@@ -199,15 +199,7 @@ impl ExperimentConfig {
     /// Parses a JSON document (the same schema; Python passes dicts this way).
     pub fn from_json(text: &str) -> Result<Self, ConfigError> {
         let mut de = serde_json::Deserializer::from_str(text);
-        serde_path_to_error::deserialize(&mut de).map_err(|e| {
-            let path = e.path().to_string();
-            let inner = e.into_inner();
-            if path.is_empty() || path == "." {
-                ConfigError::Parse(inner.to_string())
-            } else {
-                ConfigError::Parse(format!("key `{path}`: {inner}"))
-            }
-        })
+        serde_path_to_error::deserialize(&mut de).map_err(key_path_error)
     }
 
     /// Parses a file's text by its name: `.json` is JSON, anything else TOML. A relative
@@ -307,15 +299,20 @@ impl ExperimentConfig {
 /// TOML's own message (line, column, what was expected).
 pub fn from_toml_with_path<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, ConfigError> {
     let de = toml::Deserializer::new(text);
-    serde_path_to_error::deserialize(de).map_err(|e| {
-        let path = e.path().to_string();
-        let inner = e.into_inner();
-        if path.is_empty() || path == "." {
-            ConfigError::Parse(inner.to_string())
-        } else {
-            ConfigError::Parse(format!("key `{path}`: {inner}"))
-        }
-    })
+    serde_path_to_error::deserialize(de).map_err(key_path_error)
+}
+
+/// A schema error named by the path of its key (`key `workload.ios`: ...`).
+pub(crate) fn key_path_error<E: std::fmt::Display>(
+    e: serde_path_to_error::Error<E>,
+) -> ConfigError {
+    let path = e.path().to_string();
+    let inner = e.into_inner();
+    if path.is_empty() || path == "." {
+        ConfigError::Parse(inner.to_string())
+    } else {
+        ConfigError::Parse(format!("key `{path}`: {inner}"))
+    }
 }
 #[cfg(test)]
 mod tests {
