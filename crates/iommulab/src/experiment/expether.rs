@@ -1,34 +1,33 @@
-//! An ExpEther run (S4.4's timing model, [`crate::pcie::timing::ExpEtherRun`]) from what a
-//! user gives: a file's text (TOML, or JSON by its name) and `NAME=VALUE` settings of the
-//! model's parameters, which the CLI's `--set` and Python pass. A parameter left out keeps
-//! its estimate; a wrong key or value is named with its path.
-
-use std::path::Path;
+//! An ExpEther run (S4.4's timing model, [`crate::pcie::timing::ExpEtherRun`]) as users
+//! give it: read by [`crate::experiment::run_file::load_with_sets`] (a plain `--set` NAME
+//! goes into `[params]`), run here with a parameter out of range as a `ConfigError`
+//! naming its key.
 
 use crate::Error;
-use crate::experiment::config::ConfigError;
-use crate::experiment::run_file::load_with_sets;
 use crate::pcie::timing::{ExpEtherReport, ExpEtherRun};
 
-/// Runs `run`; a parameter out of range is a [`ConfigError`] naming its key.
+/// Runs `run`; a parameter out of range is a [`crate::experiment::ConfigError`] naming
+/// its key.
 pub fn run(run: &ExpEtherRun) -> Result<ExpEtherReport, Error> {
     Ok(run.run()?)
 }
 
-/// The run `text` describes (`None`: every default), with each `NAME=VALUE` of `sets`
-/// written into its `[params]` table (a dotted NAME is a path from the top). `path` names
-/// the file: `.json` is read as JSON.
-pub fn load_run(
-    path: Option<&Path>,
-    text: Option<&str>,
-    sets: &[String],
-) -> Result<ExpEtherRun, ConfigError> {
-    load_with_sets(path, text, sets, Some("params"))
-}
-
 #[cfg(test)]
 mod tests {
+    use std::path::Path;
+
     use super::*;
+    use crate::experiment::ConfigError;
+    use crate::experiment::run_file::load_with_sets;
+
+    /// What the CLI and Python read: a plain NAME goes into `[params]`.
+    fn load_run(
+        path: Option<&Path>,
+        text: Option<&str>,
+        sets: &[String],
+    ) -> Result<ExpEtherRun, ConfigError> {
+        load_with_sets(path, text, sets, Some("params"))
+    }
     use crate::pcie::timing::Direction;
 
     #[test]
