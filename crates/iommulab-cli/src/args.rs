@@ -663,8 +663,8 @@ pub struct ExpEtherArgs {
     /// Modeled seconds [default: 0.1; the model is in steady state within microseconds].
     #[arg(long, value_name = "S")]
     pub duration: Option<f64>,
-    /// Set one model parameter (a field of `[params]`, e.g. `outstanding_reads=16`);
-    /// repeat for several.
+    /// Set one field: a plain NAME is a model parameter of `[params]`
+    /// (`outstanding_reads=16`), a dotted one a path from the top; repeat for several.
     #[arg(long = "set", value_name = "NAME=VALUE")]
     pub set: Vec<String>,
     /// Print the report as JSON.
