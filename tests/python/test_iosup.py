@@ -21,6 +21,11 @@ def test_the_pool_ends_the_flushes() -> None:
     assert pre["flushes_per_minute"] < 0.05 * off["flushes_per_minute"]
     assert dyn["shrinks"] is True and pre["shrinks"] is False
     assert r["alloc_change"] < 0 and r["free_change"] < 0
+    # S3.5's Xen 4.2.1 invalidates nothing on a type change; XSA-78's fix does.
+    assert r["setup"]["unmap_flush"] == "skipped"
+    assert off["invalidations_per_minute"] == 0
+    fixed = iommulab.iosup({**SHORT, "setup": {"unmap_flush": "invalidates"}})
+    assert fixed["groups"][0]["invalidations_per_minute"] > 0
     # Deterministic: the same run gives the same numbers, from a dict or TOML.
     assert iommulab.iosup("[churn]\nminutes = 5\n")["groups"] == r["groups"]
 

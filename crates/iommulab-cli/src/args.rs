@@ -685,9 +685,15 @@ pub struct IosupArgs {
     #[arg(long, value_name = "N")]
     pub minutes: Option<u32>,
     /// Xen's domain-wide fallback: each type change invalidates the whole domain's IOTLB
-    /// entries (a unit without page-selective invalidation), not one page's.
+    /// entries (a unit without page-selective invalidation), not one page's. Only with
+    /// `--xsa78-fixed`: S3.5's Xen 4.2.1 invalidates nothing on a type change.
     #[arg(long)]
     pub coarse: bool,
+    /// A Xen with XSA-78's fix (4.2.4, 4.3.2, 4.4 on), whose type changes invalidate the
+    /// IOTLB; by default the groups run S3.5's Xen 4.2.1, whose type changes call the flush
+    /// and invalidate nothing.
+    #[arg(long)]
+    pub xsa78_fixed: bool,
     /// The dynamic group's stability rule: the largest relative change between two
     /// minutes' flush counters that counts as stable [default: 0.05].
     #[arg(long, value_name = "F")]

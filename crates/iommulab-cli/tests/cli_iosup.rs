@@ -55,14 +55,44 @@ fn the_pool_ends_the_flushes_and_churn_sets_them() {
     assert_eq!(r["stable_within"], 0.2);
     assert_eq!(r["churn"]["lifetime_s"], serde_json::json!([0.05, 0.1]));
     iommulab()
-        .args(["iosup", "-q", "--minutes", "5", "--coarse"])
+        .args(["iosup", "-q", "--minutes", "5", "--xsa78-fixed", "--coarse"])
         .assert()
         .success()
         .stdout(
             predicate::str::contains("cache-dynamic-enabled")
                 .and(predicate::str::contains("flush_iotlb_qi calls / min"))
+                .and(predicate::str::contains("invalidates the domain"))
                 .and(predicate::str::contains("allocation functions' time")),
         );
+}
+
+/// S3.5's Xen 4.2.1 calls the flush on every type change and invalidates nothing, leaving
+/// the NIC's cached translations of new tables; XSA-78's fix, by flag or by the run's
+/// `[setup]`, invalidates on each allocation from the page allocator.
+#[test]
+fn xen_4_2_1_invalidates_nothing_and_the_fix_does() {
+    let group = |r: &Value, key: &str| r["groups"][0][key].as_f64().unwrap();
+    let old = json_of(&["--minutes", "3"]);
+    assert_eq!(old["setup"]["unmap_flush"], "skipped");
+    assert_eq!(group(&old, "invalidations_per_minute"), 0.0);
+    assert!(group(&old, "tables_left_cached_per_minute") > 0.0);
+    for args in [
+        vec!["--minutes", "3", "--xsa78-fixed"],
+        vec!["--minutes", "3", "--set", "setup.unmap_flush=invalidates"],
+    ] {
+        let fixed = json_of(&args);
+        assert_eq!(fixed["setup"]["unmap_flush"], "invalidates", "{args:?}");
+        let (calls, inv) = (
+            group(&fixed, "flushes_per_minute"),
+            group(&fixed, "invalidations_per_minute"),
+        );
+        assert!(
+            (calls / inv - 2.0).abs() < 0.05,
+            "{calls} calls, {inv} invalidations"
+        );
+        assert_eq!(group(&fixed, "tables_left_cached_per_minute"), 0.0);
+        assert_eq!(calls, group(&old, "flushes_per_minute"), "the same calls");
+    }
 }
 
 /// A wrong key, a value the model refuses and a malformed file are named; nothing is

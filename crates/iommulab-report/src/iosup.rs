@@ -5,6 +5,7 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use iommulab::repro::iosup::{self, IosupResults};
+use iommulab::virt::xen::UnmapFlush;
 
 use crate::ReportError;
 use crate::files::{write_atomic, write_json};
@@ -165,6 +166,7 @@ pub(crate) fn tables(r: &IosupResults) -> Vec<Table> {
             "minute",
             "iotlb_flushes",
             "invalidations",
+            "tables_left_cached",
             "forks",
             "alloc_us_pgd",
             "alloc_us_pmd",
@@ -187,6 +189,7 @@ pub(crate) fn tables(r: &IosupResults) -> Vec<Table> {
             u64::from(x.minute).into(),
             x.iotlb_flushes.into(),
             x.invalidations.into(),
+            x.tables_left_cached.into(),
             x.forks.into(),
             Cell::float(x.alloc_us[0], 2),
             Cell::float(x.alloc_us[1], 2),
@@ -210,6 +213,7 @@ pub(crate) fn tables(r: &IosupResults) -> Vec<Table> {
             "group",
             "flushes_per_minute",
             "invalidations_per_minute",
+            "tables_left_cached_per_minute",
             "alloc_us_per_minute",
             "free_us_per_minute",
             "peak_pool_pages",
@@ -223,6 +227,7 @@ pub(crate) fn tables(r: &IosupResults) -> Vec<Table> {
             (&x.group).into(),
             Cell::float(x.flushes_per_minute, 1),
             Cell::float(x.invalidations_per_minute, 1),
+            Cell::float(x.tables_left_cached_per_minute, 1),
             Cell::float(x.alloc_us_per_minute, 1),
             Cell::float(x.free_us_per_minute, 1),
             x.peak_pool_pages.into(),
@@ -232,6 +237,17 @@ pub(crate) fn tables(r: &IosupResults) -> Vec<Table> {
         ]);
     }
     vec![t, g]
+}
+
+/// The Xen the groups ran on, as the page names it.
+fn xen_of(r: &IosupResults) -> &'static str {
+    match r.setup.unmap_flush {
+        UnmapFlush::Skipped => {
+            "S3.5's Xen 4.2.1, whose type changes call the IOTLB flush without invalidating (XSA-78, \
+fixed in 4.2.4)"
+        }
+        UnmapFlush::Invalidates => "a Xen whose type changes invalidate (XSA-78's fix, 4.2.4 on)",
+    }
 }
 
 fn pct(x: f64) -> String {
@@ -246,6 +262,7 @@ fn steps_table(r: &IosupResults) -> String {
     };
     let c = &r.costs;
     let keeps = r.churn.pool_keeps;
+    let flush = r.setup.unmap_flush;
     let mut p = String::from("| price | cycles | ns | range | source |\n|---|---:|---:|---|---|\n");
     for s in iosup::price_sources() {
         let v = c.field(s.field).unwrap_or(0);
@@ -270,8 +287,8 @@ the PGD is a PAE L3 of 4 entries):\n\n| level | allocation from the allocator | 
             p,
             "| {} | {} | {} | {} | {} |",
             l.name(),
-            alloc_steps(l, false, keeps).alloc_cycles(c),
-            alloc_steps(l, true, keeps).alloc_cycles(c),
+            alloc_steps(l, false, keeps, flush).alloc_cycles(c),
+            alloc_steps(l, true, keeps, flush).alloc_cycles(c),
             free_steps(l, false, keeps).free_cycles(c),
             free_steps(l, true, keeps).free_cycles(c),
         );
@@ -283,8 +300,11 @@ allocated before its mm's pin or, for a PTE page, after it):\n\n| level | alloca
 after the pin | from the pool, before / after | free to the allocator | into the pool |\n|---|---:|---:|---:|---:|"
     );
     for l in iosup::LEVELS {
-        let alloc =
-            |hit: bool, pinned: bool| alloc_steps_at(l, hit, keeps, pinned).0.alloc_cycles(c);
+        let alloc = |hit: bool, pinned: bool| {
+            alloc_steps_at(l, hit, keeps, flush, pinned)
+                .0
+                .alloc_cycles(c)
+        };
         let free = |pooled: bool| free_steps_at_exit(l, pooled, keeps).0.free_cycles(c);
         let after = |hit: bool| {
             if l == iommulab::virt::xen::PtLevel::Pte {
@@ -456,7 +476,7 @@ minutes; the browser's page tables grow with its memory to {:.1} MB, S3.5's aver
 {} PTE pages, and are all freed when it closes) and {:.2} process creations per minute (S3.5), each process living \
 a log-uniform {}–{} s with one PGD, four PMDs (a Xen PV PAE guest does not share the kernel PMD) and {}–{} PTE \
 pages; a NIC receiving {:.1} Mb/s of {}-byte packets (S3.5's netperf rate) into a {}-buffer RX ring refilled from \
-the same page allocator; VT-d with queued, page-selective invalidation (S3.2). The pool is on from boot \
+the same page allocator; VT-d with queued, page-selective invalidation (S3.2) under {}. The pool is on from boot \
 (`cache-pre-enabled`) or switched on when Figure 6's counter is stable (`cache-dynamic-enabled`: two consecutive \
 minutes within {:.0}% of each other; here at minute {}). Steady state = minutes {} on.\n",
         if r.quick { " --quick" } else { "" },
@@ -473,6 +493,7 @@ minutes within {:.0}% of each other; here at minute {}). Steady state = minutes 
         c.stream_mbps,
         c.packet_bytes,
         c.rx_ring,
+        xen_of(r),
         r.stable_within * 100.0,
         r.dynamic_minute + 1,
         r.steady_from + 1,
@@ -480,16 +501,17 @@ minutes within {:.0}% of each other; here at minute {}). Steady state = minutes 
     let _ = writeln!(p, "![Figure 6](figure6_iotlb_flushes.svg)\n");
     let _ = writeln!(
         p,
-        "| group | `flush_iotlb_qi` calls / min | invalidations / min | page-table alloc µs / min | free µs / min | most pool pages | pages given back | NIC IOTLB miss rate | NIC walk ns / packet |"
+        "| group | `flush_iotlb_qi` calls / min | invalidations / min | tables left cached / min | page-table alloc µs / min | free µs / min | most pool pages | pages given back | NIC IOTLB miss rate | NIC walk ns / packet |"
     );
-    let _ = writeln!(p, "|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+    let _ = writeln!(p, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for g in &r.groups {
         let _ = writeln!(
             p,
-            "| {} | {:.1} | {:.1} | {:.0} | {:.0} | {} | {} | {:.5} | {:.3} |",
+            "| {} | {:.1} | {:.1} | {:.1} | {:.0} | {:.0} | {} | {} | {:.5} | {:.3} |",
             g.group,
             g.flushes_per_minute,
             g.invalidations_per_minute,
+            g.tables_left_cached_per_minute,
             g.alloc_us_per_minute,
             g.free_us_per_minute,
             g.peak_pool_pages,
@@ -508,8 +530,11 @@ minutes within {:.0}% of each other; here at minute {}). Steady state = minutes 
 table, counted in the run (`results.json`: `groups[].alloc_steps`, `free_steps`) and priced here. From the \
 allocator: take a page, clear it, map it read-only in the kernel's direct map (`update_va_mapping`), pin it \
 (`MMUEXT_PIN_L1/L3_TABLE`) so Xen validates every entry (`alloc_page_type`), and the type change writable → \
-table clears its I/O PTE and invalidates it, waiting for the queued invalidation (`_get_page_type` → \
-`iommu_unmap_page` → `flush_iotlb_qi`). Freed: unpinned (Xen devalidates every entry: `__put_page_type` drops \
+table clears its I/O PTE and calls Xen's IOTLB flush (`_get_page_type` → `iommu_unmap_page` → \
+`dma_pte_clear_one` → `flush_iotlb_qi`). In Xen 4.2.1 that call returns without invalidating: \
+`dma_pte_clear_one` passes the cleared PTE as not present, and VT-d hardware caches no non-present entries \
+(XSA-78 fixed it in 4.2.4; the fixed flush's queued invalidation and its wait are the price `iotlb_invalidate`, \
+counted only where a run performs it). Freed: unpinned (Xen devalidates every entry: `__put_page_type` drops \
 `PGT_validated` at type count 0), made writable again (`iommu_map_page`, whose `flush_iotlb_qi` call returns at \
 once), given back. From the pool: the page keeps its type, so there is no allocator, no clearing, no direct-map \
 change and nothing for the IOMMU; but Linux unpins a process's tables in `xen_exit_mmap` before its free functions \
@@ -562,9 +587,10 @@ reproduced, P partly, N not reproduced; claims whose verdict is the same at both
         p,
         "\n## Why, mechanism by mechanism\n\n\
 - **Flushes (Figure 6).** Without the pool each table allocated changes type writable → L1/L2/L3, and Xen clears \
-its I/O PTE and submits one page-selective invalidation (S3.3); each table freed changes back, and Xen's \
-`iommu_map_page` calls `flush_iotlb_qi` too, which returns at once (a non-present entry is not cached). S3.5 \
-counted calls in that function's body, so both count: {:.0} calls and {:.0} invalidations per minute here. With the \
+its I/O PTE and calls `flush_iotlb_qi` for one page-selective invalidation (S3.3; in Xen 4.2.1 the call returns \
+without one, see the miss rate below); each table freed changes back, and Xen's `iommu_map_page` calls \
+`flush_iotlb_qi` too, which returns at once (a non-present entry is not cached). S3.5 counted calls in that \
+function's body, so both count: {:.0} calls and {:.0} invalidations per minute here. With the \
 pool, freed tables keep their type: only tables beyond what the pool holds still come from the allocator. The \
 disabled curve is flat from its first minute: the processes' lifetimes ({}–{} s) are far shorter than a minute, \
 and the browser's {} PTE pages per iteration are a small part of {:.0} processes × {:.1} tables a minute. The \
@@ -575,7 +601,7 @@ workload estimate's range (the table above) the disabled group's first minute st
 steady rate: no estimate in range makes the climb.\n\
 - **CPU time (Figure 7).** In the functions, with the pool: allocation {}, free {} (paper: {} / {}). Most of a table's \
 allocation is in its function (a process's PTE pages come at faults, after the mm's pin, and the pin and the \
-IOMMU's invalidation come with them), and a pooled table still pays the pin hypercall and Xen's walk of its \
+I/O unmap come with them), and a pooled table still pays the pin hypercall and Xen's walk of its \
 entries there. A free at exit is only the page given back: the unpin, the walk and the change back to writable \
 ran before, in `xen_exit_mmap`, so the pool saves the allocator's free against its own push. Counting the \
 mm-wide passes too, the free's saving would be small (the claims table gives both per table). A pool that also \
@@ -637,29 +663,53 @@ received rate is an input and not the verdict: the verdict compares the per-pack
         100.0 * n.throughput_change_bound,
         n.packet_ns,
     );
-    if let Some([off_c, pre_c, dynamic_c]) = r.coarse_miss_rates {
-        let _ = writeln!(
+    let tables_left = |g: &iosup::GroupSummary| g.tables_left_cached_per_minute;
+    let _ = match (r.setup.unmap_flush, &r.fixed_xen_miss_rates) {
+        (UnmapFlush::Skipped, fixed) => {
+            let _ = write!(
+                p,
+                "- **IOTLB miss rate (the abstract).** In S3.5's Xen 4.2.1 a type change's IOTLB flush invalidates \
+nothing (above), so no type change takes a translation from the NIC and the pool has none to give back: {:.4} of \
+its lookups miss without the pool, {:.4} dynamic, {:.4} pre-enabled. What it leaves open instead: {:.1} tables a \
+minute without the pool ({:.1} dynamic, {:.1} pre-enabled) became page tables while the NIC's IOTLB still \
+translated their frame, so the NIC could write them until the entry was evicted (XSA-78); the pool, by ending the \
+type changes, ends those too.",
+                off.nic_iotlb_miss_rate,
+                dynamic.nic_iotlb_miss_rate,
+                pre.nic_iotlb_miss_rate,
+                tables_left(off),
+                tables_left(dynamic),
+                tables_left(pre),
+            );
+            if let Some(f) = fixed {
+                let [o, pr, d] = f.page_selective;
+                let [oc, prc, dc] = f.domain_wide;
+                let _ = write!(
+                    p,
+                    " Rerun with XSA-78's fix: page-selective requests take only the table frame's own translation, \
+and the NIC's ring thrashing its IOTLB sets the rate with the pool or without ({o:.4} / {d:.4} dynamic / {pr:.4} \
+pre-enabled); on a unit that performs page requests domain-wide (Xen's fallback where `CAP.PSI` is clear; VT-d \
+lets a unit invalidate more than asked) every type change takes the NIC's translations with it, and the pool, by \
+ending the type changes, gives them back ({oc:.4} / {dc:.4} / {prc:.4})."
+                );
+            }
+            writeln!(p)
+        }
+        (UnmapFlush::Invalidates, _) => writeln!(
             p,
-            "- **IOTLB miss rate (the abstract).** S3.3's Xen invalidates page by page, so a type change takes only \
-that frame's translation: the NIC loses an entry only when a table takes a frame of its RX ring, and its miss rate \
-is set by the ring thrashing the IOTLB, with the pool or without ({:.4} / {:.4} dynamic / {:.4} pre-enabled). \
-Rerun on a unit that performs page requests domain-wide (Xen's fallback where `CAP.PSI` is clear; VT-d lets a unit \
-invalidate more than asked): {:.4} without the pool, {:.4} dynamic, {:.4} pre-enabled. There every type change \
-takes the NIC's translations with it, and the pool, by ending the type changes, gives them back.",
-            off.nic_iotlb_miss_rate,
-            dynamic.nic_iotlb_miss_rate,
-            pre.nic_iotlb_miss_rate,
-            off_c,
-            dynamic_c,
-            pre_c,
-        );
-    }
+            "- **IOTLB miss rate (the abstract).** Each type change invalidates the table frame's translation page \
+by page (S3.3), which takes no other: the NIC loses an entry only when a table takes a frame of its RX ring, and its \
+miss rate is set by the ring thrashing the IOTLB, with the pool or without ({:.4} / {:.4} dynamic / {:.4} \
+pre-enabled).",
+            off.nic_iotlb_miss_rate, dynamic.nic_iotlb_miss_rate, pre.nic_iotlb_miss_rate,
+        ),
+    };
     let _ = writeln!(
         p,
         "\n![Figure 7, per level](figure7_levels.svg)\n\n![Figure 7, allocation](figure7_alloc.svg)\n\n![Figure 7, free](figure7_free.svg)\n\n\
 ![Figure 8](figure8_pool_pre_enabled.svg)\n\n![Figure 9](figure9_pool_dynamic_enabled.svg)\n\n\
 Data: `results.json` (with every step count and the sensitivity table), `runs.csv` (per group and minute: \
-`flush_iotlb_qi` calls, invalidations, alloc/free µs per level, pool pages per level, pages given back, the NIC's \
+`flush_iotlb_qi` calls, invalidations, tables left cached, alloc/free µs per level, pool pages per level, pages given back, the NIC's \
 packets, IOTLB miss rate and walk time), `groups.csv` (the table above)."
     );
     p

@@ -5,6 +5,7 @@ use std::fmt::Write as _;
 
 use anyhow::Result;
 use iommulab::repro::iosup::{IosupResults, IosupRun, run_groups};
+use iommulab::virt::xen::UnmapFlush;
 
 use crate::args::IosupArgs;
 use crate::output::{json_text, write_outs};
@@ -27,6 +28,9 @@ pub fn run(args: &IosupArgs, quiet: bool) -> Result<()> {
     }
     if args.coarse {
         run.setup.page_selective_invalidation = false;
+    }
+    if args.xsa78_fixed {
+        run.setup.unmap_flush = UnmapFlush::Invalidates;
     }
     let bar = ProgressBar::steps("iosup", quiet);
     let total = 3 * u64::from(run.churn.minutes);
@@ -83,10 +87,28 @@ fn text_of(r: &IosupResults) -> String {
         r.dynamic_shrink.total,
         r.steady_from + 1,
     );
+    let _ = writeln!(
+        t,
+        "{}\n",
+        match (r.setup.unmap_flush, r.setup.page_selective_invalidation) {
+            (UnmapFlush::Skipped, _) => {
+                "Xen 4.2.1 (S3.5's): a type change calls flush_iotlb_qi, which invalidates nothing (XSA-78); \
+tables left cached: type changes whose frame the NIC's IOTLB still translated"
+            }
+            (UnmapFlush::Invalidates, true) => {
+                "Xen with XSA-78's fix: a type change invalidates its page (page-selective)"
+            }
+            (UnmapFlush::Invalidates, false) => {
+                "Xen with XSA-78's fix on a unit without page-selective invalidation: a type change invalidates \
+the domain"
+            }
+        }
+    );
     let header = [
         "group",
         "flush_iotlb_qi calls / min",
         "invalidations / min",
+        "tables left cached / min",
         "alloc µs / min",
         "free µs / min",
         "most pool pages",
@@ -101,6 +123,7 @@ fn text_of(r: &IosupResults) -> String {
                 g.group.clone(),
                 format!("{:.1}", g.flushes_per_minute),
                 format!("{:.1}", g.invalidations_per_minute),
+                format!("{:.1}", g.tables_left_cached_per_minute),
                 format!("{:.0}", g.alloc_us_per_minute),
                 format!("{:.0}", g.free_us_per_minute),
                 g.peak_pool_pages.to_string(),

@@ -15,7 +15,10 @@
 //! placed into the function body"): Xen calls it for the unmap of a type change to a table
 //! and for the remap of the change back, where it returns at once (a non-present entry is
 //! not cached without caching mode), so both are counted ([`MinuteStats::iotlb_flushes`]);
-//! the invalidations the hardware performs are [`MinuteStats::invalidations`].
+//! the invalidations the hardware performs are [`MinuteStats::invalidations`]. In S3.5's Xen
+//! 4.2.1 the unmap's call returns at once too ([`UnmapFlush::Skipped`]): nothing is
+//! invalidated, and a table whose frame the NIC had cached stays writable by it
+//! ([`MinuteStats::tables_left_cached`]).
 //!
 //! The page allocator hands out the most recently freed page first (Linux's per-CPU hot
 //! lists), so a new page table often takes a frame the NIC just used, and that frame comes
@@ -37,7 +40,7 @@ use iommulab_base::addr::{Access, Bdf, Gpa, Pfn};
 use iommulab_hw::{RemapUnit, Vtd, VtdConfig};
 
 use super::XenError;
-use super::coupling::IoProtection;
+use super::coupling::{IoProtection, UnmapFlush};
 use super::iosup::{PtLevel, PtPool, ShrinkConfig};
 use super::page_type::{PageType, PageTypes};
 use super::pt_work::{PoolKeeps, StepCounts, alloc_steps_at, free_steps, free_steps_at_exit};
@@ -181,10 +184,14 @@ pub struct MinuteStats {
     /// Processes that exited.
     pub exits: u64,
     /// Calls of Xen's `flush_iotlb_qi` for page-table type changes (Fig. 6's counter: the
-    /// unmaps' invalidations and the remaps' calls that return at once).
+    /// unmaps' calls, invalidating or not, and the remaps', which return at once).
     pub iotlb_flushes: u64,
-    /// IOTLB invalidations the hardware performed (the unmaps').
+    /// IOTLB invalidations the hardware performed (the unmaps', where Xen performs them).
     pub invalidations: u64,
+    /// Type changes to a table after which the NIC's IOTLB still translated the frame: the
+    /// NIC could write that page table until the entry was evicted (XSA-78).
+    #[serde(default)]
+    pub tables_left_cached: u64,
     /// Time in the page-table allocation functions per level (PGD, PMD, PTE), ns (Fig. 7).
     pub alloc_ns: [f64; 3],
     /// Time in the free functions per level, ns (Fig. 7).
@@ -267,6 +274,7 @@ struct Browser {
 #[derive(Debug)]
 pub struct PvChurn<U> {
     cfg: ChurnConfig,
+    unmap_flush: UnmapFlush,
     types: PageTypes,
     io: IoProtection<U>,
     pool: PtPool,
@@ -319,13 +327,14 @@ impl PvChurn<Vtd> {
             page_selective_invalidation: setup.page_selective_invalidation,
             ..VtdConfig::default()
         })?;
-        Self::with_unit(cfg, unit)
+        Self::with_unit(cfg, unit, setup.unmap_flush)
     }
 }
 
 impl<U: RemapUnit> PvChurn<U> {
-    /// A guest on `unit`: every frame writable and mapped for the NIC, the RX ring filled.
-    pub fn with_unit(cfg: ChurnConfig, unit: U) -> Result<Self, XenError> {
+    /// A guest on `unit` under Xen's unmap flush `unmap_flush`: every frame writable and
+    /// mapped for the NIC, the RX ring filled.
+    pub fn with_unit(cfg: ChurnConfig, unit: U, unmap_flush: UnmapFlush) -> Result<Self, XenError> {
         let frames = cfg.guest_frames;
         let positive = |x: f64| x > 0.0 && x.is_finite();
         let (lo, hi) = cfg.lifetime_s;
@@ -366,7 +375,7 @@ impl<U: RemapUnit> PvChurn<U> {
             types.get_type(f, PageType::Writable)?;
             types.put_type(f)?;
         }
-        let io = IoProtection::new(unit, &[NIC], frames, 1 << 20)?;
+        let io = IoProtection::new(unit, &[NIC], frames, 1 << 20)?.with_unmap_flush(unmap_flush);
         let mut pool = PtPool::new(cfg.shrink);
         let mut stats = ChurnResult::default();
         if cfg.pool == PoolMode::PreEnabled {
@@ -376,6 +385,7 @@ impl<U: RemapUnit> PvChurn<U> {
         let mut me = Self {
             rng: cfg.seed ^ 0x9e37_79b9_7f4a_7c15,
             cfg,
+            unmap_flush,
             types,
             io,
             pool,
@@ -440,7 +450,7 @@ impl<U: RemapUnit> PvChurn<U> {
                 let change = self.types.pin_table(f, level.page_type(), &[])?;
                 debug_assert!(change.is_none());
             }
-            let (in_fn, at_pin) = alloc_steps_at(level, true, keeps, mm_pinned);
+            let (in_fn, at_pin) = alloc_steps_at(level, true, keeps, self.unmap_flush, mm_pinned);
             m.alloc_steps[i].add(&in_fn);
             m.pin_steps[i].add(&at_pin);
             return Ok(f);
@@ -450,29 +460,43 @@ impl<U: RemapUnit> PvChurn<U> {
         // A new table points inside the guest (its entries are filled later by the
         // guest's mmu_update hypercalls): validation sees only valid entries.
         let change = self.types.pin_table(f, level.page_type(), &[])?;
-        let (mut in_fn, mut at_pin) = alloc_steps_at(level, false, keeps, mm_pinned);
-        if let Some(ch) = change {
-            self.mirror(ch, m)?;
-        } else {
-            in_fn.iommu_unmap = 0;
-            at_pin.iommu_unmap = 0;
-        }
+        let (mut in_fn, mut at_pin) =
+            alloc_steps_at(level, false, keeps, self.unmap_flush, mm_pinned);
+        let invalidated = match change {
+            Some(ch) => self.mirror(ch, m)?,
+            None => {
+                // Already a table: no type change, nothing for the IOMMU.
+                for s in [&mut in_fn, &mut at_pin] {
+                    s.iommu_unmap = 0;
+                    s.iotlb_invalidate = 0;
+                }
+                0
+            }
+        };
+        // The invalidation is priced where the unit performed it.
+        debug_assert_eq!(
+            in_fn.iotlb_invalidate + at_pin.iotlb_invalidate,
+            invalidated
+        );
         m.alloc_steps[i].add(&in_fn);
         m.pin_steps[i].add(&at_pin);
         Ok(f)
     }
 
-    /// Mirrors a type change in the I/O page tables and counts Figure 6's calls.
-    fn mirror(&mut self, ch: super::TypeChange, m: &mut MinuteStats) -> Result<(), XenError> {
+    /// Mirrors a type change in the I/O page tables and counts Figure 6's calls; returns the
+    /// invalidations the unit performed.
+    fn mirror(&mut self, ch: super::TypeChange, m: &mut MinuteStats) -> Result<u64, XenError> {
         let before = self.io.stats();
         self.io.on_change(ch)?;
         let after = self.io.stats();
-        let inv = after.iotlb_flushes - before.iotlb_flushes;
-        // `iommu_map_page` calls `flush_iotlb_qi` too, which returns at once.
-        let remap_calls = after.remapped - before.remapped;
+        let inv = after.invalidations - before.invalidations;
+        // Both `iommu_unmap_page` and `iommu_map_page` call `flush_iotlb_qi`, whether it
+        // then invalidates or returns at once.
+        let calls = after.unmapped - before.unmapped + after.remapped - before.remapped;
         m.invalidations += inv;
-        m.iotlb_flushes += inv + remap_calls;
-        Ok(())
+        m.iotlb_flushes += calls;
+        m.tables_left_cached += after.left_cached - before.left_cached;
+        Ok(inv)
     }
 
     /// Frees a page table: into its pool (unpinned but typed, or still pinned), or unpinned,
@@ -759,7 +783,12 @@ impl<U: RemapUnit> PvChurn<U> {
         for i in 0..self.types.len() {
             let f = Pfn::<Gpa>::new(i);
             let t = self.types.get(f).map_err(|e| e.to_string())?;
-            if t.ty.protected() && self.io.device_can_reach(f) {
+            let reachable = match self.unmap_flush {
+                UnmapFlush::Invalidates => self.io.device_can_reach(f),
+                // XSA-78: the IOTLB may still translate it; its I/O entry must be gone.
+                UnmapFlush::Skipped => self.io.maps(f),
+            };
+            if t.ty.protected() && reachable {
                 return Err(format!(
                     "frame {i:#x} is {:?} and reachable by the device",
                     t.ty
@@ -849,7 +878,26 @@ mod tests {
             m.iotlb_flushes, tables,
             "one call per allocation and per free"
         );
-        assert_eq!(m.invalidations, m.allocs.iter().sum::<u64>());
+        // Xen 4.2.1 invalidates nothing; with XSA-78's fix each allocation does.
+        assert_eq!(m.invalidations, 0);
+        let fixed = XenPvSetup {
+            unmap_flush: UnmapFlush::Invalidates,
+            ..setup
+        };
+        let f = PvChurn::new(small(PoolMode::Disabled), &fixed)
+            .unwrap()
+            .run()
+            .unwrap();
+        let fm = &f.minutes[2];
+        assert_eq!(fm.invalidations, fm.allocs.iter().sum::<u64>());
+        assert_eq!(
+            (fm.iotlb_flushes, fm.tables_left_cached),
+            (m.iotlb_flushes, 0)
+        );
+        assert!(
+            m.tables_left_cached > 0,
+            "frames the NIC had cached became tables"
+        );
         assert!(m.iotlb_flushes > 5_000, "{}", m.iotlb_flushes);
         assert!(
             on.minutes[2].iotlb_flushes * 100 < m.iotlb_flushes,
@@ -869,9 +917,13 @@ mod tests {
     /// more, and the pool, which ends the type changes, takes the difference away.
     #[test]
     fn domain_wide_invalidation_takes_the_nics_translations() {
+        let fine = XenPvSetup {
+            unmap_flush: UnmapFlush::Invalidates,
+            ..XenPvSetup::default()
+        };
         let coarse = XenPvSetup {
             page_selective_invalidation: false,
-            ..XenPvSetup::default()
+            ..fine
         };
         let miss = |pool, setup: &XenPvSetup| {
             let r = PvChurn::new(small(pool), setup).unwrap().run().unwrap();
@@ -881,7 +933,6 @@ mod tests {
                 m.invalidations,
             )
         };
-        let fine = XenPvSetup::default();
         let (off_fine, inv) = miss(PoolMode::Disabled, &fine);
         let (off_coarse, inv_coarse) = miss(PoolMode::Disabled, &coarse);
         let (on_fine, _) = miss(PoolMode::PreEnabled, &fine);
@@ -893,19 +944,34 @@ mod tests {
             (on_coarse - on_fine).abs() < 0.02,
             "{on_coarse} vs {on_fine}"
         );
+        // Xen 4.2.1 sends no request at all, so the unit's granularity changes nothing.
+        let old = XenPvSetup::default();
+        let old_coarse = XenPvSetup {
+            page_selective_invalidation: false,
+            ..old
+        };
+        assert_eq!(
+            miss(PoolMode::Disabled, &old),
+            miss(PoolMode::Disabled, &old_coarse)
+        );
+        assert_eq!(miss(PoolMode::Disabled, &old).1, 0);
     }
 
     /// The IOMMU steps priced from the counts are what the VT-d unit charged: the type
-    /// changes' PTE clears, queued invalidations and waits, and the remaps' PTE sets.
+    /// changes' PTE clears, their queued invalidations and waits where Xen performs them
+    /// (XSA-78's fix; none in 4.2.1), and the remaps' PTE sets.
     #[test]
     fn priced_iommu_steps_match_the_units_cycles() {
-        let mut g = PvChurn::new(small(PoolMode::Disabled), &XenPvSetup::default()).unwrap();
-        let boot = g.unit().cpu_cycles().get();
-        let m = [g.run_minute().unwrap(), g.run_minute().unwrap()];
-        let c = XenPvCosts::default();
-        let priced: u64 = m
-            .iter()
-            .flat_map(|m| {
+        for unmap_flush in [UnmapFlush::Skipped, UnmapFlush::Invalidates] {
+            let setup = XenPvSetup {
+                unmap_flush,
+                ..XenPvSetup::default()
+            };
+            let mut g = PvChurn::new(small(PoolMode::Disabled), &setup).unwrap();
+            let boot = g.unit().cpu_cycles().get();
+            let m = [g.run_minute().unwrap(), g.run_minute().unwrap()];
+            let c = XenPvCosts::default();
+            let steps = m.iter().flat_map(|m| {
                 PtLevel::ALL.map(|l| {
                     let i = l.index();
                     let mut a = m.alloc_steps[i];
@@ -914,11 +980,23 @@ mod tests {
                     f.add(&m.unpin_steps[i]);
                     (a, f)
                 })
-            })
-            .map(|(a, f)| a.iommu_unmap * c.iommu_unmap + f.iommu_remap * c.iommu_remap)
-            .sum();
-        assert!(priced > 0);
-        assert_eq!(g.unit().cpu_cycles().get() - boot, priced);
+            });
+            let (mut priced, mut invalidations) = (0, 0);
+            for (a, f) in steps {
+                priced += a.iommu_unmap * c.iommu_unmap
+                    + a.iotlb_invalidate * c.iotlb_invalidate
+                    + f.iommu_remap * c.iommu_remap;
+                invalidations += a.iotlb_invalidate;
+            }
+            assert!(priced > 0);
+            assert_eq!(
+                g.unit().cpu_cycles().get() - boot,
+                priced,
+                "{unmap_flush:?}"
+            );
+            let performed: u64 = m.iter().map(|m| m.invalidations).sum();
+            assert_eq!(invalidations, performed, "{unmap_flush:?}");
+        }
     }
 
     /// The browser's tables go to the pool when it closes; with the shrink rule (the dynamic
@@ -999,14 +1077,17 @@ mod tests {
 
     proptest! {
         /// S3.3–S3.4's invariants under any interleaving of forks, exits and packets, with
-        /// the pool switched on at any point and either reading of what it keeps: no page
-        /// or descriptor table is reachable by the device, every pooled page keeps its table
-        /// type, and no type count goes negative (`put_type` would refuse: the run fails).
+        /// the pool switched on at any point, either reading of what it keeps and either
+        /// Xen: no page or descriptor table is reachable by the device (under Xen 4.2.1 no
+        /// table has an I/O entry; only a stale IOTLB entry may reach one), every pooled
+        /// page keeps its table type, and no type count goes negative (`put_type` would
+        /// refuse: the run fails).
         #[test]
         fn no_table_is_ever_reachable_by_the_device(
             ops in proptest::collection::vec((any::<bool>(), any::<bool>()), 1..60),
             enable_at in 0usize..60,
             pin in any::<bool>(),
+            fixed in any::<bool>(),
         ) {
             let cfg = ChurnConfig {
                 guest_frames: 8192,
@@ -1016,7 +1097,11 @@ mod tests {
                 shrink: Some(ShrinkConfig { proportion: 1.0, total: 4 }),
                 ..ChurnConfig::default()
             };
-            let mut g = PvChurn::new(cfg, &XenPvSetup::default()).unwrap();
+            let setup = XenPvSetup {
+                unmap_flush: if fixed { UnmapFlush::Invalidates } else { UnmapFlush::Skipped },
+                ..XenPvSetup::default()
+            };
+            let mut g = PvChurn::new(cfg, &setup).unwrap();
             let mut alive = Vec::new();
             for (i, (fork, exit)) in ops.into_iter().enumerate() {
                 if i == enable_at {

@@ -35,7 +35,7 @@ use iommulab_base::clock::{ClockRate, Cycles};
 use iommulab_hw::{CostModel, InvalidationInterface, MapError};
 
 pub use churn::{BrowserLoop, ChurnConfig, ChurnResult, MinuteStats, PoolMode, PvChurn};
-pub use coupling::{CouplingStats, IoProtection};
+pub use coupling::{CouplingStats, IoProtection, UnmapFlush};
 pub use iosup::{PtLevel, PtPool, ShrinkConfig};
 pub use page_type::{FrameType, PageType, PageTypes, TypeChange};
 pub use pt_work::{PoolKeeps, StepCounts};
@@ -144,9 +144,13 @@ pub struct XenPvCosts {
     pub kernel_remap: u64,
     /// A pool push or pop under its lock.
     pub pool_op: u64,
-    /// The type change writable → table under IOMMU protection: the I/O PTE cleared and one
-    /// page-selective invalidation submitted and waited for (S3.3).
+    /// The type change writable → table under IOMMU protection: the I/O PTE cleared and Xen's
+    /// IOTLB flush called (S3.3), returning at once where it invalidates nothing
+    /// ([`UnmapFlush::Skipped`], S3.5's Xen 4.2.1).
     pub iommu_unmap: u64,
+    /// The page-selective invalidation of such an unmap, submitted and waited for, where Xen
+    /// performs it ([`UnmapFlush::Invalidates`]).
+    pub iotlb_invalidate: u64,
     /// The change back: the I/O PTE set (no invalidation for a non-present entry).
     pub iommu_remap: u64,
     /// Mapping a received packet's buffer for the NIC (dom0's DMA layer).
@@ -169,7 +173,8 @@ impl Default for XenPvCosts {
             validate_entry: 8,
             kernel_remap: 500,
             pool_op: 60,
-            iommu_unmap: m.pte_clear + m.inv_descriptor + m.inv_page + m.inv_wait,
+            iommu_unmap: m.pte_clear,
+            iotlb_invalidate: m.inv_descriptor + m.inv_page + m.inv_wait,
             iommu_remap: m.pte_set,
             dma_map: 200,
             dma_unmap: 100,
@@ -196,6 +201,7 @@ impl XenPvCosts {
             "kernel_remap" => self.kernel_remap,
             "pool_op" => self.pool_op,
             "iommu_unmap" => self.iommu_unmap,
+            "iotlb_invalidate" => self.iotlb_invalidate,
             "iommu_remap" => self.iommu_remap,
             "dma_map" => self.dma_map,
             "dma_unmap" => self.dma_unmap,
@@ -216,6 +222,7 @@ impl XenPvCosts {
             "kernel_remap" => &mut self.kernel_remap,
             "pool_op" => &mut self.pool_op,
             "iommu_unmap" => &mut self.iommu_unmap,
+            "iotlb_invalidate" => &mut self.iotlb_invalidate,
             "iommu_remap" => &mut self.iommu_remap,
             "dma_map" => &mut self.dma_map,
             "dma_unmap" => &mut self.dma_unmap,
@@ -239,6 +246,9 @@ pub struct XenPvSetup {
     /// `iommu_flush_iotlb_psi` falls back to a domain-selective flush where `CAP.PSI` is
     /// clear, and VT-d lets a unit invalidate more than a request asks.
     pub page_selective_invalidation: bool,
+    /// Whether a type change's unmap invalidates at all: [`UnmapFlush::Skipped`] in S3.5's
+    /// Xen 4.2.1, [`UnmapFlush::Invalidates`] from XSA-78's fix on.
+    pub unmap_flush: UnmapFlush,
 }
 
 impl Default for XenPvSetup {
@@ -247,6 +257,7 @@ impl Default for XenPvSetup {
             cost: CostModel::MODERN,
             invalidation: InvalidationInterface::Queued,
             page_selective_invalidation: true,
+            unmap_flush: UnmapFlush::Skipped,
         }
     }
 }

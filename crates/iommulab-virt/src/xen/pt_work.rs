@@ -12,7 +12,8 @@
 //! | map it read-only in the kernel's direct map | `make_lowmem_page_readonly` → `update_va_mapping` | `make_readonly` |
 //! | pin (PTE pages and the PGD: `MMUEXT_PIN_L1/L3_TABLE`; a PMD is validated through its PGD) | `xen_pin_page`, `xen_do_pin` | `pin` |
 //! | Xen's validation walk of every entry | `alloc_page_type` → `alloc_l1/l2/l3_table` | `validated_entries` |
-//! | the type change writable → table: I/O PTE cleared, one page-selective invalidation, waited for | `_get_page_type` → `iommu_unmap_page` → `flush_iotlb_qi` | `iommu_unmap` |
+//! | the type change writable → table: I/O PTE cleared, Xen's IOTLB flush called | `_get_page_type` → `iommu_unmap_page` → `dma_pte_clear_one` → `flush_iotlb_qi` | `iommu_unmap` |
+//! | its page-selective invalidation, queued and waited for, where Xen performs it (not in S3.5's 4.2.1: [`UnmapFlush`](super::UnmapFlush)) | `queue_invalidate_iotlb`, `invalidate_sync` | `iotlb_invalidate` |
 //!
 //! Free to the page allocator: unpin (`MMUEXT_UNPIN_TABLE`; PMDs through their PGD), Xen's
 //! devalidation walk (`__put_page_type` clears `PGT_validated` at type count 0 and calls
@@ -52,8 +53,8 @@ use serde::{Deserialize, Serialize};
 
 use iommulab_hw::cost::PriceSource;
 
-use super::XenPvCosts;
 use super::iosup::PtLevel;
+use super::{UnmapFlush, XenPvCosts};
 
 /// What a pooled page keeps (S3.4 says "its type"; see the module docs).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -83,8 +84,11 @@ pub struct StepCounts {
     pub pin: u64,
     /// Entries Xen validated.
     pub validated_entries: u64,
-    /// I/O PTEs cleared with their page-selective invalidation waited for.
+    /// I/O PTEs cleared, each with a call of Xen's IOTLB flush.
     pub iommu_unmap: u64,
+    /// Of those, the page-selective invalidations performed and waited for.
+    #[serde(default)]
+    pub iotlb_invalidate: u64,
     /// Tables taken from a pool.
     pub pool_pop: u64,
     /// Unpin hypercalls.
@@ -114,6 +118,7 @@ impl StepCounts {
             + self.pin * c.hypercall
             + self.validated_entries * c.validate_entry
             + self.iommu_unmap * c.iommu_unmap
+            + self.iotlb_invalidate * c.iotlb_invalidate
             + self.pool_pop * c.pool_op
     }
 
@@ -137,6 +142,7 @@ impl StepCounts {
         self.pin += o.pin;
         self.validated_entries += o.validated_entries;
         self.iommu_unmap += o.iommu_unmap;
+        self.iotlb_invalidate += o.iotlb_invalidate;
         self.pool_pop += o.pool_pop;
         self.unpin += o.unpin;
         self.devalidated_entries += o.devalidated_entries;
@@ -164,8 +170,9 @@ pub const fn pinned_alone(level: PtLevel) -> bool {
     !matches!(level, PtLevel::Pmd)
 }
 
-/// The steps of allocating one table of `level`, from the pool (`hit`) or not, with `keeps`.
-pub fn alloc_steps(level: PtLevel, hit: bool, keeps: PoolKeeps) -> StepCounts {
+/// The steps of allocating one table of `level`, from the pool (`hit`) or not, with `keeps`,
+/// under Xen's unmap flush `flush` (whether the type change's IOTLB flush invalidates).
+pub fn alloc_steps(level: PtLevel, hit: bool, keeps: PoolKeeps, flush: UnmapFlush) -> StepCounts {
     let pgd = u64::from(level == PtLevel::Pgd);
     let pin = u64::from(pinned_alone(level));
     let mut s = StepCounts {
@@ -185,6 +192,7 @@ pub fn alloc_steps(level: PtLevel, hit: bool, keeps: PoolKeeps) -> StepCounts {
         s.pin = pin;
         s.validated_entries = entries(level);
         s.iommu_unmap = 1;
+        s.iotlb_invalidate = u64::from(flush == UnmapFlush::Invalidates);
     }
     s
 }
@@ -220,9 +228,10 @@ pub fn alloc_steps_at(
     level: PtLevel,
     hit: bool,
     keeps: PoolKeeps,
+    flush: UnmapFlush,
     mm_pinned: bool,
 ) -> (StepCounts, StepCounts) {
-    let all = alloc_steps(level, hit, keeps);
+    let all = alloc_steps(level, hit, keeps, flush);
     if mm_pinned && level == PtLevel::Pte {
         return (all, StepCounts::default());
     }
@@ -231,6 +240,7 @@ pub fn alloc_steps_at(
         pin: all.pin,
         validated_entries: all.validated_entries,
         iommu_unmap: all.iommu_unmap,
+        iotlb_invalidate: all.iotlb_invalidate,
         ..StepCounts::default()
     };
     let in_function = StepCounts {
@@ -238,6 +248,7 @@ pub fn alloc_steps_at(
         pin: 0,
         validated_entries: 0,
         iommu_unmap: 0,
+        iotlb_invalidate: 0,
         ..all
     };
     (in_function, at_pin)
@@ -286,7 +297,7 @@ pub fn without_pooled_unpins(steps: &mut StepCounts, level: PtLevel) {
 }
 
 /// Where each price of [`XenPvCosts`] comes from; `range` is the sensitivity table's.
-pub const XEN_PV_PRICES: [PriceSource; 13] = [
+pub const XEN_PV_PRICES: [PriceSource; 14] = [
     PriceSource {
         field: "page_alloc",
         source: "estimate: Linux's per-CPU free-list fast path (`buffered_rmqueue`), a few hundred cycles",
@@ -334,7 +345,12 @@ pub const XEN_PV_PRICES: [PriceSource; 13] = [
     },
     PriceSource {
         field: "iommu_unmap",
-        source: "estimate (`modern`): I/O PTE clear 10 + queued descriptor 50 + page invalidation 1000 + wait 500; `modern` prices an invalidate-and-wait at 1,000–2,000",
+        source: "estimate (`modern`): an I/O PTE clear on coherent walks; Xen 4.2.1's `dma_pte_clear_one` passes the old PTE as not present, so `flush_iotlb_qi` returns at once (no caching mode) until XSA-78",
+        range: Some((10, 200)),
+    },
+    PriceSource {
+        field: "iotlb_invalidate",
+        source: "estimate (`modern`): queued descriptor 50 + page invalidation 1000 + wait 500, where Xen performs it (XSA-78's fix); `modern` prices an invalidate-and-wait at 1,000–2,000",
         range: Some((1000, 3000)),
     },
     PriceSource {
@@ -358,24 +374,43 @@ pub const XEN_PV_PRICES: [PriceSource; 13] = [
 mod tests {
     use super::*;
 
+    /// S3.5's Xen 4.2.1: the type change's flush invalidates nothing.
+    const X: UnmapFlush = UnmapFlush::Skipped;
+
     /// From the allocator every step runs once (entries per level); from the pool only the
     /// pop, the PGD's constructor and (keeping the type only) the pin with its walk.
     #[test]
     fn the_pool_skips_the_allocator_the_clearing_and_the_type_change() {
-        let miss = alloc_steps(PtLevel::Pte, false, PoolKeeps::Type);
+        let miss = alloc_steps(PtLevel::Pte, false, PoolKeeps::Type, X);
         assert_eq!(
             (miss.page_alloc, miss.zero, miss.pin, miss.iommu_unmap),
             (1, 1, 1, 1)
         );
         assert_eq!(miss.validated_entries, 512);
-        let hit = alloc_steps(PtLevel::Pte, true, PoolKeeps::Type);
+        // Only where Xen performs the invalidation is it a step of the allocation.
+        assert_eq!(miss.iotlb_invalidate, 0);
+        let fixed = alloc_steps(
+            PtLevel::Pte,
+            false,
+            PoolKeeps::Type,
+            UnmapFlush::Invalidates,
+        );
+        assert_eq!((fixed.iommu_unmap, fixed.iotlb_invalidate), (1, 1));
+        let c = XenPvCosts::default();
+        assert_eq!(
+            fixed.alloc_cycles(&c) - miss.alloc_cycles(&c),
+            c.iotlb_invalidate
+        );
+        let hit = alloc_steps(PtLevel::Pte, true, PoolKeeps::Type, X);
         assert_eq!((hit.page_alloc, hit.iommu_unmap, hit.pin), (0, 0, 1));
-        let pinned = alloc_steps(PtLevel::Pte, true, PoolKeeps::Pin);
+        let pinned = alloc_steps(PtLevel::Pte, true, PoolKeeps::Pin, X);
         assert_eq!((pinned.pin, pinned.validated_entries), (0, 0));
         // A PMD is validated through its PGD: no hypercall of its own.
-        assert_eq!(alloc_steps(PtLevel::Pmd, false, PoolKeeps::Type).pin, 0);
-        assert_eq!(alloc_steps(PtLevel::Pgd, true, PoolKeeps::Type).pgd_ctor, 1);
-        let c = XenPvCosts::default();
+        assert_eq!(alloc_steps(PtLevel::Pmd, false, PoolKeeps::Type, X).pin, 0);
+        assert_eq!(
+            alloc_steps(PtLevel::Pgd, true, PoolKeeps::Type, X).pgd_ctor,
+            1
+        );
         assert!(hit.alloc_cycles(&c) < miss.alloc_cycles(&c));
         let free = free_steps(PtLevel::Pte, false, PoolKeeps::Type);
         let pooled = free_steps(PtLevel::Pte, true, PoolKeeps::Type);
@@ -397,10 +432,10 @@ mod tests {
     fn steps_split_by_where_linux_runs_them() {
         for level in PtLevel::ALL {
             for (hit, pinned) in [(false, false), (false, true), (true, false), (true, true)] {
-                let (f, p) = alloc_steps_at(level, hit, PoolKeeps::Type, pinned);
+                let (f, p) = alloc_steps_at(level, hit, PoolKeeps::Type, X, pinned);
                 let mut sum = f;
                 sum.add(&p);
-                assert_eq!(sum, alloc_steps(level, hit, PoolKeeps::Type));
+                assert_eq!(sum, alloc_steps(level, hit, PoolKeeps::Type, X));
                 let own = pinned && level == PtLevel::Pte;
                 assert_eq!(
                     f.validated_entries > 0,
@@ -428,7 +463,7 @@ mod tests {
         // The pin reading drops exactly the pooled tables' pins: two misses and a hit.
         let mut s = StepCounts::default();
         for hit in [false, false, true] {
-            s.add(&alloc_steps(PtLevel::Pte, hit, PoolKeeps::Type));
+            s.add(&alloc_steps(PtLevel::Pte, hit, PoolKeeps::Type, X));
         }
         without_pooled_pins(&mut s, PtLevel::Pte);
         assert_eq!((s.pin, s.validated_entries), (2, 1024));

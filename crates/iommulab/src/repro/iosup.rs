@@ -17,7 +17,7 @@ use crate::Error;
 use crate::virt::xen::pt_work::{self, XEN_PV_PRICES, alloc_steps, free_steps};
 use crate::virt::xen::{
     BrowserLoop, ChurnConfig, ChurnResult, PoolKeeps, PoolMode, PtLevel, PvChurn, ShrinkConfig,
-    StepCounts, XenPvCosts, XenPvSetup,
+    StepCounts, UnmapFlush, XenPvCosts, XenPvSetup,
 };
 
 /// The line of the reproductions' index.
@@ -70,8 +70,10 @@ pub struct Row {
     pub minute: u32,
     /// `flush_iotlb_qi` calls for page-table type changes (Figure 6's counter).
     pub iotlb_flushes: u64,
-    /// IOTLB invalidations the hardware performed (the unmaps').
+    /// IOTLB invalidations the hardware performed (the unmaps', where Xen performs them).
     pub invalidations: u64,
+    /// Type changes to a table whose frame the NIC's IOTLB still translated (XSA-78).
+    pub tables_left_cached: u64,
     /// Processes created.
     pub forks: u64,
     /// Allocation time per level, µs: PGD, PMD, PTE (Figure 7).
@@ -99,8 +101,11 @@ pub struct GroupSummary {
     pub group: String,
     /// Figure 6's counter per minute.
     pub flushes_per_minute: f64,
-    /// IOTLB invalidations per minute.
+    /// IOTLB invalidations per minute (none in S3.5's Xen 4.2.1: [`UnmapFlush`]).
     pub invalidations_per_minute: f64,
+    /// Type changes per minute after which the NIC's IOTLB still translated the frame, now
+    /// a page table (the NIC could write it until the entry was evicted; XSA-78).
+    pub tables_left_cached_per_minute: f64,
     /// Time in the page-table allocation functions per minute, µs (all levels; S3.5 times
     /// the functions, Figure 7).
     pub alloc_us_per_minute: f64,
@@ -148,6 +153,18 @@ pub struct GroupSummary {
     pub nic_iotlb_miss_rate: f64,
     /// Its page-walk time per packet, ns.
     pub nic_walk_ns_per_packet: f64,
+}
+
+/// The NIC's IOTLB miss rate of each group (disabled, pre-enabled, dynamic) on a Xen whose
+/// type changes invalidate ([`UnmapFlush::Invalidates`]).
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct FixedXenMissRates {
+    /// With page-selective requests, as S3.3 describes them.
+    pub page_selective: [f64; 3],
+    /// On a unit that performs them domain-wide ([`XenPvSetup::page_selective_invalidation`]
+    /// false: Xen's fallback where `CAP.PSI` is clear): every type change takes the NIC's
+    /// translations too.
+    pub domain_wide: [f64; 3],
 }
 
 /// The netperf claim (S3.5) on this model: the groups the paper compares
@@ -509,11 +526,10 @@ pub struct IosupResults {
     pub specint_bound: f64,
     /// The netperf claim.
     pub netperf: NetperfConclusion,
-    /// The NIC's IOTLB miss rate of each group (disabled, pre-enabled, dynamic) on a unit
-    /// that performs page requests domain-wide ([`XenPvSetup::page_selective_invalidation`]
-    /// false): not S3.3's hardware, the case in which a type change's flush takes the NIC's
-    /// translations too. `None` in the workload sensitivity's reruns.
-    pub coarse_miss_rates: Option<[f64; 3]>,
+    /// The NIC's IOTLB miss rates rerun on a Xen whose type changes invalidate (XSA-78's
+    /// fix), page by page and domain-wide: what the pool would do to them there. `None`
+    /// where the run itself invalidates, and in the workload sensitivity's reruns.
+    pub fixed_xen_miss_rates: Option<FixedXenMissRates>,
     /// The paper's claims, judged on this run ([`claims::iosup`]).
     pub claims: Vec<Claim>,
     /// Every estimated price's range and the verdicts over it.
@@ -526,6 +542,8 @@ pub struct IosupResults {
     pub pin_reading: (f64, f64),
     /// The prices of the guest's and Xen's work (all estimates but the clock).
     pub costs: XenPvCosts,
+    /// The VT-d unit and Xen's invalidation behaviour the groups ran on.
+    pub setup: XenPvSetup,
     /// The paper's numbers.
     pub paper: Paper,
 }
@@ -713,23 +731,40 @@ pub fn run_groups(
 /// Runs the three groups, their claims and both sensitivity tables.
 pub fn run(opts: &ReproOptions<'_>) -> Result<IosupResults, Error> {
     let w = Workload::of(opts.quick);
-    // The run, its rerun on coarse invalidation, and the workload sensitivity's reruns.
-    // The grid between the run and an end runs only where a verdict moves there, so it is
-    // not a step: the steps are the run, its coarse rerun and each estimate's two ends.
-    let runs_per_group = u64::from(w.churn.minutes) * (2 + 2 * WORKLOAD_ESTIMATES.len() as u64);
+    // The run (S3.5's Xen 4.2.1), its reruns on a Xen with XSA-78's fix (page-selective and
+    // domain-wide), and the workload sensitivity's reruns. The grid between the run and an
+    // end runs only where a verdict moves there, so it is not a step: the steps are the
+    // run, its two reruns and each estimate's two ends.
+    let runs_per_group = u64::from(w.churn.minutes) * (3 + 2 * WORKLOAD_ESTIMATES.len() as u64);
     let mut steps = Steps::new(opts, GROUPS.len() as u64 * runs_per_group);
     let setup = XenPvSetup::default();
     let mut r = evaluate(&w, opts.quick, &setup, &mut |group, minute| {
         steps.start(|| format!("{group}, minute {}", minute + 1))
     })?;
-    let coarse = XenPvSetup {
-        page_selective_invalidation: false,
+    let fixed = XenPvSetup {
+        unmap_flush: UnmapFlush::Invalidates,
         ..setup
     };
-    let c = evaluate(&w, opts.quick, &coarse, &mut |group, minute| {
-        steps.start(|| format!("{group} on coarse invalidation, minute {}", minute + 1))
+    let fine = evaluate(&w, opts.quick, &fixed, &mut |group, minute| {
+        steps.start(|| format!("{group} with XSA-78's fix, minute {}", minute + 1))
     })?;
-    r.coarse_miss_rates = Some([0, 1, 2].map(|i| c.groups[i].nic_iotlb_miss_rate));
+    let coarse = XenPvSetup {
+        page_selective_invalidation: false,
+        ..fixed
+    };
+    let c = evaluate(&w, opts.quick, &coarse, &mut |group, minute| {
+        steps.start(|| {
+            format!(
+                "{group} with XSA-78's fix, domain-wide, minute {}",
+                minute + 1
+            )
+        })
+    })?;
+    let rates = |r: &IosupResults| [0, 1, 2].map(|i| r.groups[i].nic_iotlb_miss_rate);
+    r.fixed_xen_miss_rates = Some(FixedXenMissRates {
+        page_selective: rates(&fine),
+        domain_wide: rates(&c),
+    });
     r.claims = claims::iosup::claims(&r);
     r.sensitivity = sensitivity(&r);
     r.workload_sensitivity =
@@ -788,6 +823,7 @@ fn evaluate(
                 minute: m.minute,
                 iotlb_flushes: m.iotlb_flushes,
                 invalidations: m.invalidations,
+                tables_left_cached: m.tables_left_cached,
                 forks: m.forks,
                 alloc_us: m.alloc_ns.map(|x| x / 1e3),
                 free_us: m.free_ns.map(|x| x / 1e3),
@@ -808,7 +844,7 @@ fn evaluate(
         .map(|(name, r, shrinks)| summary(name, r, steady_from, *shrinks, &churn))
         .collect();
     let c = churn.costs;
-    let p = priced(&groups, &c, churn.pool_keeps);
+    let p = priced(&groups, &c, churn.pool_keeps, setup.unmap_flush);
     let netperf = netperf(&churn, &groups, &c);
     let paper_fork_exit_saving_us =
         PAPER.fork_exit_us / (1.0 + PAPER.fork_exit_change) - PAPER.fork_exit_us;
@@ -819,6 +855,7 @@ fn evaluate(
             .collect::<Vec<_>>(),
         &c,
         PoolKeeps::Pin,
+        setup.unmap_flush,
     );
     let mut r = IosupResults {
         quick,
@@ -836,12 +873,13 @@ fn evaluate(
         runs,
         groups,
         netperf,
-        coarse_miss_rates: None,
+        fixed_xen_miss_rates: None,
         claims: Vec::new(),
         sensitivity: Vec::new(),
         workload_sensitivity: Vec::new(),
         pin_reading: (pin.alloc_change, pin.free_change),
         costs: c,
+        setup: *setup,
         paper: PAPER,
     };
     r.claims = claims::iosup::claims(&r);
@@ -892,6 +930,7 @@ fn summary(
         group: name.into(),
         flushes_per_minute: sum(&|m| m.iotlb_flushes as f64) / n,
         invalidations_per_minute: sum(&|m| m.invalidations as f64) / n,
+        tables_left_cached_per_minute: sum(&|m| m.tables_left_cached as f64) / n,
         alloc_us_per_minute: alloc / n,
         free_us_per_minute: free / n,
         alloc_ns_per_table: alloc * 1e3 / allocs,
@@ -933,7 +972,12 @@ fn with_pin_reading(g: &GroupSummary, churn: &ChurnConfig) -> GroupSummary {
 }
 
 /// The price-dependent numbers of `groups` at prices `c`.
-pub fn priced(groups: &[GroupSummary], c: &XenPvCosts, keeps: PoolKeeps) -> Priced {
+pub fn priced(
+    groups: &[GroupSummary],
+    c: &XenPvCosts,
+    keeps: PoolKeeps,
+    flush: UnmapFlush,
+) -> Priced {
     let (off, pre, dynamic) = (&groups[0], &groups[1], &groups[2]);
     let change = |a: f64, b: f64| if a > 0.0 { b / a - 1.0 } else { 0.0 };
     // Figure 7 times the functions (S3.5); the mm-wide pin and unpin are the rest.
@@ -955,7 +999,7 @@ pub fn priced(groups: &[GroupSummary], c: &XenPvCosts, keeps: PoolKeeps) -> Pric
     Priced {
         alloc_change: change(off_a, pre_a),
         free_change: change(off_f, pre_f),
-        fork_exit_saving_us: fork_exit_saving_ns(c, keeps, LMBENCH_PTE_PAGES) / 1e3,
+        fork_exit_saving_us: fork_exit_saving_ns(c, keeps, flush, LMBENCH_PTE_PAGES) / 1e3,
         specint_bound: saved_ns_per_minute / 60e9,
         map_unmap_ns: c.ns(c.dma_map + c.dma_unmap),
     }
@@ -984,7 +1028,7 @@ fn whole(x: f64) -> u64 {
 /// Page-table time one lmbench fork+exit saves with the pool, ns: its child's tables (one
 /// PGD, four PMDs, `ptes` PTE pages) taken from and given back to the pool instead of the
 /// page allocator (lmbench forks in a loop, so after the first the pool always has them).
-pub fn fork_exit_saving_ns(c: &XenPvCosts, keeps: PoolKeeps, ptes: u32) -> f64 {
+pub fn fork_exit_saving_ns(c: &XenPvCosts, keeps: PoolKeeps, flush: UnmapFlush, ptes: u32) -> f64 {
     let tables = [
         (PtLevel::Pgd, 1),
         (PtLevel::Pmd, 4),
@@ -992,9 +1036,9 @@ pub fn fork_exit_saving_ns(c: &XenPvCosts, keeps: PoolKeeps, ptes: u32) -> f64 {
     ];
     let mut saved = 0i128;
     for (level, n) in tables {
-        let without = alloc_steps(level, false, keeps).alloc_cycles(c)
+        let without = alloc_steps(level, false, keeps, flush).alloc_cycles(c)
             + free_steps(level, false, keeps).free_cycles(c);
-        let with = alloc_steps(level, true, keeps).alloc_cycles(c)
+        let with = alloc_steps(level, true, keeps, flush).alloc_cycles(c)
             + free_steps(level, true, keeps).free_cycles(c);
         saved += i128::from(n) * (i128::from(without) - i128::from(with));
     }
@@ -1030,7 +1074,7 @@ pub(crate) fn netperf(
 /// prices: the model's decisions never look at a price).
 pub fn sensitivity(r: &IosupResults) -> Vec<Sensitivity> {
     let verdicts = |c: &XenPvCosts| -> Vec<Verdict> {
-        let p = priced(&r.groups, c, r.churn.pool_keeps);
+        let p = priced(&r.groups, c, r.churn.pool_keeps, r.setup.unmap_flush);
         let n = NetperfConclusion {
             map_unmap_ns: p.map_unmap_ns,
             ..r.netperf.clone()
@@ -1137,13 +1181,18 @@ mod tests {
             "{}",
             off.flushes_per_minute
         );
-        // One call per table allocated and per table freed, half of them invalidations.
-        assert!((off.flushes_per_minute / off.invalidations_per_minute - 2.0).abs() < 0.02);
+        // One call per table allocated and per table freed; in Xen 4.2.1 none invalidates, and
+        // the tables whose frame the NIC had cached stay writable by it.
+        assert_eq!(off.invalidations_per_minute, 0.0);
+        assert_eq!(
+            [off, pre, dynamic].map(|g| g.tables_left_cached_per_minute),
+            [1401.0, 0.0, 50.5]
+        );
         assert!(pre.flushes_per_minute < off.flushes_per_minute / 100.0);
         // The dynamic group switched on from its counter, once stable.
         assert_eq!((r.dynamic_minute, r.steady_from), (2, 3));
         assert!(
-            (r.alloc_change - (-0.4512)).abs() < 0.001,
+            (r.alloc_change - (-0.3498)).abs() < 0.001,
             "{}",
             r.alloc_change
         );
@@ -1157,7 +1206,7 @@ mod tests {
         assert!(r.pin_reading.0 < -0.95, "{:?}", r.pin_reading);
         assert!((r.pin_reading.1 - r.free_change).abs() < 1e-12);
         assert!(
-            (r.fork_exit_saving_us - 13.75).abs() < 0.01,
+            (r.fork_exit_saving_us - 8.42).abs() < 0.01,
             "{}",
             r.fork_exit_saving_us
         );
@@ -1171,15 +1220,18 @@ mod tests {
         assert!(dynamic.shrunk_pages > 100 && pre.shrunk_pages == 0);
         assert_eq!((pre.peak_pool_pages, dynamic.peak_pool_pages), (325, 173));
         assert!(r.netperf.map_unmap_ns > r.netperf.iotlb_effect_ns);
-        // Page-selective invalidation leaves the NIC's miss rate to its ring (99% left with
-        // the pool); performed domain-wide, the type changes cost the NIC 18 points of it,
-        // which the pool gives back (76% left).
-        let [off_c, _, dynamic_c] = r.coarse_miss_rates.unwrap();
+        // Xen 4.2.1 invalidates nothing, so the pool leaves the NIC's miss rate to its ring;
+        // with XSA-78's fix, page-selective invalidation leaves it there too, and performed
+        // domain-wide the type changes cost the NIC part of it, which the pool gives back.
+        let f = r.fixed_xen_miss_rates.unwrap();
         let left = dynamic.nic_iotlb_miss_rate / off.nic_iotlb_miss_rate;
-        assert!((left - 0.9938).abs() < 0.001, "{left}");
+        let [off_f, _, dynamic_f] = f.page_selective;
+        let [off_c, _, dynamic_c] = f.domain_wide;
+        assert!((left - 0.9909).abs() < 0.001, "{left}");
+        assert!((dynamic_f / off_f - 0.9938).abs() < 0.001, "{off_f}");
         assert!((off_c - 0.7048).abs() < 0.001, "{off_c}");
         assert!(
-            (dynamic_c / off_c - 0.7605).abs() < 0.001,
+            (dynamic_c / off_c - 0.7604).abs() < 0.001,
             "{}",
             dynamic_c / off_c
         );
@@ -1201,7 +1253,7 @@ mod tests {
                 ("netperf-unchanged", "reproduced"),
             ]
         );
-        // Every estimated price has a row; the allocation's verdict holds from 5 to 16
+        // Every estimated price has a row; the allocation's verdict holds from 4 to 9
         // cycles per validated entry, the free's only near the allocator's free price (the
         // free functions at exit are that free against the pool's push).
         assert_eq!(r.sensitivity.len(), XEN_PV_PRICES.len());
@@ -1210,7 +1262,7 @@ mod tests {
             .iter()
             .find(|s| s.price == "validate_entry")
             .unwrap();
-        assert_eq!(validate.claims[0].holds, (5, 16));
+        assert_eq!(validate.claims[0].holds, (4, 9));
         let page_free = r
             .sensitivity
             .iter()
