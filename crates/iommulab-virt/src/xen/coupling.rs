@@ -32,12 +32,11 @@ use super::page_type::{PageType, TypeChange};
 /// `iommu_flush_iotlb_psi` reached `flush_iotlb_qi` with `flush_non_present_entry` set, and
 /// on hardware without caching mode (real VT-d units) that returns before queuing anything.
 /// XSA-78 (November 2013; 4.2.4, 4.3.2, 4.4) passes 1.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum UnmapFlush {
     /// Xen 4.2.0–4.2.3 and 4.3.0–4.3.1 (S3.5 ran 4.2.1): `flush_iotlb_qi` is called and
     /// returns at once; nothing is invalidated.
-    #[default]
     Skipped,
     /// XSA-78's fix: one page-selective request, queued and waited for.
     Invalidates,
