@@ -13,7 +13,7 @@
 //! | pin (PTE pages and the PGD: `MMUEXT_PIN_L1/L3_TABLE`; a PMD is validated through its PGD) | `xen_pin_page`, `xen_do_pin` | `pin` |
 //! | Xen's validation walk of every entry | `alloc_page_type` → `alloc_l1/l2/l3_table` | `validated_entries` |
 //! | the type change writable → table: I/O PTE cleared, Xen's IOTLB flush called | `_get_page_type` → `iommu_unmap_page` → `dma_pte_clear_one` → `flush_iotlb_qi` | `iommu_unmap` |
-//! | its page-selective invalidation, queued and waited for, where Xen performs it (not in S3.5's 4.2.1: [`UnmapFlush`](super::UnmapFlush)) | `queue_invalidate_iotlb`, `invalidate_sync` | `iotlb_invalidate` |
+//! | its page-selective invalidation, queued and waited for, where Xen performs it (not in S3.5's 4.2.1: [`UnmapFlush`]) | `queue_invalidate_iotlb`, `invalidate_sync` | `iotlb_invalidate` |
 //!
 //! Free to the page allocator: unpin (`MMUEXT_UNPIN_TABLE`; PMDs through their PGD), Xen's
 //! devalidation walk (`__put_page_type` clears `PGT_validated` at type count 0 and calls
