@@ -108,6 +108,7 @@ fn bad_input_is_named_and_writes_nothing() {
         (vec!["--stable-within=-1"], "stable_within"),
         (vec!["--set", "shrink.total=many"], "shrink.total"),
         (vec!["--set", "churn.shrink.total=9"], "[shrink]"),
+        (vec!["--coarse"], "--xsa78-fixed"),
     ] {
         iommulab()
             .args(["iosup", "-q"])

@@ -32,6 +32,12 @@ pub fn run(args: &IosupArgs, quiet: bool) -> Result<()> {
     if args.xsa78_fixed {
         run.setup.unmap_flush = UnmapFlush::Invalidates;
     }
+    if args.coarse && run.setup.unmap_flush == UnmapFlush::Skipped {
+        anyhow::bail!(
+            "--coarse changes nothing on S3.5's Xen 4.2.1, whose type changes invalidate nothing: \
+add --xsa78-fixed (or set setup.unmap_flush = \"invalidates\")"
+        );
+    }
     let bar = ProgressBar::steps("iosup", quiet);
     let total = 3 * u64::from(run.churn.minutes);
     let mut done = 0;

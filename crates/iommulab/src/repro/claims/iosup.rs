@@ -83,10 +83,18 @@ takes the NIC's translations too, and the pool gives them back"
             "≈ 0 flushes per minute",
             flushes_ours,
             format!(
-                "only type changes flush; with the pool, freed page tables keep their type. What is left is the \
-dynamic group's shrink rule: it gave {} pages back to the allocator in {} events, so the tables the pool can then not \
-supply come from the allocator and change type again",
-                dynamic.shrunk_pages, dynamic.shrink_events
+                "only type changes call the flush; with the pool, freed page tables keep their type. What is left is \
+the dynamic group's shrink rule: it gave {} pages back to the allocator in {} events, so the tables the pool can then \
+not supply come from the allocator and change type again{}",
+                dynamic.shrunk_pages,
+                dynamic.shrink_events,
+                match r.setup.unmap_flush {
+                    UnmapFlush::Skipped => {
+                        ". Figure 6 counts calls of `flush_iotlb_qi`, and in S3.5's Xen 4.2.1 none of them \
+invalidates (the miss rate's row): what the pool ends is the calls"
+                    }
+                    UnmapFlush::Invalidates => "",
+                }
             ),
         ),
         alloc.claim(
