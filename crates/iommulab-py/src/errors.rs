@@ -115,14 +115,23 @@ impl From<PyErrWrap> for PyErr {
             // A trace past the streamed curve's 32-bit numbering is a trace the call cannot take.
             E::Trace(_) | E::Curve(_) => TraceError::new_err(msg),
             E::Virt(_) | E::Guest(_) => VirtError::new_err(msg),
-            // A cancelled reproduction re-raises the callback's own exception (see
-            // `reproduce`); a failed self-check, like a Xen PV model failure, is a model
-            // bug, not a user error.
-            E::Repro(_) | E::Xen(_) | E::Timing(_) => IommulabError::new_err(msg),
+            // A Xen PV or timing model failure is a model bug, not a user error.
+            E::Xen(_) | E::Timing(_) => IommulabError::new_err(msg),
             // A run stopped by `Interrupt` re-raises the signal's own exception; one stopped
             // by `cancel_runs()` (a sweep's Ctrl-C, seen by another thread) lands here.
             E::Cancelled => PyKeyboardInterrupt::new_err(msg),
         }
+    }
+}
+
+/// A reproduction's error: the library's keeps its exception class; a cancelled
+/// reproduction re-raises the callback's own exception (see `reproduce`), and a failed
+/// self-check or a refused hypercall, like a Xen PV model failure, is a model bug, not a
+/// user error.
+pub fn repro_error(e: iommulab_repro::ReproError) -> PyErr {
+    match e {
+        iommulab_repro::ReproError::Model(e) => PyErrWrap(e).into(),
+        e => IommulabError::new_err(message(&e)),
     }
 }
 

@@ -1,4 +1,4 @@
-//! Reproductions: `iommulab reproduce` from Python. Runs `iommulab::repro` with the GIL
+//! Reproductions: `iommulab reproduce` from Python. Runs `iommulab_repro` with the GIL
 //! released and, with `out`, writes the same files as the CLI through `iommulab_report`.
 
 use std::ops::ControlFlow;
@@ -6,17 +6,17 @@ use std::path::PathBuf;
 use std::sync::Mutex;
 
 use iommulab::Progress;
-use iommulab::repro::{ReproOptions, ReproResults, Reproduction};
 use iommulab_report::{Cell, ReportError, Table};
+use iommulab_repro::{ReproOptions, ReproResults, Reproduction};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
 use crate::convert::to_py;
-use crate::errors::{PyErrWrap, report_error};
+use crate::errors::{PyErrWrap, report_error, repro_error};
 
 /// Why a run ended early, inside the GIL-free section.
 enum Failure {
-    Run(iommulab::Error),
+    Run(iommulab_repro::ReproError),
     Report(ReportError),
 }
 
@@ -88,7 +88,7 @@ pub fn reproduce<'py>(
                 Some(dir) => Some(iommulab_report::render(dir, &results).map_err(Failure::Report)?),
                 None => None,
             };
-            let tables = iommulab_report::tables(&results);
+            let tables = iommulab_report::tables(&results).map_err(Failure::Report)?;
             done.push(Done {
                 results,
                 tables,
@@ -111,7 +111,7 @@ pub fn reproduce<'py>(
         return Err(e);
     }
     let (done, index) = outcome.map_err(|f| match f {
-        Failure::Run(e) => PyErr::from(PyErrWrap(e)),
+        Failure::Run(e) => repro_error(e),
         Failure::Report(e) => report_error(&e),
     })?;
     let list = PyList::empty(py);
@@ -129,7 +129,7 @@ pub fn reproduce<'py>(
         item.set_item("tables", tables)?;
         item.set_item("report", d.page.as_ref())?;
         let files: Vec<String> = if out.is_some() {
-            iommulab_report::files(r)
+            iommulab_report::files(r).map_err(|e| report_error(&e))?
         } else {
             Vec::new()
         };

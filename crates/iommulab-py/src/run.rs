@@ -411,21 +411,22 @@ pub fn iosup<'py>(
     py: Python<'py>,
     config: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let run: iommulab::repro::iosup::IosupRun = match config {
+    let run: iommulab_repro::iosup::IosupRun = match config {
         Some(c) if !c.is_none() => crate::convert::from_toml(c)?,
-        _ => iommulab::repro::iosup::IosupRun::default(),
+        _ => iommulab_repro::iosup::IosupRun::default(),
     };
-    use iommulab::repro::ReproError;
+    use iommulab_repro::ReproError;
     let stop = Interrupt::new();
     let r = py.detach(|| {
-        iommulab::repro::iosup::run_groups(&run, &mut |_, _| match stop.check() {
+        iommulab_repro::iosup::run_groups(&run, &mut |_, _| match stop.check() {
             std::ops::ControlFlow::Continue(()) => Ok(()),
             std::ops::ControlFlow::Break(()) => Err(ReproError::Cancelled),
         })
     });
     let r = r.map_err(|e| match e {
-        iommulab::Error::Repro(ReproError::Cancelled) => stop.error(iommulab::Error::Cancelled),
-        e => stop.error(e),
+        ReproError::Cancelled => stop.error(iommulab::Error::Cancelled),
+        ReproError::Model(e) => stop.error(e),
+        e => crate::errors::repro_error(e),
     })?;
     crate::convert::to_py(py, &r)
 }

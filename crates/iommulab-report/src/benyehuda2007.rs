@@ -2,15 +2,45 @@
 //! (SVG and PNG: throughput and CPU utilisation per scenario, IOMMU off and on) and the
 //! markdown page beside the published results.
 
+use crate::page::data_and_figures;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use iommulab::repro::benyehuda2007::{BenYehuda2007Results, FlushMode, NetperfRun, Scenario};
+use iommulab_repro::benyehuda2007::{BenYehuda2007Results, FlushMode, NetperfRun, Scenario};
 
 use crate::ReportError;
 use crate::files::{write_atomic, write_json};
 use crate::plot::{LineSeries, line_chart};
 use crate::table::{Cell, Table};
+
+/// The page of [`iommulab_repro::benyehuda2007`].
+#[derive(Debug)]
+pub(crate) struct BenYehuda2007Page;
+
+impl crate::page::Page for BenYehuda2007Page {
+    type Paper = iommulab_repro::benyehuda2007::BenYehuda2007;
+
+    fn render(dir: &Path, r: &BenYehuda2007Results) -> Result<PathBuf, ReportError> {
+        render(dir, r)
+    }
+
+    fn tables(r: &BenYehuda2007Results) -> Vec<Table> {
+        tables(r)
+    }
+
+    fn files() -> Vec<String> {
+        data_and_figures(
+            &[
+                "results.json",
+                "runs.csv",
+                "dma.csv",
+                "options.csv",
+                "multicalls.csv",
+            ],
+            (2..=7).map(|fig| format!("figure{fig}")),
+        )
+    }
+}
 
 /// Writes `dir` (`OUT/benyehuda2007`); returns the markdown page's path.
 pub(crate) fn render(dir: &Path, r: &BenYehuda2007Results) -> Result<PathBuf, ReportError> {
@@ -706,8 +736,8 @@ the claims whose verdict changes within the range, with the part of the range wh
         "\n## The prices and where they come from\n\n| group | price | value | range | source |\n|---|---|---|---|---|"
     );
     use iommulab::hw::tce::price::{CALGARY_X460_PRICES, DART_CPC945_PRICES};
-    use iommulab::repro::benyehuda2007::dma_layer::SOFTWARE_PRICES;
-    use iommulab::repro::benyehuda2007::netperf::HARNESS_PRICES;
+    use iommulab_repro::benyehuda2007::dma_layer::SOFTWARE_PRICES;
+    use iommulab_repro::benyehuda2007::netperf::HARNESS_PRICES;
     let range = |r: Option<(u64, u64)>| {
         r.map_or("— (Linux's code)".to_string(), |(a, b)| {
             format!("{a}–{b}")

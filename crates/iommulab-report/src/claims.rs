@@ -1,11 +1,11 @@
 //! The claims table every page opens with, and the scoreboard of `index.md`: both only render
-//! what `iommulab::repro::claims` decided.
+//! what `iommulab_repro::claims` decided.
 
 use std::fmt::Write as _;
 
-use iommulab::repro::claims::{Claim, Verdict, count};
-use iommulab::repro::sensitivity::SensitivityRow;
-use iommulab::repro::{ReproResults, Reproduction};
+use iommulab_repro::claims::{Claim, Verdict, count};
+use iommulab_repro::sensitivity::SensitivityRow;
+use iommulab_repro::{ReproResults, Reproduction};
 
 use crate::table::Table;
 
@@ -149,7 +149,7 @@ fn num(x: f64) -> String {
 }
 
 /// The rows of a sensitivity table (`| group | price | run's value | range | changes |`),
-/// one line each ([`iommulab::repro::sensitivity`]).
+/// one line each ([`iommulab_repro::sensitivity`]).
 pub(crate) fn sensitivity_rows(rows: &[SensitivityRow]) -> String {
     let mut p = String::new();
     for row in rows {
@@ -201,11 +201,11 @@ mod tests {
     fn scoreboard_sums_rows() {
         let s = scoreboard(&[
             Score {
-                reproduction: Reproduction::Fujita2008,
+                reproduction: Reproduction::of::<iommulab_repro::fujita2008::Fujita2008>(),
                 counts: [1, 2, 3, 4],
             },
             Score {
-                reproduction: Reproduction::Iosup,
+                reproduction: Reproduction::of::<iommulab_repro::iosup::Iosup>(),
                 counts: [0, 1, 0, 0],
             },
         ]);

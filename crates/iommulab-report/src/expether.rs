@@ -2,12 +2,13 @@
 //! Figures 9 and 11, the receive bandwidth over N and the QoS demonstration (SVG and PNG),
 //! and the markdown page beside the published numbers.
 
+use crate::page::data_and_figures;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use iommulab::pcie::bridge::frame::wire_bytes;
 use iommulab::pcie::timing::Direction;
-use iommulab::repro::expether::{ExpEtherResults, Run};
+use iommulab_repro::expether::{ExpEtherResults, Run};
 
 use crate::ReportError;
 use crate::files::{write_atomic, write_json};
@@ -36,6 +37,26 @@ fn find<'a>(
     r.runs
         .iter()
         .find(|x| x.figure == figure && x.direction == d && x.hosts == hosts && x.qos == qos)
+}
+
+/// The page of [`iommulab_repro::expether`].
+#[derive(Debug)]
+pub(crate) struct ExpEtherPage;
+
+impl crate::page::Page for ExpEtherPage {
+    type Paper = iommulab_repro::expether::ExpEther;
+
+    fn render(dir: &Path, r: &ExpEtherResults) -> Result<PathBuf, ReportError> {
+        render(dir, r)
+    }
+
+    fn tables(r: &ExpEtherResults) -> Vec<Table> {
+        tables(r)
+    }
+
+    fn files() -> Vec<String> {
+        data_and_figures(&["results.json", "runs.csv", "sweep.csv"], FIGURES)
+    }
 }
 
 /// Writes `dir` (`OUT/expether`); returns the markdown page's path.
@@ -448,7 +469,7 @@ size.\n\n\
             x.send_gbps.1
         );
     }
-    let reach = |paper: f64, pick: fn(&iommulab::repro::expether::Sensitivity) -> (f64, f64)| {
+    let reach = |paper: f64, pick: fn(&iommulab_repro::expether::Sensitivity) -> (f64, f64)| {
         let v: Vec<String> = r
             .sensitivity
             .iter()

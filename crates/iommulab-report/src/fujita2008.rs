@@ -2,10 +2,11 @@
 //! Figure 4 (SVG and PNG) and the markdown page that puts our numbers beside the published
 //! ones and explains the differences from the mechanisms.
 
+use crate::page::data_and_figures;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use iommulab::repro::fujita2008::{
+use iommulab_repro::fujita2008::{
     Aggregate, Bars, FOOTPRINT_RANGES, Fujita2008Results, PAPER_BARS, SweepPoint, TOLERANCE,
 };
 
@@ -13,6 +14,41 @@ use crate::ReportError;
 use crate::files::{runs_csv, write_atomic, write_json};
 use crate::plot::{BarGroup, bar_chart};
 use crate::table::{Cell, Table};
+
+/// The page of [`iommulab_repro::fujita2008`].
+#[derive(Debug)]
+pub(crate) struct Fujita2008Page;
+
+impl crate::page::Page for Fujita2008Page {
+    type Paper = iommulab_repro::fujita2008::Fujita2008;
+
+    fn render(dir: &Path, r: &Fujita2008Results) -> Result<PathBuf, ReportError> {
+        render(dir, r)
+    }
+
+    fn tables(r: &Fujita2008Results) -> Vec<Table> {
+        tables(r)
+    }
+
+    fn files() -> Vec<String> {
+        let mut v = data_and_figures(
+            &[
+                "results.json",
+                "runs.json",
+                "runs.csv",
+                "results.csv",
+                "prices.csv",
+                "sweep.csv",
+            ],
+            ["figure4"],
+        );
+        v.extend(data_and_figures(
+            &["dma_paths.json", "dma_paths.csv"],
+            ["figure4_paths"],
+        ));
+        v
+    }
+}
 
 /// Writes `dir` (`OUT/fujita2008`); returns the markdown page's path.
 pub(crate) fn render(dir: &Path, r: &Fujita2008Results) -> Result<PathBuf, ReportError> {
@@ -459,7 +495,7 @@ disabled has no protection at all."
 /// §5's open question (S0.x: one lock protects the allocator's tree and bitmap, so highly
 /// parallel I/O may not scale), asked of the many-core model.
 fn section5(r: &Fujita2008Results) -> String {
-    use iommulab::repro::fujita2008::{SECTION5_CONFIGS, SECTION5_CORES};
+    use iommulab_repro::fujita2008::{SECTION5_CONFIGS, SECTION5_CORES};
     let mut p = String::from(
         "\n## §5's open question: one lock on many cores\n\nThe paper closes by asking whether 2.6.26's design \
 scales, since one lock protects the allocator's tree (and the bitmap). The model's answer, from the many-core model \

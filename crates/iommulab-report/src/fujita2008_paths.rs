@@ -6,7 +6,7 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use iommulab::repro::fujita2008::{DmaPathRun, Fujita2008Results, PAPER_BARS, TOLERANCE};
+use iommulab_repro::fujita2008::{DmaPathRun, Fujita2008Results, PAPER_BARS, TOLERANCE};
 
 use crate::ReportError;
 use crate::files::write_json;

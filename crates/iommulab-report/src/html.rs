@@ -17,7 +17,7 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use iommulab::repro::Reproduction;
+use iommulab_repro::Reproduction;
 
 /// `s` with `&`, `<`, `>` and `"` escaped for HTML text and attribute values.
 pub(crate) fn escape(s: &str) -> String {
@@ -338,7 +338,11 @@ fn command(r: Reproduction, quick: bool, out: &str) -> String {
 }
 
 /// The whole `index.html` for `reproductions` rendered under `out`.
-pub(crate) fn index_html(out: &Path, reproductions: &[Reproduction], quick: bool) -> String {
+pub(crate) fn index_html(
+    out: &Path,
+    reproductions: &[Reproduction],
+    quick: bool,
+) -> Result<String, crate::ReportError> {
     let out_arg = out.display().to_string();
     let all = format!(
         "iommulab reproduce all{} --out {out_arg}",
@@ -409,7 +413,7 @@ markdown pages and the data files linked from each section{}.</p>\n\
             escape(&command(r, quick, &out_arg))
         );
         let body_html = page.blocks(body, 1);
-        let files = crate::files(r);
+        let files = crate::files(r)?;
         // By file name: the papers' figure numbers lead their names.
         let mut figures: Vec<&str> = files
             .iter()
@@ -445,7 +449,7 @@ markdown pages and the data files linked from each section{}.</p>\n\
         "<footer><p>Written by iommulab {}; the markdown index is <a href=\"index.md\">index.md</a>.</p></footer>\n</body></html>",
         env!("CARGO_PKG_VERSION")
     );
-    h
+    Ok(h)
 }
 
 #[cfg(test)]

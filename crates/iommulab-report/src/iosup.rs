@@ -1,11 +1,12 @@
 //! The IOSUP report: `results.json`, `runs.csv` (group × minute), Figures 6–9 (SVG and PNG)
 //! and the markdown page beside the published numbers.
 
+use crate::page::data_and_figures;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use iommulab::repro::iosup::{self, IosupResults};
 use iommulab::virt::xen::UnmapFlush;
+use iommulab_repro::iosup::{self, IosupResults};
 
 use crate::ReportError;
 use crate::files::{write_atomic, write_json};
@@ -21,6 +22,26 @@ pub(crate) const FIGURES: [&str; 6] = [
     "figure8_pool_pre_enabled",
     "figure9_pool_dynamic_enabled",
 ];
+
+/// The page of [`iommulab_repro::iosup`].
+#[derive(Debug)]
+pub(crate) struct IosupPage;
+
+impl crate::page::Page for IosupPage {
+    type Paper = iommulab_repro::iosup::Iosup;
+
+    fn render(dir: &Path, r: &IosupResults) -> Result<PathBuf, ReportError> {
+        render(dir, r)
+    }
+
+    fn tables(r: &IosupResults) -> Vec<Table> {
+        tables(r)
+    }
+
+    fn files() -> Vec<String> {
+        data_and_figures(&["results.json", "runs.csv", "groups.csv"], FIGURES)
+    }
+}
 
 /// Writes `dir` (`OUT/iosup`); returns the markdown page's path.
 pub(crate) fn render(dir: &Path, r: &IosupResults) -> Result<PathBuf, ReportError> {
@@ -329,7 +350,7 @@ after the pin | from the pool, before / after | free to the allocator | into the
 }
 
 /// A verdict's letter in the sensitivity tables.
-fn short(v: iommulab::repro::claims::Verdict) -> &'static str {
+fn short(v: iommulab_repro::claims::Verdict) -> &'static str {
     match v.as_str() {
         "reproduced" => "R",
         "partly" => "P",

@@ -1,13 +1,13 @@
 //! # iommulab-report
 //!
-//! Renders the reproductions of [`iommulab::repro`] as report folders: JSON, CSV, SVG/PNG
+//! Renders the reproductions of [`iommulab_repro`] as report folders: JSON, CSV, SVG/PNG
 //! figures (plotters, with a bundled font) and a markdown page per paper, plus
 //! `index.md`/`index.html` over them. The CLI (`iommulab reproduce`) and Python
 //! (`iommulab.reproduce(..., out=...)`) both call [`render`], so they write the same files.
 //! Every file is written atomically (a temporary file renamed into place).
 //!
 //! ```text
-//!  iommulab::repro::<paper>::run ──► ReproResults ──► render(out, …) ──► out/<paper>/README.md, …
+//!  iommulab_repro::<paper>::run ──► ReproResults ──► render(out, …) ──► out/<paper>/README.md, …
 //!                                                 └─► tables(…)      ──► CSV / pandas DataFrames
 //! ```
 #![forbid(unsafe_code)]
@@ -21,6 +21,7 @@ mod fujita2008;
 mod fujita2008_paths;
 mod html;
 mod iosup;
+mod page;
 mod peleg2015;
 mod plot;
 mod table;
@@ -29,7 +30,9 @@ mod yassour2010;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use iommulab::repro::{ReproResults, Reproduction};
+use iommulab_repro::{ReproResults, Reproduction};
+
+use page::PageEntry;
 
 pub use claims::Score;
 pub use files::{runs_csv, write_atomic, write_json};
@@ -57,6 +60,12 @@ pub enum ReportError {
         /// The cause.
         source: serde_json::Error,
     },
+    /// No page renders this reproduction (a paper registered without its page).
+    #[error("no report page for reproduction {reproduction}")]
+    NoPage {
+        /// The reproduction's name.
+        reproduction: &'static str,
+    },
     /// plotters could not draw a figure.
     #[error("drawing a figure: {0}")]
     Plot(String),
@@ -80,129 +89,24 @@ pub fn index_html_path(out: &Path) -> PathBuf {
 
 /// Writes `out/<name>/` for one reproduction's results; returns the markdown page's path.
 pub fn render(out: &Path, results: &ReproResults) -> Result<PathBuf, ReportError> {
-    let dir = out.join(results.reproduction().name());
-    match results {
-        ReproResults::Fujita2008(r) => fujita2008::render(&dir, r),
-        ReproResults::Yassour2010(r) => yassour2010::render(&dir, r),
-        ReproResults::BenYehuda2007(r) => benyehuda2007::render(&dir, r),
-        ReproResults::Iosup(r) => iosup::render(&dir, r),
-        ReproResults::ExpEther(r) => expether::render(&dir, r),
-        ReproResults::Peleg2015(r) => peleg2015::render(&dir, r),
-    }
+    let r = results.reproduction();
+    PageEntry::find(r)?.render(&out.join(r.name()), results)
 }
 
 /// The reproduction's tables: those with a `file` are its CSV files; the rest are the page's
 /// other tables, for Python's DataFrames (`claims` among them: the judged claims).
-pub fn tables(results: &ReproResults) -> Vec<Table> {
-    let mut v = match results {
-        ReproResults::Fujita2008(r) => fujita2008::tables(r),
-        ReproResults::Yassour2010(r) => yassour2010::tables(r),
-        ReproResults::BenYehuda2007(r) => benyehuda2007::tables(r),
-        ReproResults::Iosup(r) => iosup::tables(r),
-        ReproResults::ExpEther(r) => expether::tables(r),
-        ReproResults::Peleg2015(r) => peleg2015::tables(r),
-    };
+pub fn tables(results: &ReproResults) -> Result<Vec<Table>, ReportError> {
+    let mut v = PageEntry::find(results.reproduction())?.tables(results)?;
     v.push(claims::table(results.claims()));
-    v
+    Ok(v)
 }
 
 /// The files [`render`] writes for `reproduction`, relative to `out`.
-pub fn files(reproduction: Reproduction) -> Vec<String> {
+pub fn files(reproduction: Reproduction) -> Result<Vec<String>, ReportError> {
     let name = reproduction.name();
-    let mut v: Vec<String> = match reproduction {
-        Reproduction::Fujita2008 => [
-            "results.json",
-            "runs.json",
-            "runs.csv",
-            "results.csv",
-            "prices.csv",
-            "sweep.csv",
-            "figure4.svg",
-            "figure4.png",
-            "dma_paths.json",
-            "dma_paths.csv",
-            "figure4_paths.svg",
-            "figure4_paths.png",
-        ]
-        .iter()
-        .map(|f| (*f).to_string())
-        .collect(),
-        Reproduction::Yassour2010 => {
-            let mut v = vec![
-                "results.json".to_string(),
-                "hit_rate.csv".into(),
-                "cpu.csv".into(),
-                "cpu_sensitivity.csv".into(),
-            ];
-            for (i, w) in ["netperf-send", "apache-sendfile"].iter().enumerate() {
-                for (fig, kind) in [(3, "hit_rate"), (3, "hit_rate_pinned"), (5, "cpu")] {
-                    for ext in ["svg", "png"] {
-                        v.push(format!("figure{}_{w}_{kind}.{ext}", fig + i));
-                    }
-                }
-            }
-            for (i, w) in ["recorded-tcp-send", "recorded-httpd"].iter().enumerate() {
-                for (fig, kind) in [(3, "hit_rate"), (5, "cpu")] {
-                    for ext in ["svg", "png"] {
-                        v.push(format!("figure{}_{w}_{kind}.{ext}", fig + i));
-                    }
-                }
-            }
-            v
-        }
-        Reproduction::BenYehuda2007 => {
-            let mut v = vec![
-                "results.json".to_string(),
-                "runs.csv".into(),
-                "dma.csv".into(),
-                "options.csv".into(),
-                "multicalls.csv".into(),
-            ];
-            for fig in 2..=7 {
-                for ext in ["svg", "png"] {
-                    v.push(format!("figure{fig}.{ext}"));
-                }
-            }
-            v
-        }
-        Reproduction::Iosup => {
-            let mut v = vec![
-                "results.json".to_string(),
-                "runs.csv".into(),
-                "groups.csv".into(),
-            ];
-            for stem in iosup::FIGURES {
-                for ext in ["svg", "png"] {
-                    v.push(format!("{stem}.{ext}"));
-                }
-            }
-            v
-        }
-        Reproduction::ExpEther => {
-            let mut v = vec![
-                "results.json".to_string(),
-                "runs.csv".into(),
-                "sweep.csv".into(),
-            ];
-            for stem in expether::FIGURES {
-                for ext in ["svg", "png"] {
-                    v.push(format!("{stem}.{ext}"));
-                }
-            }
-            v
-        }
-        Reproduction::Peleg2015 => {
-            let mut v = vec!["results.json".to_string(), "runs.csv".into()];
-            for stem in peleg2015::FIGURES {
-                for ext in ["svg", "png"] {
-                    v.push(format!("{stem}.{ext}"));
-                }
-            }
-            v
-        }
-    };
+    let mut v = PageEntry::find(reproduction)?.files();
     v.push("README.md".into());
-    v.into_iter().map(|f| format!("{name}/{f}")).collect()
+    Ok(v.into_iter().map(|f| format!("{name}/{f}")).collect())
 }
 
 /// Writes `out/index.md` — the scoreboard of every reproduction's claims by verdict, then a
@@ -232,7 +136,7 @@ every figure.\n\n{}\n| paper | report | data |\n|---|---|---|\n",
         );
     }
     let _ = writeln!(md, "\nCommand: `{cmd}`.");
-    let html = html::index_html(out, &reproductions, quick);
+    let html = html::index_html(out, &reproductions, quick)?;
     write_atomic(&out.join("index.html"), html.as_bytes())?;
     let index = out.join("index.md");
     write_atomic(&index, md.as_bytes())?;

@@ -1,10 +1,11 @@
 //! The Peleg et al. 2015 report: `results.json`, `runs.csv` (design × cores), the scaling
 //! figure (SVG and PNG) and the markdown page.
 
+use crate::page::data_and_figures;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use iommulab::repro::peleg2015::{CORES, DESIGNS, Peleg2015Results};
+use iommulab_repro::peleg2015::{CORES, DESIGNS, Peleg2015Results};
 
 use crate::ReportError;
 use crate::files::{write_atomic, write_json};
@@ -13,6 +14,26 @@ use crate::table::{Cell, Table};
 
 /// The figures, by file stem.
 pub(crate) const FIGURES: [&str; 1] = ["scaling"];
+
+/// The page of [`iommulab_repro::peleg2015`].
+#[derive(Debug)]
+pub(crate) struct Peleg2015Page;
+
+impl crate::page::Page for Peleg2015Page {
+    type Paper = iommulab_repro::peleg2015::Peleg2015;
+
+    fn render(dir: &Path, r: &Peleg2015Results) -> Result<PathBuf, ReportError> {
+        render(dir, r)
+    }
+
+    fn tables(r: &Peleg2015Results) -> Vec<Table> {
+        tables(r)
+    }
+
+    fn files() -> Vec<String> {
+        data_and_figures(&["results.json", "runs.csv"], FIGURES)
+    }
+}
 
 /// Writes `dir` (`OUT/peleg2015`); returns the markdown page's path.
 pub(crate) fn render(dir: &Path, r: &Peleg2015Results) -> Result<PathBuf, ReportError> {

@@ -5,8 +5,8 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use iommulab::repro::Reproduction;
-use iommulab::repro::claims::Verdict;
+use iommulab_repro::Reproduction;
+use iommulab_repro::claims::Verdict;
 use serde_json::Value;
 
 fn repo() -> PathBuf {
@@ -39,7 +39,7 @@ fn sources_md_says_what_the_committed_pages_decided() {
     let sources = fs::read_to_string(repo().join("docs/sources.md"))
         .unwrap()
         .replace("\n  ", " ");
-    for r in Reproduction::ALL {
+    for &r in Reproduction::all() {
         let [ok, partly, not, input] = committed_counts(r);
         let line = format!(
             "- **Reproduced ({}):** {ok} of {} claims reproduced, {partly} partly, {not} not reproduced, {input} set by an input",
@@ -54,6 +54,6 @@ fn sources_md_says_what_the_committed_pages_decided() {
     // And no other "Reproduced" line says something else.
     assert_eq!(
         sources.matches("- **Reproduced").count(),
-        Reproduction::ALL.len()
+        Reproduction::all().len()
     );
 }

@@ -1,6 +1,6 @@
 //! Same science, same files: the quick reproductions, run through the library and rendered
 //! by this crate, must give `tests/golden/quick` (made by `iommulab reproduce all --quick`
-//! before the reproductions moved from the CLI into `iommulab::repro`) except the numbers
+//! before the reproductions moved from the CLI into `iommulab_repro`) except the numbers
 //! measured on this machine's wall clock.
 //!
 //! To refresh after a deliberate change of the science: `iommulab reproduce all --quick
@@ -13,8 +13,11 @@ use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 
 use iommulab::Progress;
-use iommulab::repro::claims::Verdict;
-use iommulab::repro::{ReproOptions, Reproduction};
+use iommulab_repro::claims::Verdict;
+use iommulab_repro::{
+    Paper, ReproOptions, Reproduction, benyehuda2007, expether, fujita2008, iosup, peleg2015,
+    yassour2010,
+};
 use serde_json::Value;
 
 /// Everything measured with the wall clock, the only values allowed to differ: JSON keys and
@@ -193,7 +196,7 @@ fn run_and_render(r: Reproduction) -> tempfile::TempDir {
         .unwrap()
         .map(|e| format!("{r}/{}", e.unwrap().file_name().to_string_lossy()))
         .collect();
-    let mut listed = iommulab_report::files(r);
+    let mut listed = iommulab_report::files(r).unwrap();
     written.sort();
     listed.sort();
     assert_eq!(written, listed);
@@ -202,7 +205,7 @@ fn run_and_render(r: Reproduction) -> tempfile::TempDir {
 
 #[test]
 fn fujita2008_quick_matches_the_golden_files() {
-    let out = run_and_render(Reproduction::Fujita2008);
+    let out = run_and_render(Reproduction::of::<fujita2008::Fujita2008>());
     assert_eq!(compare_tree(out.path(), "fujita2008"), 9);
     // The measured values are really there (ignored, not missing).
     let v: Value = serde_json::from_str(
@@ -241,7 +244,7 @@ fn fujita2008_headline_numbers_are_pinned() {
         ("strict-bitmap", 0.7591, 0.7723),
         ("modern", 0.8202, 0.7539),
     ];
-    let r = iommulab::repro::fujita2008::run(&ReproOptions::new(true)).unwrap();
+    let r = <fujita2008::Fujita2008 as Paper>::run(&ReproOptions::new(true)).unwrap();
     for (config, rel, util) in PINNED {
         let a = r.get(config).unwrap_or_else(|| panic!("{config} missing"));
         let got = a.relative_to_disabled.unwrap();
@@ -294,7 +297,7 @@ fn fujita2008_headline_numbers_are_pinned() {
 
 #[test]
 fn yassour2010_quick_matches_the_golden_files() {
-    let out = run_and_render(Reproduction::Yassour2010);
+    let out = run_and_render(Reproduction::of::<yassour2010::Yassour2010>());
     assert_eq!(compare_tree(out.path(), "yassour2010"), 5);
     // Figures 3–4 on the recorded traces (the same in the quick and the full run: the
     // recordings do not depend on --quick), pinned with a tolerance: (recording, policy,
@@ -322,7 +325,7 @@ fn yassour2010_quick_matches_the_golden_files() {
             .find(|p| p["policy"] == policy)
             .unwrap();
         for (f, want) in [0.10, 0.25, 0.50].into_iter().zip(rates) {
-            let q = iommulab::repro::yassour2010::round_quota(f, ws);
+            let q = iommulab_repro::yassour2010::round_quota(f, ws);
             let i = c["quota_pages"]
                 .as_array()
                 .unwrap()
@@ -448,25 +451,25 @@ fn yassour2010_quick_matches_the_golden_files() {
 
 #[test]
 fn benyehuda2007_quick_matches_the_golden_files() {
-    let out = run_and_render(Reproduction::BenYehuda2007);
+    let out = run_and_render(Reproduction::of::<benyehuda2007::BenYehuda2007>());
     assert_eq!(compare_tree(out.path(), "benyehuda2007"), 6);
 }
 
 #[test]
 fn iosup_quick_matches_the_golden_files() {
-    let out = run_and_render(Reproduction::Iosup);
+    let out = run_and_render(Reproduction::of::<iosup::Iosup>());
     assert_eq!(compare_tree(out.path(), "iosup"), 4);
 }
 
 #[test]
 fn expether_quick_matches_the_golden_files() {
-    let out = run_and_render(Reproduction::ExpEther);
+    let out = run_and_render(Reproduction::of::<expether::ExpEther>());
     assert_eq!(compare_tree(out.path(), "expether"), 4);
 }
 
 #[test]
 fn peleg2015_quick_matches_the_golden_files() {
-    let out = run_and_render(Reproduction::Peleg2015);
+    let out = run_and_render(Reproduction::of::<peleg2015::Peleg2015>());
     assert_eq!(compare_tree(out.path(), "peleg2015"), 3);
 }
 
@@ -474,7 +477,7 @@ fn peleg2015_quick_matches_the_golden_files() {
 fn the_index_matches_the_golden_one() {
     let out = tempfile::tempdir().unwrap();
     // The scoreboard from the golden pages' own claims.
-    let scores: Vec<iommulab_report::Score> = Reproduction::ALL
+    let scores: Vec<iommulab_report::Score> = Reproduction::all()
         .iter()
         .map(|&r| {
             let text = fs::read_to_string(golden().join(r.name()).join("results.json")).unwrap();
@@ -503,7 +506,7 @@ fn the_index_matches_the_golden_one() {
     // index.html is rendered from the pages, which this folder does not have: it says so
     // and names the command (`check_html` checks a full one).
     let html = fs::read_to_string(iommulab_report::index_html_path(out.path())).unwrap();
-    for r in Reproduction::ALL {
+    for &r in Reproduction::all() {
         assert!(
             html.contains(&format!(
                 "Not rendered yet: run <code>iommulab reproduce {} --quick",
@@ -552,6 +555,7 @@ fn check_html(out: &Path, score: iommulab_report::Score) {
         .count();
     assert_eq!(html.matches("<tr>").count(), md_rows, "{r}: table rows");
     let svgs: Vec<String> = iommulab_report::files(r)
+        .unwrap()
         .into_iter()
         .filter(|f| f.ends_with(".svg"))
         .collect();
@@ -561,7 +565,7 @@ fn check_html(out: &Path, score: iommulab_report::Score) {
         svgs.len(),
         "{r}: every figure once"
     );
-    for f in iommulab_report::files(r) {
+    for f in iommulab_report::files(r).unwrap() {
         assert!(html.contains(&format!("href=\"{f}\"")), "{r}: link to {f}");
     }
     let mut links = 0;

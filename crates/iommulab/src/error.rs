@@ -4,7 +4,6 @@ use crate::dma::DmaError;
 use crate::experiment::ConfigError;
 use crate::hw::vtd::MapError;
 use crate::iova::{IovaError, MagazineConfigError, SpaceError};
-use crate::repro::ReproError;
 use crate::trace::TraceError;
 use crate::virt::Error as VirtError;
 use crate::workload::{ParamError, WorkloadError};
@@ -42,9 +41,6 @@ pub enum Error {
     /// The Xen PV model refused a configuration or failed (a model bug).
     #[error(transparent)]
     Xen(#[from] crate::virt::xen::XenError),
-    /// A reproduction stopped or failed one of its own checks.
-    #[error(transparent)]
-    Repro(#[from] ReproError),
     /// A trace too large for a curve's 32-bit page numbering.
     #[error(transparent)]
     Curve(crate::mrc::CurveError),

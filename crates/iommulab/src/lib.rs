@@ -30,10 +30,9 @@
 //! | [`mrc`] | hit-rate (miss-ratio) curves over every quota of a trace, page sequence or pinned map cache; one pass for LRU and OPT (S1.9) |
 //! | [`experiment`] | configs, the one place enums become types, the runner, results, trace recording; [`Progress`], the one progress report of runs, series and reproductions |
 //! | [`validate`] | `iommulab validate`: the Linux 6.x IOVA allocator model against a real kernel's trace, allocation by allocation |
-//! | [`repro`] | the five papers' reproductions as typed data, each with its claims table ([`repro::claims`]) |
 //!
 //! The modules are layered, each layer its own crate (base → hw → os → virt; base → trace →
-//! workload → os (the driver's input) and virt; this façade, [`experiment`], [`repro`] and [`Error`], on top), so the
+//! workload → os (the driver's input) and virt; this façade, [`experiment`] and [`Error`], on top; the reproductions, crate `iommulab-repro`, above it), so the
 //! compiler refuses a lower layer that reaches up; docs/architecture.md has the map and
 //! `tests/layering.rs` checks the manifests.
 //!
@@ -44,7 +43,6 @@
 
 pub mod error;
 pub mod experiment;
-pub mod repro;
 pub mod validate;
 
 // The layers, re-exported under the module names the whole code base and its users know.

@@ -5,9 +5,12 @@
 //! ```text
 //! base → hw → os ─────────────┐
 //!        hw → pcie ───────────┼──────────→ façade
-//! base → trace → workload ────┴→ virt → façade (iommulab: experiment, repro, Error)
+//! base → trace → workload ────┴→ virt → façade (iommulab: experiment, Error) → repro
 //!                workload → os (the driver's input)
 //! ```
+//!
+//! The reproductions (`iommulab-repro`) sit above the façade: the library never names a
+//! paper, and a reproduction's error wraps the library's, never the reverse.
 //!
 //! Inside the OS crate, the IOVA allocators are pure software (the scaling benchmark and the
 //! property tests run them with no IOMMU), so `iova/` uses the base layer only: checked here
@@ -55,6 +58,8 @@ const LAYERS: &[(&str, &[&str])] = &[
             "iommulab",
         ],
     ),
+    // Every paper's runs and claims, over the façade.
+    ("iommulab-repro", &["iommulab"]),
 ];
 
 fn crates_dir() -> PathBuf {

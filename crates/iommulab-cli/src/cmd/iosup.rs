@@ -4,8 +4,8 @@
 use std::fmt::Write as _;
 
 use anyhow::Result;
-use iommulab::repro::iosup::{IosupResults, IosupRun, run_groups};
 use iommulab::virt::xen::UnmapFlush;
+use iommulab_repro::iosup::{IosupResults, IosupRun, run_groups};
 
 use crate::args::IosupArgs;
 use crate::output::{json_text, write_outs};

@@ -1,26 +1,20 @@
-//! `iommulab reproduce`: reruns a paper's experiments (`iommulab::repro`) and writes
+//! `iommulab reproduce`: reruns a paper's experiments (`iommulab_repro`) and writes
 //! `OUT/<paper>/` with JSON, CSV, SVG/PNG figures and a markdown page that puts our numbers
 //! beside the published ones (`iommulab_report`); `all` also writes `OUT/index.md` and
 //! `OUT/index.html` (every reproduction on one self-contained page).
 
 use anyhow::{Context, Result};
-use iommulab::repro::{ReproOptions, Reproduction};
+use iommulab_repro::{ReproOptions, Reproduction};
 use serde_json::json;
 
-use crate::args::{Paper, ReproduceArgs};
+use crate::args::ReproduceArgs;
 use crate::progress::ProgressBar;
 
 /// `iommulab reproduce`.
 pub fn run(args: &ReproduceArgs, quiet: bool) -> Result<()> {
-    let selected: &[Reproduction] = match args.paper {
-        Paper::Fujita2008 => &[Reproduction::Fujita2008],
-        Paper::Yassour2010 => &[Reproduction::Yassour2010],
-        Paper::BenYehuda2007 => &[Reproduction::BenYehuda2007],
-        Paper::Iosup => &[Reproduction::Iosup],
-        Paper::ExpEther => &[Reproduction::ExpEther],
-        Paper::Peleg2015 => &[Reproduction::Peleg2015],
-        Paper::All => &Reproduction::ALL,
-    };
+    // The parser allows only registered names and `all`.
+    let selected = Reproduction::select(&args.paper)?;
+    let all = args.paper == "all";
     // Lines for people as each report is written; with --json one object at the end.
     let say = |line: String| -> Result<()> {
         if quiet || args.json {
@@ -32,10 +26,13 @@ pub fn run(args: &ReproduceArgs, quiet: bool) -> Result<()> {
     // Every file the reports will write, checked before hours of runs.
     let mut outputs: Vec<std::path::PathBuf> = selected
         .iter()
-        .flat_map(|&r| iommulab_report::files(r))
+        .map(|&r| iommulab_report::files(r))
+        .collect::<Result<Vec<_>, _>>()?
+        .into_iter()
+        .flatten()
         .map(|f| args.out.join(f))
         .collect();
-    if args.paper == Paper::All {
+    if all {
         outputs.push(args.out.join("index.md"));
         outputs.push(iommulab_report::index_html_path(&args.out));
     }
@@ -44,7 +41,7 @@ pub fn run(args: &ReproduceArgs, quiet: bool) -> Result<()> {
     crate::output::prepare_outputs(&outputs, &[])?;
     let mut done = Vec::new();
     let mut scores = Vec::new();
-    for &r in selected {
+    for &r in &selected {
         let bar = ProgressBar::steps(r.name(), quiet);
         let report = |p: &iommulab::Progress<'_>| bar.show(p);
         let opts = ReproOptions::new(args.quick).with_progress(&report);
@@ -56,7 +53,7 @@ pub fn run(args: &ReproduceArgs, quiet: bool) -> Result<()> {
         say(format!(
             "report: {} ({})\n",
             page.display(),
-            iommulab::repro::claims::summary(results.claims())
+            iommulab_repro::claims::summary(results.claims())
         ))?;
         if args.json {
             done.push(json!({
@@ -64,7 +61,7 @@ pub fn run(args: &ReproduceArgs, quiet: bool) -> Result<()> {
                 "title": r.title(),
                 "quick": args.quick,
                 "report": page.display().to_string(),
-                "files": iommulab_report::files(r)
+                "files": iommulab_report::files(r)?
                     .iter()
                     .map(|f| args.out.join(f).display().to_string())
                     .collect::<Vec<_>>(),
@@ -74,7 +71,7 @@ pub fn run(args: &ReproduceArgs, quiet: bool) -> Result<()> {
     }
     let mut index = serde_json::Value::Null;
     let mut html = serde_json::Value::Null;
-    if args.paper == Paper::All {
+    if all {
         let md = iommulab_report::write_index(&args.out, &scores, args.quick)?;
         let page = iommulab_report::index_html_path(&args.out);
         let total = scores.iter().fold([0usize; 4], |mut t, s| {

@@ -3,15 +3,55 @@
 
 mod page;
 
+use crate::page::data_and_figures;
 use std::path::{Path, PathBuf};
 
-use iommulab::repro::yassour2010::hit_rate::PrefetchAt;
-use iommulab::repro::yassour2010::{CpuCurve, HitCurve, Yassour2010Results};
+use iommulab_repro::yassour2010::hit_rate::PrefetchAt;
+use iommulab_repro::yassour2010::{CpuCurve, HitCurve, Yassour2010Results};
 
 use crate::ReportError;
 use crate::files::{create_dir, write_atomic, write_json};
 use crate::plot::{LineSeries, line_chart};
 use crate::table::{Cell, Table};
+
+/// The page of [`iommulab_repro::yassour2010`].
+#[derive(Debug)]
+pub(crate) struct Yassour2010Page;
+
+impl crate::page::Page for Yassour2010Page {
+    type Paper = iommulab_repro::yassour2010::Yassour2010;
+
+    fn render(dir: &Path, r: &Yassour2010Results) -> Result<PathBuf, ReportError> {
+        render(dir, r)
+    }
+
+    fn tables(r: &Yassour2010Results) -> Vec<Table> {
+        tables(r)
+    }
+
+    fn files() -> Vec<String> {
+        let mut stems = Vec::new();
+        for (i, w) in ["netperf-send", "apache-sendfile"].iter().enumerate() {
+            for (fig, kind) in [(3, "hit_rate"), (3, "hit_rate_pinned"), (5, "cpu")] {
+                stems.push(format!("figure{}_{w}_{kind}", fig + i));
+            }
+        }
+        for (i, w) in ["recorded-tcp-send", "recorded-httpd"].iter().enumerate() {
+            for (fig, kind) in [(3, "hit_rate"), (5, "cpu")] {
+                stems.push(format!("figure{}_{w}_{kind}", fig + i));
+            }
+        }
+        data_and_figures(
+            &[
+                "results.json",
+                "hit_rate.csv",
+                "cpu.csv",
+                "cpu_sensitivity.csv",
+            ],
+            stems,
+        )
+    }
+}
 
 /// Writes `dir` (`OUT/yassour2010`); returns the markdown page's path.
 pub(crate) fn render(dir: &Path, r: &Yassour2010Results) -> Result<PathBuf, ReportError> {

@@ -6,10 +6,10 @@ use std::fmt::Write as _;
 
 use crate::claims::cell;
 use iommulab::hw::cost::KVM_2010_PRICES;
-use iommulab::repro::claims::Claim;
-use iommulab::repro::claims::yassour2010::{StreamClaim, at};
-use iommulab::repro::yassour2010::hit_rate::{Point, PrefetchAt};
-use iommulab::repro::yassour2010::{
+use iommulab_repro::claims::Claim;
+use iommulab_repro::yassour2010::claims::{StreamClaim, at};
+use iommulab_repro::yassour2010::hit_rate::{Point, PrefetchAt};
+use iommulab_repro::yassour2010::{
     CPU_FORMULA, CpuCurve, HitCurve, Results, SetupFacts, WorkloadResult, recorded::RecordedResult,
     round_quota,
 };
@@ -524,7 +524,7 @@ fn gap(w: &RecordedResult, pts: &[(String, Vec<Point>)]) -> Option<(f64, f64, St
 fn closeness(
     res: &Results,
     w: &RecordedResult,
-    t: &iommulab::repro::yassour2010::TunedResult,
+    t: &iommulab_repro::yassour2010::TunedResult,
 ) -> String {
     let Some((mean, worst, at_worst)) = gap(w, &t.hit_rate.hit_rate) else {
         return String::new();
