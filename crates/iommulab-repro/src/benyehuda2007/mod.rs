@@ -274,7 +274,7 @@ pub struct BenYehuda2007Results {
     pub options: Vec<OptionRow>,
     /// Multicall sizes per workload (S2.5).
     pub multicalls: Vec<MulticallRow>,
-    /// The paper's claims, judged on this run ([`crate::claims::benyehuda2007`]).
+    /// The paper's claims, judged on this run ([`claims`]).
     pub claims: Vec<crate::claims::Claim>,
     /// Each estimated price swept over its range: where each claim's verdict holds.
     pub sensitivity: Vec<sensitivity::SensitivityRow>,

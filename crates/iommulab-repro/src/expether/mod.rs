@@ -326,7 +326,7 @@ pub struct ExpEtherResults {
     pub receive_over_n_range: (u32, u32, f64, f64),
     /// The paper's numbers.
     pub paper: Paper,
-    /// The paper's claims, judged on this run ([`crate::claims::expether`]).
+    /// The paper's claims, judged on this run ([`claims`]).
     pub claims: Vec<crate::claims::Claim>,
 }
 

@@ -4,7 +4,7 @@
 //! without that path falls back to the `dma_map_single` aggregates.
 //!
 //! [`CLAIMS`] is the table (the paper's words and numbers); each row's judge reads the run
-//! through a [`Ctx`].
+//! through a context built from the results (the sg path when the run has one).
 
 use crate::claims::{Claim, ClaimSpec, Judgement, change, holds, input, judge_table, level};
 use crate::fujita2008::{Aggregate, Bars, DmaPathRun, Fujita2008Results, PAPER_BARS, TOLERANCE};

@@ -291,7 +291,7 @@ pub struct Fujita2008Results {
     pub sweep: Vec<SweepPoint>,
     /// Figure 4 on each DMA API path of the pseudo driver, side by side (`dma_paths.json`).
     pub dma_paths: Vec<DmaPathRun>,
-    /// The paper's claims, judged on this run ([`claims::fujita2008`]).
+    /// The paper's claims, judged on this run ([`claims`]).
     pub claims: Vec<Claim>,
     /// §5's open question, one lock on many cores: 2.6.26's configurations on 1, 2, 4 and
     /// 8 cores of the many-core model (not in `results.json`: the page's own section).

@@ -555,7 +555,7 @@ pub struct IosupResults {
     /// fix), page by page and domain-wide: what the pool would do to them there. `None`
     /// where the run itself invalidates, and in the workload sensitivity's reruns.
     pub fixed_xen_miss_rates: Option<FixedXenMissRates>,
-    /// The paper's claims, judged on this run ([`claims::iosup`]).
+    /// The paper's claims, judged on this run ([`claims`]).
     pub claims: Vec<Claim>,
     /// Every estimated price's range and the verdicts over it.
     pub sensitivity: Vec<Sensitivity>,

@@ -19,11 +19,11 @@ const NOT_CHECKABLE: &str =
 const TOP: u16 = 16;
 
 /// Every claim, judged on `r`.
-pub fn judge(r: &Peleg2015Results) -> Vec<Claim> {
+pub fn claims(r: &Peleg2015Results) -> Vec<Claim> {
     judge_table(CLAIMS, r)
 }
 
-/// The paper's claims, in the page's order (every claim's cores are [`TOP`]).
+/// The paper's claims, in the page's order (every claim judged at the top core count, 16).
 pub const CLAIMS: &[ClaimSpec<Peleg2015Results>] = &[
     ClaimSpec {
         id: "stock-strict-collapses",

@@ -336,7 +336,7 @@ fn run(opts: &ReproOptions<'_>) -> Result<Peleg2015Results, Error> {
         transfer_sensitivity,
         claims: Vec::new(),
     };
-    results.claims = claims::judge(&results);
+    results.claims = claims::claims(&results);
     Ok(results)
 }
 
